@@ -1,0 +1,117 @@
+//! Application startup: builds tenants and their supervisors from configuration, binds the
+//! listener (port 0 picks a free one) and serves the routes. Tests build an `Application` and talk
+//! HTTP to it.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Actor;
+use actix_web::dev::Server;
+use actix_web::{web, App, HttpResponse, HttpServer};
+
+use crate::catalog::{CatalogHandle, TenantCatalog};
+use crate::config::Config;
+use crate::eventlog::{EventLog, InMemoryEventLog};
+use crate::session::{SessionIndex, SessionLimits, SessionSettings, TenantSupervisor};
+use crate::tenant::{TenantHandle, TenantRegistry};
+use crate::transport::{legacy, streamable, EdgePolicy};
+
+pub struct Application {
+    port: u16,
+    host: String,
+    server: Server,
+    tenants: TenantRegistry,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("could not bind {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("invalid tenant configuration: {0}")]
+    Tenant(String),
+}
+
+impl Application {
+    /// Builds everything and binds the listener; call from inside an actix system.
+    pub fn build(config: Config) -> Result<Application, StartError> {
+        let settings = Arc::new(SessionSettings {
+            page_size: config.sessions.page_size,
+            sse_retry_ms: config.sessions.sse_retry_ms,
+            ..SessionSettings::default()
+        });
+        let limits = SessionLimits {
+            max_sessions: config.sessions.max_per_tenant,
+            idle_timeout: Duration::from_secs_f64(config.sessions.idle_timeout_secs),
+        };
+        let log: Arc<dyn EventLog> = Arc::new(InMemoryEventLog::new(config.sessions.event_log_capacity));
+        let tenants = TenantRegistry::default();
+        for t in &config.tenants {
+            let catalog = CatalogHandle::new(TenantCatalog::from_builtin_names(&t.catalogs).map_err(StartError::Tenant)?);
+            let slug: Arc<str> = t.slug.as_str().into();
+            let sessions = SessionIndex::default();
+            let supervisor = TenantSupervisor::new(slug.clone(), sessions.clone(), catalog.clone(), log.clone(), settings.clone(), limits.clone()).start();
+            tenants.insert(TenantHandle { slug, catalog, supervisor, sessions });
+        }
+
+        let addr = format!("{}:{}", config.server.host, config.server.port);
+        let listener = TcpListener::bind(&addr).map_err(|source| StartError::Bind { addr: addr.clone(), source })?;
+        let port = listener.local_addr().map_err(|source| StartError::Bind { addr, source })?.port();
+        let edge = web::Data::new(EdgePolicy::from_config(&config.server));
+        let registry = web::Data::new(tenants.clone());
+        let mut server = HttpServer::new(move || {
+            App::new()
+                .app_data(edge.clone())
+                .app_data(registry.clone())
+                .route("/healthz", web::get().to(healthz))
+                .route("/readyz", web::get().to(healthz))
+                .service(
+                    web::resource("/t/{tenant}/mcp")
+                        .route(web::post().to(streamable::post))
+                        .route(web::get().to(streamable::get))
+                        .route(web::delete().to(streamable::delete)),
+                )
+                .route("/t/{tenant}/sse", web::get().to(legacy::open))
+                .route("/t/{tenant}/messages", web::post().to(legacy::message))
+        })
+        .on_connect(|conn, _| {
+            // Nagle would hold the second half of a streamed reply for the peer's delayed ACK.
+            if let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() {
+                let _ = tcp.set_nodelay(true);
+            }
+        })
+        .shutdown_timeout(5)
+        .backlog(4096)
+        .max_connection_rate(1024);
+        if config.server.workers > 0 {
+            server = server.workers(config.server.workers);
+        }
+        let server = server.listen(listener).map_err(|source| StartError::Bind { addr: format!("port {port}"), source })?.run();
+        Ok(Application { port, host: config.server.host.clone(), server, tenants })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The MCP endpoint of a tenant.
+    pub fn mcp_url(&self, tenant: &str) -> String {
+        format!("http://{}:{}/t/{tenant}/mcp", self.host, self.port)
+    }
+
+    pub fn tenants(&self) -> &TenantRegistry {
+        &self.tenants
+    }
+
+    pub fn server_handle(&self) -> actix_web::dev::ServerHandle {
+        self.server.handle()
+    }
+
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.server.await
+    }
+}
+
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(serde_json::json!({ "status": "ok" }))
+}

@@ -1,0 +1,135 @@
+//! `RequestContext`: what a running tool call can do back through its session — log, report
+//! progress, ask the client (sampling, elicitation, roots) and wait for the answer, or close its
+//! SSE stream for the client to resume. It talks to the session through `SessionPort`, so the
+//! session logic does not depend on the actor runtime.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+use crate::protocol::mcp::LogLevel;
+use crate::protocol::{ProtocolVersion, RequestId, RpcError};
+
+/// The session side of a running request. Messages sent through a port for one request arrive in
+/// the order they were sent.
+pub trait SessionPort: Send + Sync + 'static {
+    /// Sends a notification related to request `origin` (on that request's stream).
+    fn notify(&self, origin: &RequestId, method: &'static str, params: Value);
+    /// Sends a server→client request related to `origin`; the answer arrives on `reply`.
+    fn request(&self, origin: &RequestId, method: &'static str, params: Value, reply: oneshot::Sender<Result<Value, RpcError>>);
+    /// Closes the SSE connection of `origin`'s stream without ending the stream (SSE polling):
+    /// later messages wait in the event log for the client to resume.
+    fn close_stream(&self, origin: &RequestId);
+    /// Tells every session of the tenant subscribed to `uri` that it changed.
+    fn resource_updated(&self, uri: &str);
+}
+
+/// Handed to each tool call.
+#[derive(Clone)]
+pub struct RequestContext {
+    pub request_id: RequestId,
+    pub version: ProtocolVersion,
+    pub client_capabilities: Arc<Value>,
+    pub progress_token: Option<Value>,
+    port: Arc<dyn SessionPort>,
+    /// Set once the call has sent anything through the port (so its result must queue behind).
+    used_port: Arc<AtomicBool>,
+}
+
+impl RequestContext {
+    pub fn new(
+        request_id: RequestId,
+        version: ProtocolVersion,
+        client_capabilities: Arc<Value>,
+        progress_token: Option<Value>,
+        port: Arc<dyn SessionPort>,
+    ) -> Self {
+        RequestContext { request_id, version, client_capabilities, progress_token, port, used_port: Arc::new(AtomicBool::new(false)) }
+    }
+
+    /// Whether this call has sent anything through its session.
+    pub fn used_port(&self) -> bool {
+        self.used_port.load(Ordering::Acquire)
+    }
+
+    fn port(&self) -> &dyn SessionPort {
+        self.used_port.store(true, Ordering::Release);
+        self.port.as_ref()
+    }
+
+    /// `notifications/message`; the session drops it when below the client's chosen level.
+    pub fn log(&self, level: LogLevel, logger: &str, data: Value) {
+        self.port().notify(
+            &self.request_id,
+            "notifications/message",
+            json!({ "level": level.as_str(), "logger": logger, "data": data }),
+        );
+    }
+
+    /// `notifications/progress`, only when the client asked for progress on this request.
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let Some(token) = &self.progress_token else { return };
+        let mut params = json!({ "progressToken": token, "progress": progress });
+        if let Some(total) = total {
+            params["total"] = json!(total);
+        }
+        if let Some(message) = message {
+            params["message"] = json!(message);
+        }
+        self.port().notify(&self.request_id, "notifications/progress", params);
+    }
+
+    pub fn client_supports(&self, capability: &str) -> bool {
+        self.client_capabilities.get(capability).is_some_and(|c| !c.is_null())
+    }
+
+    /// Sends a server→client request and waits for the client's answer.
+    pub async fn request(&self, method: &'static str, params: Value) -> Result<Value, RpcError> {
+        let (tx, rx) = oneshot::channel();
+        self.port().request(&self.request_id, method, params, tx);
+        rx.await.map_err(|_| RpcError::internal("the session ended before the client answered"))?
+    }
+
+    /// `elicitation/create` in form mode. Refused unless the client declared `elicitation`
+    /// (an empty object means form mode) and the revision has it.
+    pub async fn elicit_form(&self, message: &str, requested_schema: Value) -> Result<Value, RpcError> {
+        let form_ok = self.version.has_elicitation()
+            && self.client_capabilities.get("elicitation").is_some_and(|e| {
+                e.as_object().is_some_and(|o| o.is_empty() || o.contains_key("form"))
+            });
+        if !form_ok {
+            return Err(RpcError::invalid_request("the client did not declare the elicitation (form) capability"));
+        }
+        let mut params = json!({ "message": message, "requestedSchema": requested_schema });
+        if self.version >= ProtocolVersion::V2025_11_25 {
+            params["mode"] = json!("form");
+        }
+        self.request("elicitation/create", params).await
+    }
+
+    /// `sampling/createMessage`; refused unless the client declared `sampling`.
+    pub async fn sample(&self, params: Value) -> Result<Value, RpcError> {
+        if !self.client_supports("sampling") {
+            return Err(RpcError::invalid_request("the client did not declare the sampling capability"));
+        }
+        self.request("sampling/createMessage", params).await
+    }
+
+    /// `roots/list`; refused unless the client declared `roots`.
+    pub async fn list_roots(&self) -> Result<Value, RpcError> {
+        if !self.client_supports("roots") {
+            return Err(RpcError::invalid_request("the client did not declare the roots capability"));
+        }
+        self.request("roots/list", json!({})).await
+    }
+
+    pub fn close_stream(&self) {
+        self.port().close_stream(&self.request_id);
+    }
+
+    pub fn resource_updated(&self, uri: &str) {
+        self.port().resource_updated(uri);
+    }
+}

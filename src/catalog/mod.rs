@@ -1,0 +1,138 @@
+//! What a tenant serves: tools, resources, resource templates and prompts. A `Catalog` is one
+//! source of them (the built-in `reference` and `demo` catalogs today); a `TenantCatalog` merges
+//! the catalogs a tenant has enabled and is what sessions list and call through.
+
+pub mod context;
+pub mod demo;
+pub mod reference;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use serde_json::{Map, Value};
+
+pub use context::{RequestContext, SessionPort};
+
+use crate::protocol::RpcError;
+
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+/// The outcome of one catalog call: a result object, or a protocol error.
+pub type CallFuture = BoxFuture<Result<Value, RpcError>>;
+
+/// One source of tools, resources and prompts.
+pub trait Catalog: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    /// Tool definitions (`Tool` objects of the MCP schema).
+    fn tools(&self) -> Vec<Value>;
+    /// Starts a call; `None` when this catalog has no tool of that name.
+    fn call_tool(&self, name: &str, arguments: Map<String, Value>, ctx: RequestContext) -> Option<CallFuture>;
+    fn resources(&self) -> Vec<Value> {
+        Vec::new()
+    }
+    fn resource_templates(&self) -> Vec<Value> {
+        Vec::new()
+    }
+    /// Reads a resource (or a URI matching one of its templates); `None` when not this catalog's.
+    fn read_resource(&self, _uri: &str) -> Option<Result<Value, RpcError>> {
+        None
+    }
+    fn prompts(&self) -> Vec<Value> {
+        Vec::new()
+    }
+    fn get_prompt(&self, _name: &str, _arguments: &Map<String, Value>) -> Option<Result<Value, RpcError>> {
+        None
+    }
+    /// Completion values for a prompt argument or template variable; `None` when the reference
+    /// is not this catalog's.
+    fn complete(&self, _reference: &Value, _argument: &str, _value: &str) -> Option<Vec<String>> {
+        None
+    }
+}
+
+/// The merged view of a tenant's enabled catalogs, with its lists computed once.
+pub struct TenantCatalog {
+    catalogs: Vec<Arc<dyn Catalog>>,
+    /// Tool name → index of the catalog that serves it.
+    tool_owner: std::collections::HashMap<String, usize>,
+    pub tools: Vec<Value>,
+    pub resources: Vec<Value>,
+    pub resource_templates: Vec<Value>,
+    pub prompts: Vec<Value>,
+}
+
+impl TenantCatalog {
+    pub fn new(catalogs: Vec<Arc<dyn Catalog>>) -> Self {
+        let collect = |f: &dyn Fn(&dyn Catalog) -> Vec<Value>| catalogs.iter().flat_map(|c| f(c.as_ref())).collect();
+        let mut tool_owner = std::collections::HashMap::new();
+        for (i, c) in catalogs.iter().enumerate() {
+            for t in c.tools() {
+                if let Some(name) = t["name"].as_str() {
+                    tool_owner.entry(name.to_string()).or_insert(i);
+                }
+            }
+        }
+        TenantCatalog {
+            tool_owner,
+            tools: collect(&|c| c.tools()),
+            resources: collect(&|c| c.resources()),
+            resource_templates: collect(&|c| c.resource_templates()),
+            prompts: collect(&|c| c.prompts()),
+            catalogs,
+        }
+    }
+
+    /// Builds the catalog from built-in names (`reference`, `demo`).
+    pub fn from_builtin_names(names: &[String]) -> Result<Self, String> {
+        let mut catalogs: Vec<Arc<dyn Catalog>> = Vec::new();
+        for name in names {
+            catalogs.push(match name.as_str() {
+                "reference" => Arc::new(reference::ReferenceCatalog),
+                "demo" => Arc::new(demo::DemoCatalog::default()),
+                other => return Err(format!("unknown built-in catalog {other:?} (known: reference, demo)")),
+            });
+        }
+        Ok(Self::new(catalogs))
+    }
+
+    pub fn call_tool(&self, name: &str, arguments: Map<String, Value>, ctx: RequestContext) -> Option<CallFuture> {
+        let owner = self.tool_owner.get(name)?;
+        self.catalogs[*owner].call_tool(name, arguments, ctx)
+    }
+
+    pub fn read_resource(&self, uri: &str) -> Option<Result<Value, RpcError>> {
+        self.catalogs.iter().find_map(|c| c.read_resource(uri))
+    }
+
+    pub fn get_prompt(&self, name: &str, arguments: &Map<String, Value>) -> Option<Result<Value, RpcError>> {
+        self.catalogs.iter().find_map(|c| c.get_prompt(name, arguments))
+    }
+
+    pub fn complete(&self, reference: &Value, argument: &str, value: &str) -> Option<Vec<String>> {
+        self.catalogs.iter().find_map(|c| c.complete(reference, argument, value))
+    }
+}
+
+/// A tenant's current catalog, swappable while sessions run.
+#[derive(Clone)]
+pub struct CatalogHandle(Arc<RwLock<Arc<TenantCatalog>>>);
+
+impl CatalogHandle {
+    pub fn new(catalog: TenantCatalog) -> Self {
+        CatalogHandle(Arc::new(RwLock::new(Arc::new(catalog))))
+    }
+    pub fn current(&self) -> Arc<TenantCatalog> {
+        self.0.read().clone()
+    }
+    pub fn replace(&self, catalog: TenantCatalog) {
+        *self.0.write() = Arc::new(catalog);
+    }
+}
+
+/// Reads a string argument, or explains which one is missing.
+pub fn str_arg<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, RpcError> {
+    args.get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params(format!("Missing or non-string argument: {name}")))
+}

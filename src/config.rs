@@ -1,0 +1,207 @@
+//! Configuration: compiled-in defaults, then an optional TOML file, then `MCP_HARBOR__…`
+//! environment variables (`MCP_HARBOR__SERVER__PORT=9000`), validated once at start.
+
+use std::path::Path;
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub sessions: SessionConfig,
+    pub log: LogConfig,
+    /// Tenants served from configuration (the admin API adds more later).
+    pub tenants: Vec<TenantConfig>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub host: String,
+    /// 0 picks a free port (tests).
+    pub port: u16,
+    /// HTTP worker threads; 0 means one per core.
+    pub workers: usize,
+    /// Largest accepted request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Host names (without port) accepted in the `Host` header, besides loopback names.
+    /// `"*"` accepts any host (behind a proxy that checks it).
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`) accepted in the `Origin` header, besides loopback ones.
+    pub allowed_origins: Vec<String>,
+    /// Seconds between SSE keep-alive comments.
+    pub sse_keepalive_secs: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionConfig {
+    /// Most concurrent sessions per tenant.
+    pub max_per_tenant: usize,
+    /// A session with no client activity for this long ends.
+    pub idle_timeout_secs: f64,
+    /// SSE events kept per session for resumption.
+    pub event_log_capacity: usize,
+    /// Reconnection delay announced in priming events (`retry:`), in milliseconds.
+    pub sse_retry_ms: u64,
+    /// Items per page of a list.
+    pub page_size: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// `plain` or `json`.
+    pub format: String,
+    /// A tracing filter (`info`, `mcp_harbor=debug,actix_web=info`); `RUST_LOG` wins when set.
+    pub filter: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    pub slug: String,
+    /// Built-in catalogs enabled for the tenant: `reference`, `demo`.
+    pub catalogs: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            server: ServerConfig {
+                host: "127.0.0.1".into(),
+                port: 8080,
+                workers: 0,
+                max_body_bytes: 4 * 1024 * 1024,
+                allowed_hosts: Vec::new(),
+                allowed_origins: Vec::new(),
+                sse_keepalive_secs: 15,
+            },
+            sessions: SessionConfig {
+                max_per_tenant: 10_000,
+                idle_timeout_secs: 1800.0,
+                event_log_capacity: 512,
+                sse_retry_ms: 1000,
+                page_size: 50,
+            },
+            log: LogConfig { format: "plain".into(), filter: "info".into() },
+            tenants: vec![TenantConfig { slug: "demo".into(), catalogs: vec!["reference".into(), "demo".into()] }],
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration could not be read: {0}")]
+    Load(#[from] Box<figment::Error>),
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Defaults, then `file` (if given), then the environment; validated.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            if !file.exists() {
+                return Err(ConfigError::Invalid(format!("config file {} does not exist", file.display())));
+            }
+            figment = figment.merge(Toml::file(file));
+        }
+        figment = figment.merge(Env::prefixed("MCP_HARBOR__").split("__").lowercase(true));
+        let config: Config = figment.extract().map_err(Box::new)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if self.server.host.parse::<std::net::IpAddr>().is_err() && self.server.host != "localhost" {
+            return bad(format!("server.host {:?} is not an IP address or localhost", self.server.host));
+        }
+        if self.server.max_body_bytes < 1024 {
+            return bad("server.max_body_bytes must be at least 1024".into());
+        }
+        if self.server.sse_keepalive_secs == 0 {
+            return bad("server.sse_keepalive_secs must be at least 1".into());
+        }
+        for origin in &self.server.allowed_origins {
+            if !(origin.starts_with("http://") || origin.starts_with("https://")) {
+                return bad(format!("server.allowed_origins entry {origin:?} must start with http:// or https://"));
+            }
+        }
+        if self.sessions.max_per_tenant == 0 {
+            return bad("sessions.max_per_tenant must be at least 1".into());
+        }
+        if !(self.sessions.idle_timeout_secs > 0.0) {
+            return bad("sessions.idle_timeout_secs must be positive".into());
+        }
+        if self.sessions.event_log_capacity == 0 || self.sessions.page_size == 0 {
+            return bad("sessions.event_log_capacity and sessions.page_size must be at least 1".into());
+        }
+        if !matches!(self.log.format.as_str(), "plain" | "json") {
+            return bad(format!("log.format must be \"plain\" or \"json\", not {:?}", self.log.format));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for t in &self.tenants {
+            if !is_valid_slug(&t.slug) {
+                return bad(format!("tenant slug {:?} must be 1-63 characters of a-z, 0-9 and '-', not starting with '-'", t.slug));
+            }
+            if !seen.insert(&t.slug) {
+                return bad(format!("tenant slug {:?} is configured twice", t.slug));
+            }
+            if let Err(e) = crate::catalog::TenantCatalog::from_builtin_names(&t.catalogs) {
+                return bad(format!("tenant {:?}: {e}", t.slug));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// URL-safe tenant slugs: lowercase letters, digits and dashes.
+pub fn is_valid_slug(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && !s.starts_with('-')
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let mut c = Config::default();
+        c.tenants[0].slug = "Bad Slug".into();
+        assert!(c.validate().unwrap_err().to_string().contains("slug"));
+        let mut c = Config::default();
+        c.tenants[0].catalogs = vec!["nope".into()];
+        assert!(c.validate().unwrap_err().to_string().contains("nope"));
+        let mut c = Config::default();
+        c.log.format = "xml".into();
+        assert!(c.validate().unwrap_err().to_string().contains("log.format"));
+    }
+
+    #[test]
+    fn file_then_environment_layers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("harbor.toml");
+        std::fs::write(&path, "[server]\nport = 9100\n[sessions]\npage_size = 7\n").unwrap();
+        let c = Config::load(Some(&path)).unwrap();
+        assert_eq!(c.server.port, 9100);
+        assert_eq!(c.sessions.page_size, 7);
+        assert_eq!(c.server.host, "127.0.0.1");
+        std::fs::write(&path, "[server]\nport = \"x\"\n").unwrap();
+        assert!(Config::load(Some(&path)).is_err());
+        assert!(Config::load(Some(&dir.path().join("missing.toml"))).is_err());
+    }
+}

@@ -1,0 +1,86 @@
+//! The `mcp-harbor` command: `serve` (the default) and `healthcheck`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use mcp_harbor::{telemetry, Application, Config};
+
+#[derive(Parser)]
+#[command(name = "mcp-harbor", version, about = "Multi-tenant hosted MCP server")]
+struct Cli {
+    /// TOML configuration file (also MCP_HARBOR_CONFIG); MCP_HARBOR__SECTION__KEY variables override it.
+    #[arg(long, global = true, env = "MCP_HARBOR_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP (the default command).
+    Serve,
+    /// Check that a running server answers /healthz.
+    Healthcheck {
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        url: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(cli.config),
+        Command::Healthcheck { url } => healthcheck(&url),
+    }
+}
+
+fn serve(config_file: Option<PathBuf>) -> ExitCode {
+    let config = match Config::load(config_file.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mcp-harbor: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    telemetry::init_telemetry(&config.log);
+    let result = actix_web::rt::System::new().block_on(async move {
+        let app = Application::build(config)?;
+        for slug in app.tenants().slugs() {
+            println!("mcp-harbor: tenant {slug} serving MCP at {}", app.mcp_url(&slug));
+        }
+        app.run_until_stopped().await.map_err(|e| mcp_harbor::app::StartError::Bind { addr: "server".into(), source: e })
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp-harbor: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A dependency-free probe for container health checks: GET /healthz over plain TCP.
+fn healthcheck(url: &str) -> ExitCode {
+    use std::io::{Read, Write};
+    let authority = url.trim_start_matches("http://").split('/').next().unwrap_or("");
+    let probe = || -> std::io::Result<bool> {
+        let mut stream = std::net::TcpStream::connect(authority)?;
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+        write!(stream, "GET /healthz HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n")?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response)?;
+        Ok(response.starts_with("HTTP/1.1 200"))
+    };
+    match probe() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("mcp-harbor: {url} is not healthy");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("mcp-harbor: {url}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! JSON-RPC 2.0 framing: parsing one message or a batch from bytes, classifying it, and building
+//! responses and errors. Pure code: no I/O, no MCP semantics.
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use std::fmt;
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+/// MCP: the requested resource does not exist.
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
+/// Implementation-defined server error range (-32000..-32099): the request was refused by policy.
+pub const SERVER_REFUSED: i64 = -32000;
+
+/// A JSON-RPC request id: a string or an integer (MCP forbids null). Kept with its JSON type so
+/// it is echoed exactly as received.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum RequestId {
+    Number(i64),
+    String(String),
+}
+
+impl RequestId {
+    fn from_value(v: &Value) -> Option<RequestId> {
+        match v {
+            Value::String(s) => Some(RequestId::String(s.clone())),
+            Value::Number(n) => n.as_i64().map(RequestId::Number),
+            _ => None,
+        }
+    }
+    pub fn to_value(&self) -> Value {
+        match self {
+            RequestId::Number(n) => Value::from(*n),
+            RequestId::String(s) => Value::from(s.clone()),
+        }
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestId::Number(n) => write!(f, "{n}"),
+            RequestId::String(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        RpcError { code, message: message.into(), data: None }
+    }
+    pub fn parse(message: impl Into<String>) -> Self {
+        Self::new(PARSE_ERROR, message)
+    }
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(INVALID_REQUEST, message)
+    }
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(METHOD_NOT_FOUND, format!("Method not found: {method}"))
+    }
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(INVALID_PARAMS, message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(INTERNAL_ERROR, message)
+    }
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+    fn from_value(v: &Value) -> RpcError {
+        RpcError {
+            code: v.get("code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR),
+            message: v.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
+            data: v.get("data").cloned(),
+        }
+    }
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for RpcError {}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub id: RequestId,
+    pub method: String,
+    pub params: Option<Value>,
+}
+
+impl Request {
+    /// The params as an object (absent params read as an empty object).
+    pub fn params_object(&self) -> Result<Map<String, Value>, RpcError> {
+        match &self.params {
+            None | Some(Value::Null) => Ok(Map::new()),
+            Some(Value::Object(m)) => Ok(m.clone()),
+            Some(_) => Err(RpcError::invalid_params("params must be an object")),
+        }
+    }
+    /// `params._meta.progressToken`, with its JSON type preserved.
+    pub fn progress_token(&self) -> Option<Value> {
+        self.params
+            .as_ref()?
+            .get("_meta")?
+            .get("progressToken")
+            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+            .cloned()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notification {
+    pub method: String,
+    pub params: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    pub id: RequestId,
+    pub outcome: Result<Value, RpcError>,
+}
+
+/// One JSON-RPC message received from a client.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    Request(Request),
+    Notification(Notification),
+    Response(Response),
+}
+
+/// What one HTTP body held: one message, or a batch (array) of messages. A batch element that is
+/// not a valid message is kept as its error so it can be answered in place.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Payload {
+    Single(Message),
+    Batch(Vec<Result<Message, RpcError>>),
+}
+
+/// Parses a body. `Err` means the whole body is unusable (parse error or an invalid lone message)
+/// and carries the JSON-RPC error to answer with `id: null`.
+pub fn parse_payload(body: &[u8]) -> Result<Payload, RpcError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| RpcError::parse(format!("Parse error: {e}")))?;
+    match value {
+        Value::Array(items) => {
+            if items.is_empty() {
+                return Err(RpcError::invalid_request("Invalid Request: empty batch"));
+            }
+            Ok(Payload::Batch(items.iter().map(classify).collect()))
+        }
+        other => classify(&other).map(Payload::Single),
+    }
+}
+
+/// Classifies one JSON value as a request, notification or response.
+pub fn classify(v: &Value) -> Result<Message, RpcError> {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| RpcError::invalid_request("Invalid Request: a message must be a JSON object"))?;
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(RpcError::invalid_request(
+            "Invalid Request: \"jsonrpc\" must be exactly \"2.0\"",
+        ));
+    }
+    let params = match obj.get("params") {
+        None => None,
+        Some(p @ (Value::Object(_) | Value::Array(_))) => Some(p.clone()),
+        Some(_) => {
+            return Err(RpcError::invalid_request(
+                "Invalid Request: \"params\" must be an object or an array",
+            ))
+        }
+    };
+    let id = match obj.get("id") {
+        None => None,
+        Some(raw) => Some(RequestId::from_value(raw).ok_or_else(|| {
+            RpcError::invalid_request("Invalid Request: \"id\" must be a string or an integer")
+        })?),
+    };
+    if let Some(method) = obj.get("method") {
+        let method = method
+            .as_str()
+            .ok_or_else(|| RpcError::invalid_request("Invalid Request: \"method\" must be a string"))?
+            .to_string();
+        return Ok(match id {
+            Some(id) => Message::Request(Request { id, method, params }),
+            None => Message::Notification(Notification { method, params }),
+        });
+    }
+    let id = id.ok_or_else(|| {
+        RpcError::invalid_request("Invalid Request: a message needs \"method\" or \"id\"")
+    })?;
+    match (obj.get("result"), obj.get("error")) {
+        (Some(result), None) => Ok(Message::Response(Response { id, outcome: Ok(result.clone()) })),
+        (None, Some(error)) if error.is_object() => {
+            Ok(Message::Response(Response { id, outcome: Err(RpcError::from_value(error)) }))
+        }
+        _ => Err(RpcError::invalid_request(
+            "Invalid Request: a response needs exactly one of \"result\" or \"error\"",
+        )),
+    }
+}
+
+/// A success response.
+pub fn result_message(id: &RequestId, result: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "result": result })
+}
+
+/// An error response; `id` is `None` when the request's id could not be read.
+pub fn error_message(id: Option<&RequestId>, error: &RpcError) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "error": error })
+}
+
+pub fn response_message(id: &RequestId, outcome: &Result<Value, RpcError>) -> Value {
+    match outcome {
+        Ok(result) => result_message(id, result.clone()),
+        Err(e) => error_message(Some(id), e),
+    }
+}
+
+pub fn notification_message(method: &str, params: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "method": method, "params": params })
+}
+
+pub fn request_message(id: &RequestId, method: &str, params: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_each_kind() {
+        let r = parse_payload(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#).unwrap();
+        assert!(matches!(r, Payload::Single(Message::Request(Request { id: RequestId::Number(7), .. }))));
+        let n = parse_payload(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+        assert!(matches!(n, Payload::Single(Message::Notification(_))));
+        let s = parse_payload(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#).unwrap();
+        assert!(matches!(s, Payload::Single(Message::Response(Response { outcome: Ok(_), .. }))));
+        let e = parse_payload(br#"{"jsonrpc":"2.0","id":"a","error":{"code":-1,"message":"x"}}"#).unwrap();
+        assert!(matches!(e, Payload::Single(Message::Response(Response { outcome: Err(_), .. }))));
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        assert_eq!(parse_payload(b"{nope").unwrap_err().code, PARSE_ERROR);
+        assert_eq!(parse_payload(b"[]").unwrap_err().code, INVALID_REQUEST);
+        assert_eq!(parse_payload(br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#).unwrap_err().code, INVALID_REQUEST);
+        assert_eq!(parse_payload(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#).unwrap_err().code, INVALID_REQUEST);
+        assert_eq!(parse_payload(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#).unwrap_err().code, INVALID_REQUEST);
+        assert_eq!(parse_payload(br#"{"jsonrpc":"2.0","id":1}"#).unwrap_err().code, INVALID_REQUEST);
+        assert_eq!(parse_payload(b"42").unwrap_err().code, INVALID_REQUEST);
+    }
+
+    #[test]
+    fn batch_keeps_invalid_elements_in_place() {
+        let b = parse_payload(br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}, 5]"#).unwrap();
+        match b {
+            Payload::Batch(items) => {
+                assert!(items[0].is_ok());
+                assert_eq!(items[1].as_ref().unwrap_err().code, INVALID_REQUEST);
+            }
+            _ => panic!("expected a batch"),
+        }
+    }
+
+    #[test]
+    fn ids_keep_their_json_type() {
+        let v = error_message(Some(&RequestId::String("1".into())), &RpcError::internal("x"));
+        assert_eq!(v["id"], json!("1"));
+        let v = result_message(&RequestId::Number(1), json!({}));
+        assert_eq!(v["id"], json!(1));
+    }
+}

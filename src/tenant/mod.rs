@@ -1,0 +1,56 @@
+//! Tenants: each has a slug, a catalog and a session supervisor. `TenantRegistry` finds them;
+//! the `Tenant` extractor resolves `{tenant}` in a path once, so handlers never see a loose slug.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use actix::Addr;
+use actix_web::dev::Payload;
+use actix_web::{web, FromRequest, HttpRequest};
+use futures_util::future::{ready, Ready};
+use parking_lot::RwLock;
+
+use crate::catalog::CatalogHandle;
+use crate::session::{SessionIndex, TenantSupervisor};
+use crate::transport::HttpError;
+
+/// A live tenant.
+#[derive(Clone)]
+pub struct TenantHandle {
+    pub slug: Arc<str>,
+    pub catalog: CatalogHandle,
+    pub supervisor: Addr<TenantSupervisor>,
+    pub sessions: SessionIndex,
+}
+
+/// The tenants this replica serves.
+#[derive(Clone, Default)]
+pub struct TenantRegistry(Arc<RwLock<HashMap<Arc<str>, TenantHandle>>>);
+
+impl TenantRegistry {
+    pub fn get(&self, slug: &str) -> Option<TenantHandle> {
+        self.0.read().get(slug).cloned()
+    }
+    pub fn insert(&self, tenant: TenantHandle) {
+        self.0.write().insert(tenant.slug.clone(), tenant);
+    }
+    pub fn slugs(&self) -> Vec<Arc<str>> {
+        let mut slugs: Vec<_> = self.0.read().keys().cloned().collect();
+        slugs.sort();
+        slugs
+    }
+}
+
+/// The tenant named by the request path; unknown slugs are 404.
+pub struct Tenant(pub TenantHandle);
+
+impl FromRequest for Tenant {
+    type Error = HttpError;
+    type Future = Ready<Result<Tenant, HttpError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let slug = req.match_info().get("tenant").unwrap_or_default();
+        let found = req.app_data::<web::Data<TenantRegistry>>().and_then(|r| r.get(slug));
+        ready(found.map(Tenant).ok_or_else(|| HttpError::not_found(format!("Unknown tenant: {slug}"))))
+    }
+}

@@ -1,0 +1,90 @@
+//! Server-Sent Events framing (pure) and the HTTP body that streams a session's frames with
+//! heartbeats.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::Stream;
+
+use crate::session::core::{Frame, FrameReceiver};
+
+/// A JSON-RPC message as an SSE event with an id. `data` must hold no newline (compact JSON).
+pub fn event(id: &str, data: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(data.len() + id.len() + 32);
+    b.put_slice(b"event: message\nid: ");
+    b.put_slice(id.as_bytes());
+    b.put_slice(b"\ndata: ");
+    b.put_slice(data);
+    b.put_slice(b"\n\n");
+    b.freeze()
+}
+
+/// The priming event of SSE polling: an id and empty data, plus the reconnection delay.
+pub fn priming(id: &str, retry_ms: u64) -> Bytes {
+    Bytes::from(format!("id: {id}\nretry: {retry_ms}\ndata: \n\n"))
+}
+
+/// A named event without id (the legacy transport's `endpoint`).
+pub fn named_event(name: &str, data: &str) -> Bytes {
+    Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+}
+
+const HEARTBEAT: &[u8] = b": keep-alive\n\n";
+
+/// The body of an SSE response: the session's frames, a comment every `heartbeat` so idle
+/// connections stay open and dead ones are noticed, and a hook run when the client goes away.
+pub struct SseBody {
+    rx: FrameReceiver,
+    first: Option<Bytes>,
+    heartbeat: tokio::time::Interval,
+    on_close: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl SseBody {
+    pub fn new(first: Option<Bytes>, rx: FrameReceiver, heartbeat: Duration, on_close: Option<Box<dyn FnOnce() + Send>>) -> Self {
+        let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        SseBody { rx, first, heartbeat: interval, on_close }
+    }
+}
+
+impl Stream for SseBody {
+    type Item = Result<Bytes, actix_web::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(first)));
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(Frame::Sse(b) | Frame::Json(b))) => return Poll::Ready(Some(Ok(b))),
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => {}
+        }
+        match self.heartbeat.poll_tick(cx) {
+            Poll::Ready(_) => Poll::Ready(Some(Ok(Bytes::from_static(HEARTBEAT)))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for SseBody {
+    fn drop(&mut self) {
+        if let Some(f) = self.on_close.take() {
+            f();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_well_formed() {
+        assert_eq!(&event("3-1", b"{}")[..], b"event: message\nid: 3-1\ndata: {}\n\n");
+        assert_eq!(&priming("3-0", 500)[..], b"id: 3-0\nretry: 500\ndata: \n\n");
+        assert_eq!(&named_event("endpoint", "/x")[..], b"event: endpoint\ndata: /x\n\n");
+    }
+}
