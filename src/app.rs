@@ -27,7 +27,10 @@ pub struct Application {
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("could not bind {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("invalid tenant configuration: {0}")]
     Tenant(String),
 }
@@ -44,19 +47,41 @@ impl Application {
             max_sessions: config.sessions.max_per_tenant,
             idle_timeout: Duration::from_secs_f64(config.sessions.idle_timeout_secs),
         };
-        let log: Arc<dyn EventLog> = Arc::new(InMemoryEventLog::new(config.sessions.event_log_capacity));
+        let log: Arc<dyn EventLog> =
+            Arc::new(InMemoryEventLog::new(config.sessions.event_log_capacity));
         let tenants = TenantRegistry::default();
         for t in &config.tenants {
-            let catalog = CatalogHandle::new(TenantCatalog::from_builtin_names(&t.catalogs).map_err(StartError::Tenant)?);
+            let catalog = CatalogHandle::new(
+                TenantCatalog::from_builtin_names(&t.catalogs).map_err(StartError::Tenant)?,
+            );
             let slug: Arc<str> = t.slug.as_str().into();
             let sessions = SessionIndex::default();
-            let supervisor = TenantSupervisor::new(slug.clone(), sessions.clone(), catalog.clone(), log.clone(), settings.clone(), limits.clone()).start();
-            tenants.insert(TenantHandle { slug, catalog, supervisor, sessions });
+            let supervisor = TenantSupervisor::new(
+                slug.clone(),
+                sessions.clone(),
+                catalog.clone(),
+                log.clone(),
+                settings.clone(),
+                limits.clone(),
+            )
+            .start();
+            tenants.insert(TenantHandle {
+                slug,
+                catalog,
+                supervisor,
+                sessions,
+            });
         }
 
         let addr = format!("{}:{}", config.server.host, config.server.port);
-        let listener = TcpListener::bind(&addr).map_err(|source| StartError::Bind { addr: addr.clone(), source })?;
-        let port = listener.local_addr().map_err(|source| StartError::Bind { addr, source })?.port();
+        let listener = TcpListener::bind(&addr).map_err(|source| StartError::Bind {
+            addr: addr.clone(),
+            source,
+        })?;
+        let port = listener
+            .local_addr()
+            .map_err(|source| StartError::Bind { addr, source })?
+            .port();
         let edge = web::Data::new(EdgePolicy::from_config(&config.server));
         let registry = web::Data::new(tenants.clone());
         let mut server = HttpServer::new(move || {
@@ -86,8 +111,19 @@ impl Application {
         if config.server.workers > 0 {
             server = server.workers(config.server.workers);
         }
-        let server = server.listen(listener).map_err(|source| StartError::Bind { addr: format!("port {port}"), source })?.run();
-        Ok(Application { port, host: config.server.host.clone(), server, tenants })
+        let server = server
+            .listen(listener)
+            .map_err(|source| StartError::Bind {
+                addr: format!("port {port}"),
+                source,
+            })?
+            .run();
+        Ok(Application {
+            port,
+            host: config.server.host.clone(),
+            server,
+            tenants,
+        })
     }
 
     pub fn port(&self) -> u16 {

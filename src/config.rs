@@ -87,8 +87,14 @@ impl Default for Config {
                 sse_retry_ms: 1000,
                 page_size: 50,
             },
-            log: LogConfig { format: "plain".into(), filter: "info".into() },
-            tenants: vec![TenantConfig { slug: "demo".into(), catalogs: vec!["reference".into(), "demo".into()] }],
+            log: LogConfig {
+                format: "plain".into(),
+                filter: "info".into(),
+            },
+            tenants: vec![TenantConfig {
+                slug: "demo".into(),
+                catalogs: vec!["reference".into(), "demo".into()],
+            }],
         }
     }
 }
@@ -107,7 +113,10 @@ impl Config {
         let mut figment = Figment::from(Serialized::defaults(Config::default()));
         if let Some(file) = file {
             if !file.exists() {
-                return Err(ConfigError::Invalid(format!("config file {} does not exist", file.display())));
+                return Err(ConfigError::Invalid(format!(
+                    "config file {} does not exist",
+                    file.display()
+                )));
             }
             figment = figment.merge(Toml::file(file));
         }
@@ -119,8 +128,12 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
-        if self.server.host.parse::<std::net::IpAddr>().is_err() && self.server.host != "localhost" {
-            return bad(format!("server.host {:?} is not an IP address or localhost", self.server.host));
+        if self.server.host.parse::<std::net::IpAddr>().is_err() && self.server.host != "localhost"
+        {
+            return bad(format!(
+                "server.host {:?} is not an IP address or localhost",
+                self.server.host
+            ));
         }
         if self.server.max_body_bytes < 1024 {
             return bad("server.max_body_bytes must be at least 1024".into());
@@ -130,7 +143,9 @@ impl Config {
         }
         for origin in &self.server.allowed_origins {
             if !(origin.starts_with("http://") || origin.starts_with("https://")) {
-                return bad(format!("server.allowed_origins entry {origin:?} must start with http:// or https://"));
+                return bad(format!(
+                    "server.allowed_origins entry {origin:?} must start with http:// or https://"
+                ));
             }
         }
         if self.sessions.max_per_tenant == 0 {
@@ -140,10 +155,15 @@ impl Config {
             return bad("sessions.idle_timeout_secs must be positive".into());
         }
         if self.sessions.event_log_capacity == 0 || self.sessions.page_size == 0 {
-            return bad("sessions.event_log_capacity and sessions.page_size must be at least 1".into());
+            return bad(
+                "sessions.event_log_capacity and sessions.page_size must be at least 1".into(),
+            );
         }
         if !matches!(self.log.format.as_str(), "plain" | "json") {
-            return bad(format!("log.format must be \"plain\" or \"json\", not {:?}", self.log.format));
+            return bad(format!(
+                "log.format must be \"plain\" or \"json\", not {:?}",
+                self.log.format
+            ));
         }
         let mut seen = std::collections::HashSet::new();
         for t in &self.tenants {
@@ -166,7 +186,8 @@ pub fn is_valid_slug(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && !s.starts_with('-')
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 #[cfg(test)]

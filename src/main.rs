@@ -47,9 +47,17 @@ fn serve(config_file: Option<PathBuf>) -> ExitCode {
     let result = actix_web::rt::System::new().block_on(async move {
         let app = Application::build(config)?;
         for slug in app.tenants().slugs() {
-            println!("mcp-harbor: tenant {slug} serving MCP at {}", app.mcp_url(&slug));
+            println!(
+                "mcp-harbor: tenant {slug} serving MCP at {}",
+                app.mcp_url(&slug)
+            );
         }
-        app.run_until_stopped().await.map_err(|e| mcp_harbor::app::StartError::Bind { addr: "server".into(), source: e })
+        app.run_until_stopped()
+            .await
+            .map_err(|e| mcp_harbor::app::StartError::Bind {
+                addr: "server".into(),
+                source: e,
+            })
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -63,11 +71,18 @@ fn serve(config_file: Option<PathBuf>) -> ExitCode {
 /// A dependency-free probe for container health checks: GET /healthz over plain TCP.
 fn healthcheck(url: &str) -> ExitCode {
     use std::io::{Read, Write};
-    let authority = url.trim_start_matches("http://").split('/').next().unwrap_or("");
+    let authority = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap_or("");
     let probe = || -> std::io::Result<bool> {
         let mut stream = std::net::TcpStream::connect(authority)?;
         stream.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
-        write!(stream, "GET /healthz HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n")?;
+        write!(
+            stream,
+            "GET /healthz HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+        )?;
         let mut response = String::new();
         stream.read_to_string(&mut response)?;
         Ok(response.starts_with("HTTP/1.1 200"))

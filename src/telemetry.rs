@@ -6,7 +6,14 @@ use crate::config::LogConfig;
 
 /// Installs the global subscriber; a second call (tests) is a no-op.
 pub fn init_telemetry(config: &LogConfig) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.filter));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = if config.format == "json" { builder.json().try_init() } else { builder.try_init() };
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.filter));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if config.format == "json" {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
 }

@@ -18,7 +18,13 @@ pub trait SessionPort: Send + Sync + 'static {
     /// Sends a notification related to request `origin` (on that request's stream).
     fn notify(&self, origin: &RequestId, method: &'static str, params: Value);
     /// Sends a server→client request related to `origin`; the answer arrives on `reply`.
-    fn request(&self, origin: &RequestId, method: &'static str, params: Value, reply: oneshot::Sender<Result<Value, RpcError>>);
+    fn request(
+        &self,
+        origin: &RequestId,
+        method: &'static str,
+        params: Value,
+        reply: oneshot::Sender<Result<Value, RpcError>>,
+    );
     /// Closes the SSE connection of `origin`'s stream without ending the stream (SSE polling):
     /// later messages wait in the event log for the client to resume.
     fn close_stream(&self, origin: &RequestId);
@@ -46,7 +52,14 @@ impl RequestContext {
         progress_token: Option<Value>,
         port: Arc<dyn SessionPort>,
     ) -> Self {
-        RequestContext { request_id, version, client_capabilities, progress_token, port, used_port: Arc::new(AtomicBool::new(false)) }
+        RequestContext {
+            request_id,
+            version,
+            client_capabilities,
+            progress_token,
+            port,
+            used_port: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     /// Whether this call has sent anything through its session.
@@ -70,7 +83,9 @@ impl RequestContext {
 
     /// `notifications/progress`, only when the client asked for progress on this request.
     pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
-        let Some(token) = &self.progress_token else { return };
+        let Some(token) = &self.progress_token else {
+            return;
+        };
         let mut params = json!({ "progressToken": token, "progress": progress });
         if let Some(total) = total {
             params["total"] = json!(total);
@@ -78,29 +93,43 @@ impl RequestContext {
         if let Some(message) = message {
             params["message"] = json!(message);
         }
-        self.port().notify(&self.request_id, "notifications/progress", params);
+        self.port()
+            .notify(&self.request_id, "notifications/progress", params);
     }
 
     pub fn client_supports(&self, capability: &str) -> bool {
-        self.client_capabilities.get(capability).is_some_and(|c| !c.is_null())
+        self.client_capabilities
+            .get(capability)
+            .is_some_and(|c| !c.is_null())
     }
 
     /// Sends a server→client request and waits for the client's answer.
     pub async fn request(&self, method: &'static str, params: Value) -> Result<Value, RpcError> {
         let (tx, rx) = oneshot::channel();
         self.port().request(&self.request_id, method, params, tx);
-        rx.await.map_err(|_| RpcError::internal("the session ended before the client answered"))?
+        rx.await
+            .map_err(|_| RpcError::internal("the session ended before the client answered"))?
     }
 
     /// `elicitation/create` in form mode. Refused unless the client declared `elicitation`
     /// (an empty object means form mode) and the revision has it.
-    pub async fn elicit_form(&self, message: &str, requested_schema: Value) -> Result<Value, RpcError> {
+    pub async fn elicit_form(
+        &self,
+        message: &str,
+        requested_schema: Value,
+    ) -> Result<Value, RpcError> {
         let form_ok = self.version.has_elicitation()
-            && self.client_capabilities.get("elicitation").is_some_and(|e| {
-                e.as_object().is_some_and(|o| o.is_empty() || o.contains_key("form"))
-            });
+            && self
+                .client_capabilities
+                .get("elicitation")
+                .is_some_and(|e| {
+                    e.as_object()
+                        .is_some_and(|o| o.is_empty() || o.contains_key("form"))
+                });
         if !form_ok {
-            return Err(RpcError::invalid_request("the client did not declare the elicitation (form) capability"));
+            return Err(RpcError::invalid_request(
+                "the client did not declare the elicitation (form) capability",
+            ));
         }
         let mut params = json!({ "message": message, "requestedSchema": requested_schema });
         if self.version >= ProtocolVersion::V2025_11_25 {
@@ -112,7 +141,9 @@ impl RequestContext {
     /// `sampling/createMessage`; refused unless the client declared `sampling`.
     pub async fn sample(&self, params: Value) -> Result<Value, RpcError> {
         if !self.client_supports("sampling") {
-            return Err(RpcError::invalid_request("the client did not declare the sampling capability"));
+            return Err(RpcError::invalid_request(
+                "the client did not declare the sampling capability",
+            ));
         }
         self.request("sampling/createMessage", params).await
     }
@@ -120,7 +151,9 @@ impl RequestContext {
     /// `roots/list`; refused unless the client declared `roots`.
     pub async fn list_roots(&self) -> Result<Value, RpcError> {
         if !self.client_supports("roots") {
-            return Err(RpcError::invalid_request("the client did not declare the roots capability"));
+            return Err(RpcError::invalid_request(
+                "the client did not declare the roots capability",
+            ));
         }
         self.request("roots/list", json!({})).await
     }

@@ -47,7 +47,12 @@ impl Catalog for DemoCatalog {
         ]
     }
 
-    fn call_tool(&self, name: &str, args: Map<String, Value>, ctx: RequestContext) -> Option<CallFuture> {
+    fn call_tool(
+        &self,
+        name: &str,
+        args: Map<String, Value>,
+        ctx: RequestContext,
+    ) -> Option<CallFuture> {
         let outcome = match name {
             "echo" => str_arg(&args, "text").map(tool_text),
             "add" => match args.get("numbers").and_then(Value::as_array) {
@@ -77,7 +82,9 @@ impl Catalog for DemoCatalog {
     }
 
     fn resources(&self) -> Vec<Value> {
-        vec![json!({ "uri": NOTE_URI, "name": "note", "title": "Note", "description": "A short note, changed by the set_note tool", "mimeType": "text/plain" })]
+        vec![
+            json!({ "uri": NOTE_URI, "name": "note", "title": "Note", "description": "A short note, changed by the set_note tool", "mimeType": "text/plain" }),
+        ]
     }
 
     fn read_resource(&self, uri: &str) -> Option<Result<Value, RpcError>> {
@@ -85,9 +92,11 @@ impl Catalog for DemoCatalog {
     }
 
     fn prompts(&self) -> Vec<Value> {
-        vec![json!({ "name": "summarize", "title": "Summarize", "description": "Asks the model to summarize a text",
+        vec![
+            json!({ "name": "summarize", "title": "Summarize", "description": "Asks the model to summarize a text",
             "arguments": [{ "name": "text", "description": "The text to summarize", "required": true },
-                          { "name": "style", "description": "brief, detailed or bullet-points", "required": false }] })]
+                          { "name": "style", "description": "brief, detailed or bullet-points", "required": false }] }),
+        ]
     }
 
     fn get_prompt(&self, name: &str, args: &Map<String, Value>) -> Option<Result<Value, RpcError>> {
@@ -102,9 +111,18 @@ impl Catalog for DemoCatalog {
     }
 
     fn complete(&self, reference: &Value, argument: &str, value: &str) -> Option<Vec<String>> {
-        if reference["type"] != "ref/prompt" || reference["name"] != "summarize" || argument != "style" {
+        if reference["type"] != "ref/prompt"
+            || reference["name"] != "summarize"
+            || argument != "style"
+        {
             return None;
         }
-        Some(["brief", "detailed", "bullet-points"].iter().filter(|s| s.starts_with(value)).map(|s| s.to_string()).collect())
+        Some(
+            ["brief", "detailed", "bullet-points"]
+                .iter()
+                .filter(|s| s.starts_with(value))
+                .map(|s| s.to_string())
+                .collect(),
+        )
     }
 }

@@ -27,7 +27,12 @@ pub trait Catalog: Send + Sync + 'static {
     /// Tool definitions (`Tool` objects of the MCP schema).
     fn tools(&self) -> Vec<Value>;
     /// Starts a call; `None` when this catalog has no tool of that name.
-    fn call_tool(&self, name: &str, arguments: Map<String, Value>, ctx: RequestContext) -> Option<CallFuture>;
+    fn call_tool(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        ctx: RequestContext,
+    ) -> Option<CallFuture>;
     fn resources(&self) -> Vec<Value> {
         Vec::new()
     }
@@ -41,7 +46,11 @@ pub trait Catalog: Send + Sync + 'static {
     fn prompts(&self) -> Vec<Value> {
         Vec::new()
     }
-    fn get_prompt(&self, _name: &str, _arguments: &Map<String, Value>) -> Option<Result<Value, RpcError>> {
+    fn get_prompt(
+        &self,
+        _name: &str,
+        _arguments: &Map<String, Value>,
+    ) -> Option<Result<Value, RpcError>> {
         None
     }
     /// Completion values for a prompt argument or template variable; `None` when the reference
@@ -64,7 +73,9 @@ pub struct TenantCatalog {
 
 impl TenantCatalog {
     pub fn new(catalogs: Vec<Arc<dyn Catalog>>) -> Self {
-        let collect = |f: &dyn Fn(&dyn Catalog) -> Vec<Value>| catalogs.iter().flat_map(|c| f(c.as_ref())).collect();
+        let collect = |f: &dyn Fn(&dyn Catalog) -> Vec<Value>| {
+            catalogs.iter().flat_map(|c| f(c.as_ref())).collect()
+        };
         let mut tool_owner = std::collections::HashMap::new();
         for (i, c) in catalogs.iter().enumerate() {
             for t in c.tools() {
@@ -90,13 +101,22 @@ impl TenantCatalog {
             catalogs.push(match name.as_str() {
                 "reference" => Arc::new(reference::ReferenceCatalog),
                 "demo" => Arc::new(demo::DemoCatalog::default()),
-                other => return Err(format!("unknown built-in catalog {other:?} (known: reference, demo)")),
+                other => {
+                    return Err(format!(
+                        "unknown built-in catalog {other:?} (known: reference, demo)"
+                    ))
+                }
             });
         }
         Ok(Self::new(catalogs))
     }
 
-    pub fn call_tool(&self, name: &str, arguments: Map<String, Value>, ctx: RequestContext) -> Option<CallFuture> {
+    pub fn call_tool(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        ctx: RequestContext,
+    ) -> Option<CallFuture> {
         let owner = self.tool_owner.get(name)?;
         self.catalogs[*owner].call_tool(name, arguments, ctx)
     }
@@ -105,12 +125,20 @@ impl TenantCatalog {
         self.catalogs.iter().find_map(|c| c.read_resource(uri))
     }
 
-    pub fn get_prompt(&self, name: &str, arguments: &Map<String, Value>) -> Option<Result<Value, RpcError>> {
-        self.catalogs.iter().find_map(|c| c.get_prompt(name, arguments))
+    pub fn get_prompt(
+        &self,
+        name: &str,
+        arguments: &Map<String, Value>,
+    ) -> Option<Result<Value, RpcError>> {
+        self.catalogs
+            .iter()
+            .find_map(|c| c.get_prompt(name, arguments))
     }
 
     pub fn complete(&self, reference: &Value, argument: &str, value: &str) -> Option<Vec<String>> {
-        self.catalogs.iter().find_map(|c| c.complete(reference, argument, value))
+        self.catalogs
+            .iter()
+            .find_map(|c| c.complete(reference, argument, value))
     }
 }
 

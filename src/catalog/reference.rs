@@ -13,7 +13,8 @@ use crate::protocol::RpcError;
 pub struct ReferenceCatalog;
 
 /// A 1×1 PNG.
-pub const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+pub const PNG_1X1: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
 /// A WAV header with no samples.
 pub const WAV_EMPTY: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEARKwAAIhYAQACABAAZGF0YQAAAAA=";
 
@@ -38,7 +39,10 @@ fn elicitation_result(label: &str, outcome: Result<Value, RpcError>) -> Result<V
     Ok(match outcome {
         Ok(answer) => tool_text(format!(
             "{label}: action={}, content={}",
-            answer.get("action").and_then(Value::as_str).unwrap_or("unknown"),
+            answer
+                .get("action")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown"),
             answer.get("content").cloned().unwrap_or(Value::Null)
         )),
         Err(e) => tool_error(format!("{label} failed: {}", e.message)),
@@ -52,14 +56,42 @@ impl Catalog for ReferenceCatalog {
 
     fn tools(&self) -> Vec<Value> {
         vec![
-            tool("test_simple_text", "Returns a simple text response", no_args()),
+            tool(
+                "test_simple_text",
+                "Returns a simple text response",
+                no_args(),
+            ),
             tool("test_image_content", "Returns an image (PNG)", no_args()),
-            tool("test_audio_content", "Returns an audio clip (WAV)", no_args()),
-            tool("test_embedded_resource", "Returns an embedded text resource", no_args()),
-            tool("test_multiple_content_types", "Returns text, an image and an embedded resource", no_args()),
-            tool("test_tool_with_logging", "Sends three log messages while it runs", no_args()),
-            tool("test_error_handling", "Always fails, reporting the error in the result", no_args()),
-            tool("test_tool_with_progress", "Reports progress 0, 50 and 100 of 100", no_args()),
+            tool(
+                "test_audio_content",
+                "Returns an audio clip (WAV)",
+                no_args(),
+            ),
+            tool(
+                "test_embedded_resource",
+                "Returns an embedded text resource",
+                no_args(),
+            ),
+            tool(
+                "test_multiple_content_types",
+                "Returns text, an image and an embedded resource",
+                no_args(),
+            ),
+            tool(
+                "test_tool_with_logging",
+                "Sends three log messages while it runs",
+                no_args(),
+            ),
+            tool(
+                "test_error_handling",
+                "Always fails, reporting the error in the result",
+                no_args(),
+            ),
+            tool(
+                "test_tool_with_progress",
+                "Reports progress 0, 50 and 100 of 100",
+                no_args(),
+            ),
             tool(
                 "test_sampling",
                 "Asks the client's LLM to complete a prompt (sampling)",
@@ -70,8 +102,16 @@ impl Catalog for ReferenceCatalog {
                 "Asks the user for a username and an email (form elicitation)",
                 json!({ "type": "object", "properties": { "message": { "type": "string", "description": "What to ask the user" } }, "required": ["message"] }),
             ),
-            tool("test_elicitation_sep1034_defaults", "Elicits a form whose fields carry defaults (SEP-1034)", no_args()),
-            tool("test_elicitation_sep1330_enums", "Elicits a form with every enum shape (SEP-1330)", no_args()),
+            tool(
+                "test_elicitation_sep1034_defaults",
+                "Elicits a form whose fields carry defaults (SEP-1034)",
+                no_args(),
+            ),
+            tool(
+                "test_elicitation_sep1330_enums",
+                "Elicits a form with every enum shape (SEP-1330)",
+                no_args(),
+            ),
             tool(
                 "json_schema_2020_12_tool",
                 "Tool with JSON Schema 2020-12 features",
@@ -83,29 +123,60 @@ impl Catalog for ReferenceCatalog {
                     "additionalProperties": false
                 }),
             ),
-            tool("test_reconnection", "Closes its SSE stream mid-call; the result arrives when the client resumes", no_args()),
+            tool(
+                "test_reconnection",
+                "Closes its SSE stream mid-call; the result arrives when the client resumes",
+                no_args(),
+            ),
         ]
     }
 
-    fn call_tool(&self, name: &str, args: Map<String, Value>, ctx: RequestContext) -> Option<CallFuture> {
+    fn call_tool(
+        &self,
+        name: &str,
+        args: Map<String, Value>,
+        ctx: RequestContext,
+    ) -> Option<CallFuture> {
         Some(match name {
-            "test_simple_text" => ready(Ok(tool_text("This is a simple text response for testing."))),
-            "test_image_content" => ready(Ok(json!({ "content": [{ "type": "image", "data": PNG_1X1, "mimeType": "image/png" }] }))),
-            "test_audio_content" => ready(Ok(json!({ "content": [{ "type": "audio", "data": WAV_EMPTY, "mimeType": "audio/wav" }] }))),
-            "test_embedded_resource" => ready(Ok(json!({ "content": [{ "type": "resource", "resource": {
-                "uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content." } }] }))),
+            "test_simple_text" => {
+                ready(Ok(tool_text("This is a simple text response for testing.")))
+            }
+            "test_image_content" => ready(Ok(
+                json!({ "content": [{ "type": "image", "data": PNG_1X1, "mimeType": "image/png" }] }),
+            )),
+            "test_audio_content" => ready(Ok(
+                json!({ "content": [{ "type": "audio", "data": WAV_EMPTY, "mimeType": "audio/wav" }] }),
+            )),
+            "test_embedded_resource" => {
+                ready(Ok(json!({ "content": [{ "type": "resource", "resource": {
+                "uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content." } }] })))
+            }
             "test_multiple_content_types" => ready(Ok(json!({ "content": [
                 text_content("Multiple content types test:"),
                 { "type": "image", "data": PNG_1X1, "mimeType": "image/png" },
                 { "type": "resource", "resource": { "uri": "test://mixed-content-resource", "mimeType": "application/json", "text": "{\"test\":\"data\",\"value\":123}" } }
             ] }))),
-            "test_error_handling" => ready(Ok(tool_error("This tool intentionally returns an error for testing"))),
+            "test_error_handling" => ready(Ok(tool_error(
+                "This tool intentionally returns an error for testing",
+            ))),
             "test_tool_with_logging" => Box::pin(async move {
-                ctx.log(LogLevel::Info, "test_tool_with_logging", json!("Tool execution started"));
+                ctx.log(
+                    LogLevel::Info,
+                    "test_tool_with_logging",
+                    json!("Tool execution started"),
+                );
                 pause().await;
-                ctx.log(LogLevel::Info, "test_tool_with_logging", json!("Tool processing data"));
+                ctx.log(
+                    LogLevel::Info,
+                    "test_tool_with_logging",
+                    json!("Tool processing data"),
+                );
                 pause().await;
-                ctx.log(LogLevel::Info, "test_tool_with_logging", json!("Tool execution completed"));
+                ctx.log(
+                    LogLevel::Info,
+                    "test_tool_with_logging",
+                    json!("Tool execution completed"),
+                );
                 Ok(tool_text("Logging test completed"))
             }),
             "test_tool_with_progress" => Box::pin(async move {
@@ -127,14 +198,21 @@ impl Catalog for ReferenceCatalog {
                     Ok(match ctx.sample(params).await {
                         Ok(answer) => tool_text(format!(
                             "LLM response: {}",
-                            answer.pointer("/content/text").and_then(Value::as_str).unwrap_or("")
+                            answer
+                                .pointer("/content/text")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
                         )),
                         Err(e) => tool_error(format!("Sampling failed: {}", e.message)),
                     })
                 })
             }
             "test_elicitation" => {
-                let message = args.get("message").and_then(Value::as_str).unwrap_or("Please provide your information").to_string();
+                let message = args
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("Please provide your information")
+                    .to_string();
                 Box::pin(async move {
                     let schema = json!({ "type": "object", "properties": {
                         "username": { "type": "string", "description": "User's response" },
@@ -151,7 +229,14 @@ impl Catalog for ReferenceCatalog {
                     "status": { "type": "string", "enum": ["active", "inactive", "pending"], "default": "active" },
                     "verified": { "type": "boolean", "default": true }
                 } });
-                elicitation_result("Elicitation completed", ctx.elicit_form("Please review and update the form fields with defaults", schema).await)
+                elicitation_result(
+                    "Elicitation completed",
+                    ctx.elicit_form(
+                        "Please review and update the form fields with defaults",
+                        schema,
+                    )
+                    .await,
+                )
             }),
             "test_elicitation_sep1330_enums" => Box::pin(async move {
                 let schema = json!({ "type": "object", "properties": {
@@ -167,9 +252,14 @@ impl Catalog for ReferenceCatalog {
                         { "const": "value2", "title": "Second Choice" },
                         { "const": "value3", "title": "Third Choice" }] } }
                 } });
-                elicitation_result("Elicitation completed", ctx.elicit_form("Please choose options", schema).await)
+                elicitation_result(
+                    "Elicitation completed",
+                    ctx.elicit_form("Please choose options", schema).await,
+                )
             }),
-            "json_schema_2020_12_tool" => ready(Ok(tool_text(format!("Received: {}", Value::Object(args))))),
+            "json_schema_2020_12_tool" => {
+                ready(Ok(tool_text(format!("Received: {}", Value::Object(args)))))
+            }
             "test_reconnection" => Box::pin(async move {
                 pause().await;
                 ctx.close_stream();
@@ -189,20 +279,32 @@ impl Catalog for ReferenceCatalog {
     }
 
     fn resource_templates(&self) -> Vec<Value> {
-        vec![json!({ "uriTemplate": "test://template/{id}/data", "name": "template-data", "title": "Templated data", "description": "Data for an id", "mimeType": "application/json" })]
+        vec![
+            json!({ "uriTemplate": "test://template/{id}/data", "name": "template-data", "title": "Templated data", "description": "Data for an id", "mimeType": "application/json" }),
+        ]
     }
 
     fn read_resource(&self, uri: &str) -> Option<Result<Value, RpcError>> {
         let contents = match uri {
-            "test://static-text" => json!({ "uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource." }),
-            "test://static-binary" => json!({ "uri": uri, "mimeType": "image/png", "blob": PNG_1X1 }),
-            "test://watched-resource" => json!({ "uri": uri, "mimeType": "text/plain", "text": "Watched resource content." }),
+            "test://static-text" => {
+                json!({ "uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource." })
+            }
+            "test://static-binary" => {
+                json!({ "uri": uri, "mimeType": "image/png", "blob": PNG_1X1 })
+            }
+            "test://watched-resource" => {
+                json!({ "uri": uri, "mimeType": "text/plain", "text": "Watched resource content." })
+            }
             _ => {
-                let id = uri.strip_prefix("test://template/")?.strip_suffix("/data")?;
+                let id = uri
+                    .strip_prefix("test://template/")?
+                    .strip_suffix("/data")?;
                 if id.is_empty() || id.contains('/') {
                     return None;
                 }
-                let text = json!({ "id": id, "templateTest": true, "data": format!("Data for ID: {id}") }).to_string();
+                let text =
+                    json!({ "id": id, "templateTest": true, "data": format!("Data for ID: {id}") })
+                        .to_string();
                 json!({ "uri": uri, "mimeType": "application/json", "text": text })
             }
         };
@@ -224,7 +326,9 @@ impl Catalog for ReferenceCatalog {
     fn get_prompt(&self, name: &str, args: &Map<String, Value>) -> Option<Result<Value, RpcError>> {
         let user = |content: Value| json!({ "role": "user", "content": content });
         Some(Ok(match name {
-            "test_simple_prompt" => json!({ "messages": [user(text_content("This is a simple prompt for testing."))] }),
+            "test_simple_prompt" => {
+                json!({ "messages": [user(text_content("This is a simple prompt for testing."))] })
+            }
             "test_prompt_with_arguments" => {
                 let (a1, a2) = match (str_arg(args, "arg1"), str_arg(args, "arg2")) {
                     (Ok(a1), Ok(a2)) => (a1, a2),
@@ -252,12 +356,22 @@ impl Catalog for ReferenceCatalog {
 
     fn complete(&self, reference: &Value, argument: &str, value: &str) -> Option<Vec<String>> {
         let candidates: &[&str] = match (reference["type"].as_str()?, argument) {
-            ("ref/prompt", "arg1" | "arg2") if reference["name"] == "test_prompt_with_arguments" => {
+            ("ref/prompt", "arg1" | "arg2")
+                if reference["name"] == "test_prompt_with_arguments" =>
+            {
                 &["test", "testValue1", "testValue2", "example", "sample"]
             }
-            ("ref/resource", "id") if reference["uri"] == "test://template/{id}/data" => &["1", "2", "3", "123"],
+            ("ref/resource", "id") if reference["uri"] == "test://template/{id}/data" => {
+                &["1", "2", "3", "123"]
+            }
             _ => return None,
         };
-        Some(candidates.iter().filter(|c| c.starts_with(value)).map(|c| c.to_string()).collect())
+        Some(
+            candidates
+                .iter()
+                .filter(|c| c.starts_with(value))
+                .map(|c| c.to_string())
+                .collect(),
+        )
     }
 }

@@ -23,7 +23,10 @@ pub struct InMemoryEventLog {
 
 impl InMemoryEventLog {
     pub fn new(capacity: usize) -> Self {
-        InMemoryEventLog { capacity: capacity.max(1), sessions: Mutex::new(HashMap::new()) }
+        InMemoryEventLog {
+            capacity: capacity.max(1),
+            sessions: Mutex::new(HashMap::new()),
+        }
     }
 }
 

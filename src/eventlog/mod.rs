@@ -32,7 +32,10 @@ impl FromStr for EventId {
     type Err = ();
     fn from_str(s: &str) -> Result<Self, ()> {
         let (stream, seq) = s.trim().split_once('-').ok_or(())?;
-        Ok(EventId { stream: StreamId(stream.parse().map_err(|_| ())?), seq: seq.parse().map_err(|_| ())? })
+        Ok(EventId {
+            stream: StreamId(stream.parse().map_err(|_| ())?),
+            seq: seq.parse().map_err(|_| ())?,
+        })
     }
 }
 
@@ -69,12 +72,22 @@ pub(crate) mod contract {
         let b1 = log.append("s1", b, Bytes::from_static(b"b1"));
         let a2 = log.append("s1", a, Bytes::from_static(b"a2"));
         assert_ne!(a1, a2);
-        assert_ne!(a1.to_string(), b1.to_string(), "event ids are unique across streams");
+        assert_ne!(
+            a1.to_string(),
+            b1.to_string(),
+            "event ids are unique across streams"
+        );
         assert_eq!(a1.to_string().parse::<EventId>(), Ok(a1));
         let replay = log.replay_after("s1", a1).expect("stream known");
-        assert_eq!(replay.iter().map(|e| e.data.clone()).collect::<Vec<_>>(), vec![Bytes::from_static(b"a2")]);
+        assert_eq!(
+            replay.iter().map(|e| e.data.clone()).collect::<Vec<_>>(),
+            vec![Bytes::from_static(b"a2")]
+        );
         assert!(log.replay_after("s1", a2).unwrap().is_empty());
-        assert!(log.replay_after("other", a1).is_none(), "sessions do not see each other's events");
+        assert!(
+            log.replay_after("other", a1).is_none(),
+            "sessions do not see each other's events"
+        );
         log.remove_session("s1");
         assert!(log.replay_after("s1", a1).is_none());
     }

@@ -60,7 +60,11 @@ pub struct RpcError {
 
 impl RpcError {
     pub fn new(code: i64, message: impl Into<String>) -> Self {
-        RpcError { code, message: message.into(), data: None }
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
     }
     pub fn parse(message: impl Into<String>) -> Self {
         Self::new(PARSE_ERROR, message)
@@ -83,8 +87,15 @@ impl RpcError {
     }
     fn from_value(v: &Value) -> RpcError {
         RpcError {
-            code: v.get("code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR),
-            message: v.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
+            code: v
+                .get("code")
+                .and_then(Value::as_i64)
+                .unwrap_or(INTERNAL_ERROR),
+            message: v
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
             data: v.get("data").cloned(),
         }
     }
@@ -156,8 +167,8 @@ pub enum Payload {
 /// Parses a body. `Err` means the whole body is unusable (parse error or an invalid lone message)
 /// and carries the JSON-RPC error to answer with `id: null`.
 pub fn parse_payload(body: &[u8]) -> Result<Payload, RpcError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| RpcError::parse(format!("Parse error: {e}")))?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| RpcError::parse(format!("Parse error: {e}")))?;
     match value {
         Value::Array(items) => {
             if items.is_empty() {
@@ -171,9 +182,9 @@ pub fn parse_payload(body: &[u8]) -> Result<Payload, RpcError> {
 
 /// Classifies one JSON value as a request, notification or response.
 pub fn classify(v: &Value) -> Result<Message, RpcError> {
-    let obj = v
-        .as_object()
-        .ok_or_else(|| RpcError::invalid_request("Invalid Request: a message must be a JSON object"))?;
+    let obj = v.as_object().ok_or_else(|| {
+        RpcError::invalid_request("Invalid Request: a message must be a JSON object")
+    })?;
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(RpcError::invalid_request(
             "Invalid Request: \"jsonrpc\" must be exactly \"2.0\"",
@@ -197,7 +208,9 @@ pub fn classify(v: &Value) -> Result<Message, RpcError> {
     if let Some(method) = obj.get("method") {
         let method = method
             .as_str()
-            .ok_or_else(|| RpcError::invalid_request("Invalid Request: \"method\" must be a string"))?
+            .ok_or_else(|| {
+                RpcError::invalid_request("Invalid Request: \"method\" must be a string")
+            })?
             .to_string();
         return Ok(match id {
             Some(id) => Message::Request(Request { id, method, params }),
@@ -208,10 +221,14 @@ pub fn classify(v: &Value) -> Result<Message, RpcError> {
         RpcError::invalid_request("Invalid Request: a message needs \"method\" or \"id\"")
     })?;
     match (obj.get("result"), obj.get("error")) {
-        (Some(result), None) => Ok(Message::Response(Response { id, outcome: Ok(result.clone()) })),
-        (None, Some(error)) if error.is_object() => {
-            Ok(Message::Response(Response { id, outcome: Err(RpcError::from_value(error)) }))
-        }
+        (Some(result), None) => Ok(Message::Response(Response {
+            id,
+            outcome: Ok(result.clone()),
+        })),
+        (None, Some(error)) if error.is_object() => Ok(Message::Response(Response {
+            id,
+            outcome: Err(RpcError::from_value(error)),
+        })),
         _ => Err(RpcError::invalid_request(
             "Invalid Request: a response needs exactly one of \"result\" or \"error\"",
         )),
@@ -250,23 +267,60 @@ mod tests {
     #[test]
     fn parses_each_kind() {
         let r = parse_payload(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#).unwrap();
-        assert!(matches!(r, Payload::Single(Message::Request(Request { id: RequestId::Number(7), .. }))));
-        let n = parse_payload(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+        assert!(matches!(
+            r,
+            Payload::Single(Message::Request(Request {
+                id: RequestId::Number(7),
+                ..
+            }))
+        ));
+        let n =
+            parse_payload(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
         assert!(matches!(n, Payload::Single(Message::Notification(_))));
         let s = parse_payload(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#).unwrap();
-        assert!(matches!(s, Payload::Single(Message::Response(Response { outcome: Ok(_), .. }))));
-        let e = parse_payload(br#"{"jsonrpc":"2.0","id":"a","error":{"code":-1,"message":"x"}}"#).unwrap();
-        assert!(matches!(e, Payload::Single(Message::Response(Response { outcome: Err(_), .. }))));
+        assert!(matches!(
+            s,
+            Payload::Single(Message::Response(Response { outcome: Ok(_), .. }))
+        ));
+        let e = parse_payload(br#"{"jsonrpc":"2.0","id":"a","error":{"code":-1,"message":"x"}}"#)
+            .unwrap();
+        assert!(matches!(
+            e,
+            Payload::Single(Message::Response(Response {
+                outcome: Err(_),
+                ..
+            }))
+        ));
     }
 
     #[test]
     fn rejects_malformed() {
         assert_eq!(parse_payload(b"{nope").unwrap_err().code, PARSE_ERROR);
         assert_eq!(parse_payload(b"[]").unwrap_err().code, INVALID_REQUEST);
-        assert_eq!(parse_payload(br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#).unwrap_err().code, INVALID_REQUEST);
-        assert_eq!(parse_payload(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#).unwrap_err().code, INVALID_REQUEST);
-        assert_eq!(parse_payload(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#).unwrap_err().code, INVALID_REQUEST);
-        assert_eq!(parse_payload(br#"{"jsonrpc":"2.0","id":1}"#).unwrap_err().code, INVALID_REQUEST);
+        assert_eq!(
+            parse_payload(br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#)
+                .unwrap_err()
+                .code,
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            parse_payload(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#)
+                .unwrap_err()
+                .code,
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            parse_payload(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#)
+                .unwrap_err()
+                .code,
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            parse_payload(br#"{"jsonrpc":"2.0","id":1}"#)
+                .unwrap_err()
+                .code,
+            INVALID_REQUEST
+        );
         assert_eq!(parse_payload(b"42").unwrap_err().code, INVALID_REQUEST);
     }
 
@@ -284,7 +338,10 @@ mod tests {
 
     #[test]
     fn ids_keep_their_json_type() {
-        let v = error_message(Some(&RequestId::String("1".into())), &RpcError::internal("x"));
+        let v = error_message(
+            Some(&RequestId::String("1".into())),
+            &RpcError::internal("x"),
+        );
         assert_eq!(v["id"], json!("1"));
         let v = result_message(&RequestId::Number(1), json!({}));
         assert_eq!(v["id"], json!(1));

@@ -50,7 +50,12 @@ impl LogLevel {
 
 /// Opaque pagination: a cursor names the list it belongs to and the offset of the next page.
 /// Clients must treat it as opaque; a cursor from another list or a forged one is refused.
-pub fn paginate(list: &str, items: &[Value], cursor: Option<&Value>, page_size: usize) -> Result<(Vec<Value>, Option<String>), RpcError> {
+pub fn paginate(
+    list: &str,
+    items: &[Value],
+    cursor: Option<&Value>,
+    page_size: usize,
+) -> Result<(Vec<Value>, Option<String>), RpcError> {
     let start = match cursor {
         None | Some(Value::Null) => 0,
         Some(Value::String(c)) => decode_cursor(list, c)
@@ -69,7 +74,9 @@ fn encode_cursor(list: &str, offset: usize) -> String {
 }
 
 fn decode_cursor(list: &str, cursor: &str) -> Option<usize> {
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()?;
     let text = String::from_utf8(raw).ok()?;
     let (name, offset) = text.split_once(':')?;
     (name == list).then(|| offset.parse().ok()).flatten()

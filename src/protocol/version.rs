@@ -68,13 +68,19 @@ mod tests {
         for v in ProtocolVersion::ALL {
             assert_eq!(ProtocolVersion::negotiate(Some(v.as_str())), v);
         }
-        assert_eq!(ProtocolVersion::negotiate(Some("1999-01-01")), ProtocolVersion::LATEST);
+        assert_eq!(
+            ProtocolVersion::negotiate(Some("1999-01-01")),
+            ProtocolVersion::LATEST
+        );
         assert_eq!(ProtocolVersion::negotiate(None), ProtocolVersion::LATEST);
     }
 
     #[test]
     fn only_2025_03_26_takes_batches() {
-        let with: Vec<_> = ProtocolVersion::ALL.into_iter().filter(|v| v.allows_batches()).collect();
+        let with: Vec<_> = ProtocolVersion::ALL
+            .into_iter()
+            .filter(|v| v.allows_batches())
+            .collect();
         assert_eq!(with, vec![ProtocolVersion::V2025_03_26]);
     }
 }

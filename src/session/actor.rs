@@ -27,22 +27,38 @@ pub struct SessionActor {
 
 impl SessionActor {
     pub fn new(core: Session, instance: u64, supervisor: Addr<TenantSupervisor>) -> Self {
-        SessionActor { core, instance, supervisor, port: None, crashed: false }
+        SessionActor {
+            core,
+            instance,
+            supervisor,
+            port: None,
+            crashed: false,
+        }
     }
 
     fn port(&self) -> Arc<dyn SessionPort> {
-        self.port.clone().expect("port is set when the actor starts")
+        self.port
+            .clone()
+            .expect("port is set when the actor starts")
     }
 
     /// Runs `f` on the session; a panic stops this actor and asks the supervisor for a restart
     /// from the session's snapshot.
-    fn guarded<R>(&mut self, ctx: &mut Context<Self>, f: impl FnOnce(&mut Session) -> R) -> Option<R> {
+    fn guarded<R>(
+        &mut self,
+        ctx: &mut Context<Self>,
+        f: impl FnOnce(&mut Session) -> R,
+    ) -> Option<R> {
         match catch_unwind(AssertUnwindSafe(|| f(&mut self.core))) {
             Ok(r) => Some(r),
             Err(_) => {
                 tracing::error!(session = %self.core.id(), "session actor crashed; restarting it from its snapshot");
                 self.crashed = true;
-                self.supervisor.do_send(SessionCrashed { id: self.core.id().into(), instance: self.instance, snapshot: self.core.snapshot() });
+                self.supervisor.do_send(SessionCrashed {
+                    id: self.core.id().into(),
+                    instance: self.instance,
+                    snapshot: self.core.snapshot(),
+                });
                 ctx.stop();
                 None
             }
@@ -53,7 +69,11 @@ impl SessionActor {
     /// otherwise spawned; their outcome comes back as `Completed`.
     fn run(&mut self, jobs: Vec<Invocation>, ctx: &mut Context<Self>) {
         for job in jobs {
-            let Invocation { id, mut future, ctx: rctx } = job;
+            let Invocation {
+                id,
+                mut future,
+                ctx: rctx,
+            } = job;
             match catch_unwind(AssertUnwindSafe(|| (&mut future).now_or_never())) {
                 Ok(Some(outcome)) if !rctx.used_port() => self.core.complete(&id, outcome),
                 // It sent messages through the mailbox: its response must queue behind them.
@@ -65,12 +85,19 @@ impl SessionActor {
                         let outcome = AssertUnwindSafe(future)
                             .catch_unwind()
                             .await
-                            .unwrap_or_else(|_| Err(RpcError::internal("the tool failed unexpectedly")));
-                        addr.do_send(Completed { id: task_id, outcome });
+                            .unwrap_or_else(|_| {
+                                Err(RpcError::internal("the tool failed unexpectedly"))
+                            });
+                        addr.do_send(Completed {
+                            id: task_id,
+                            outcome,
+                        });
                     });
                     self.core.set_abort(&id, handle.abort_handle());
                 }
-                Err(_) => self.core.complete(&id, Err(RpcError::internal("the tool failed unexpectedly"))),
+                Err(_) => self
+                    .core
+                    .complete(&id, Err(RpcError::internal("the tool failed unexpectedly"))),
             }
         }
     }
@@ -80,14 +107,20 @@ impl Actor for SessionActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        self.port = Some(Arc::new(ActorPort { addr: ctx.address(), supervisor: self.supervisor.clone() }));
+        self.port = Some(Arc::new(ActorPort {
+            addr: ctx.address(),
+            supervisor: self.supervisor.clone(),
+        }));
     }
 
     fn stopped(&mut self, _ctx: &mut Context<Self>) {
         if !self.crashed {
             self.core.shutdown();
         }
-        self.supervisor.do_send(SessionEnded { id: self.core.id().into(), instance: self.instance });
+        self.supervisor.do_send(SessionEnded {
+            id: self.core.id().into(),
+            instance: self.instance,
+        });
     }
 }
 
@@ -99,16 +132,34 @@ struct ActorPort {
 
 impl SessionPort for ActorPort {
     fn notify(&self, origin: &RequestId, method: &'static str, params: Value) {
-        self.addr.do_send(Notify { origin: origin.clone(), method, params });
+        self.addr.do_send(Notify {
+            origin: origin.clone(),
+            method,
+            params,
+        });
     }
-    fn request(&self, origin: &RequestId, method: &'static str, params: Value, reply: oneshot::Sender<Result<Value, RpcError>>) {
-        self.addr.do_send(ServerRequest { origin: origin.clone(), method, params, reply });
+    fn request(
+        &self,
+        origin: &RequestId,
+        method: &'static str,
+        params: Value,
+        reply: oneshot::Sender<Result<Value, RpcError>>,
+    ) {
+        self.addr.do_send(ServerRequest {
+            origin: origin.clone(),
+            method,
+            params,
+            reply,
+        });
     }
     fn close_stream(&self, origin: &RequestId) {
-        self.addr.do_send(CloseStream { origin: origin.clone() });
+        self.addr.do_send(CloseStream {
+            origin: origin.clone(),
+        });
     }
     fn resource_updated(&self, uri: &str) {
-        self.supervisor.do_send(TenantBroadcast::ResourceUpdated(uri.to_string()));
+        self.supervisor
+            .do_send(TenantBroadcast::ResourceUpdated(uri.to_string()));
     }
 }
 
@@ -126,7 +177,10 @@ impl Handler<Post> for SessionActor {
                 self.run(jobs, ctx);
                 MessageResult(reply)
             }
-            None => MessageResult(Reply::Refused(Refusal::new(500, RpcError::internal("The session failed; retry the request")))),
+            None => MessageResult(Reply::Refused(Refusal::new(
+                500,
+                RpcError::internal("The session failed; retry the request"),
+            ))),
         }
     }
 }
@@ -145,7 +199,12 @@ impl Handler<OpenStream> for SessionActor {
             Some(last) => s.resume(last),
             None => Ok(s.open_standalone()),
         })
-        .unwrap_or_else(|| Err(Refusal::new(500, RpcError::internal("The session failed; retry the request"))))
+        .unwrap_or_else(|| {
+            Err(Refusal::new(
+                500,
+                RpcError::internal("The session failed; retry the request"),
+            ))
+        })
     }
 }
 
@@ -231,7 +290,9 @@ struct ServerRequest {
 impl Handler<ServerRequest> for SessionActor {
     type Result = ();
     fn handle(&mut self, msg: ServerRequest, ctx: &mut Context<Self>) {
-        self.guarded(ctx, |s| s.server_request(&msg.origin, msg.method, msg.params, msg.reply));
+        self.guarded(ctx, |s| {
+            s.server_request(&msg.origin, msg.method, msg.params, msg.reply)
+        });
     }
 }
 

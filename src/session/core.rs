@@ -16,7 +16,9 @@ use crate::catalog::{CallFuture, CatalogHandle, RequestContext, SessionPort};
 use crate::eventlog::{EventId, EventLog, StreamId};
 use crate::protocol::jsonrpc::{self, RESOURCE_NOT_FOUND};
 use crate::protocol::mcp::{paginate, server_capabilities, LogLevel};
-use crate::protocol::{Message, Notification, Payload, ProtocolVersion, Request, RequestId, Response, RpcError};
+use crate::protocol::{
+    Message, Notification, Payload, ProtocolVersion, Request, RequestId, Response, RpcError,
+};
 use crate::transport::sse;
 
 /// How the client reaches this session.
@@ -188,8 +190,20 @@ impl Session {
 
     /// Rebuilds a session from its snapshot (after its actor crashed). Streams and in-flight
     /// requests are gone; their events stay in the event log for the client to resume.
-    pub fn restore(snapshot: &SessionSnapshot, catalog: CatalogHandle, log: Arc<dyn EventLog>, settings: Arc<SessionSettings>) -> Self {
-        let mut s = Session::new(snapshot.id.as_str().into(), snapshot.tenant.as_str().into(), snapshot.transport, catalog, log, settings);
+    pub fn restore(
+        snapshot: &SessionSnapshot,
+        catalog: CatalogHandle,
+        log: Arc<dyn EventLog>,
+        settings: Arc<SessionSettings>,
+    ) -> Self {
+        let mut s = Session::new(
+            snapshot.id.as_str().into(),
+            snapshot.tenant.as_str().into(),
+            snapshot.transport,
+            catalog,
+            log,
+            settings,
+        );
         s.version = snapshot.version.as_deref().and_then(ProtocolVersion::parse);
         s.initialized = snapshot.initialized;
         s.client_capabilities = Arc::new(snapshot.client_capabilities.clone());
@@ -199,7 +213,16 @@ impl Session {
         if let Some(standalone) = snapshot.standalone_stream {
             // Keep the standalone stream's identity so its events can still be resumed.
             let key = s.new_stream_key();
-            s.streams.insert(key, Stream { sink: None, log_id: Some(StreamId(standalone)), owed: 0, batch: None, standalone: true });
+            s.streams.insert(
+                key,
+                Stream {
+                    sink: None,
+                    log_id: Some(StreamId(standalone)),
+                    owed: 0,
+                    batch: None,
+                    standalone: true,
+                },
+            );
             s.standalone = Some(key);
         }
         s
@@ -218,7 +241,11 @@ impl Session {
             client_info: self.client_info.clone(),
             log_level: self.log_level.as_str().to_string(),
             subscriptions,
-            standalone_stream: self.standalone.and_then(|k| self.streams.get(&k)).and_then(|s| s.log_id).map(|s| s.0),
+            standalone_stream: self
+                .standalone
+                .and_then(|k| self.streams.get(&k))
+                .and_then(|s| s.log_id)
+                .map(|s| s.0),
         }
     }
 
@@ -236,12 +263,20 @@ impl Session {
 
     /// Whether the session is doing anything: requests running or a client connected.
     pub fn is_busy(&self) -> bool {
-        !self.inflight.is_empty() || self.streams.values().any(|s| s.sink.as_ref().is_some_and(|k| !k.is_closed()))
+        !self.inflight.is_empty()
+            || self
+                .streams
+                .values()
+                .any(|s| s.sink.as_ref().is_some_and(|k| !k.is_closed()))
     }
 
     /// Handles one POST body. Invocations returned must be run and their outcomes passed to
     /// `complete`.
-    pub fn handle_post(&mut self, payload: Payload, port: &Arc<dyn SessionPort>) -> (Reply, Vec<Invocation>) {
+    pub fn handle_post(
+        &mut self,
+        payload: Payload,
+        port: &Arc<dyn SessionPort>,
+    ) -> (Reply, Vec<Invocation>) {
         let mut jobs = Vec::new();
         let reply = match payload {
             Payload::Single(Message::Request(req)) => {
@@ -262,20 +297,33 @@ impl Session {
         (reply, jobs)
     }
 
-    fn handle_batch(&mut self, items: Vec<Result<Message, RpcError>>, port: &Arc<dyn SessionPort>) -> (Reply, Vec<Invocation>) {
+    fn handle_batch(
+        &mut self,
+        items: Vec<Result<Message, RpcError>>,
+        port: &Arc<dyn SessionPort>,
+    ) -> (Reply, Vec<Invocation>) {
         let mut jobs = Vec::new();
         match self.version {
             Some(v) if v.allows_batches() => {}
             Some(v) => {
                 let msg = format!("JSON-RPC batches are not supported in protocol version {v}");
-                return (Reply::Refused(Refusal::new(400, RpcError::invalid_request(msg))), jobs);
+                return (
+                    Reply::Refused(Refusal::new(400, RpcError::invalid_request(msg))),
+                    jobs,
+                );
             }
             None => {
                 let msg = "JSON-RPC batches are not accepted before initialization (initialize cannot be batched)";
-                return (Reply::Refused(Refusal::new(400, RpcError::invalid_request(msg))), jobs);
+                return (
+                    Reply::Refused(Refusal::new(400, RpcError::invalid_request(msg))),
+                    jobs,
+                );
             }
         }
-        let owed = items.iter().filter(|i| matches!(i, Ok(Message::Request(_)) | Err(_))).count();
+        let owed = items
+            .iter()
+            .filter(|i| matches!(i, Ok(Message::Request(_)) | Err(_)))
+            .count();
         let mut stream = None;
         let mut rx = None;
         if owed > 0 {
@@ -304,7 +352,11 @@ impl Session {
 
     /// The stream a POST's requests are answered on: its own for Streamable HTTP, the one SSE
     /// stream for the legacy transport (then there is no body to return).
-    fn open_request_stream(&mut self, owed: usize, batch: bool) -> (StreamKey, Option<FrameReceiver>) {
+    fn open_request_stream(
+        &mut self,
+        owed: usize,
+        batch: bool,
+    ) -> (StreamKey, Option<FrameReceiver>) {
         if self.transport == TransportKind::Legacy {
             if let Some(key) = self.standalone {
                 return (key, None);
@@ -313,7 +365,16 @@ impl Session {
         let key = self.new_stream_key();
         let (tx, rx) = mpsc::unbounded_channel();
         let batch = batch.then(Vec::new);
-        self.streams.insert(key, Stream { sink: Some(tx), log_id: None, owed, batch, standalone: false });
+        self.streams.insert(
+            key,
+            Stream {
+                sink: Some(tx),
+                log_id: None,
+                owed,
+                batch,
+                standalone: false,
+            },
+        );
         (key, Some(rx))
     }
 
@@ -322,16 +383,35 @@ impl Session {
         StreamKey(self.next_stream)
     }
 
-    fn dispatch(&mut self, req: Request, stream: StreamKey, port: &Arc<dyn SessionPort>, jobs: &mut Vec<Invocation>) {
+    fn dispatch(
+        &mut self,
+        req: Request,
+        stream: StreamKey,
+        port: &Arc<dyn SessionPort>,
+        jobs: &mut Vec<Invocation>,
+    ) {
         if self.inflight.contains_key(&req.id) {
-            let e = RpcError::invalid_request(format!("Request id {} is already in use by a request in flight", req.id));
+            let e = RpcError::invalid_request(format!(
+                "Request id {} is already in use by a request in flight",
+                req.id
+            ));
             self.emit(stream, jsonrpc::error_message(Some(&req.id), &e), true);
             return;
         }
-        self.inflight.insert(req.id.clone(), InFlight { stream, abort: None });
+        self.inflight.insert(
+            req.id.clone(),
+            InFlight {
+                stream,
+                abort: None,
+            },
+        );
         match self.route(&req, port) {
             Routed::Done(outcome) => self.complete(&req.id, outcome),
-            Routed::Run(future, ctx) => jobs.push(Invocation { id: req.id, future, ctx }),
+            Routed::Run(future, ctx) => jobs.push(Invocation {
+                id: req.id,
+                future,
+                ctx,
+            }),
         }
     }
 
@@ -344,12 +424,15 @@ impl Session {
             return Routed::Done(match req.method.as_str() {
                 "initialize" => self.initialize(&params),
                 "ping" => Ok(json!({})),
-                _ => Err(RpcError::invalid_request("Session not initialized: send initialize first")),
+                _ => Err(RpcError::invalid_request(
+                    "Session not initialized: send initialize first",
+                )),
             });
         };
         let catalog = self.catalog.current();
         let page = |list: &str, items: &[Value]| -> Result<Value, RpcError> {
-            let (page, next) = paginate(list, items, params.get("cursor"), self.settings.page_size)?;
+            let (page, next) =
+                paginate(list, items, params.get("cursor"), self.settings.page_size)?;
             let mut result = json!({ list: page });
             if let Some(next) = next {
                 result["nextCursor"] = json!(next);
@@ -366,58 +449,91 @@ impl Session {
             "tools/call" => {
                 let name = match params.get("name").and_then(Value::as_str) {
                     Some(n) => n,
-                    None => return Routed::Done(Err(RpcError::invalid_params("tools/call needs a string \"name\""))),
+                    None => {
+                        return Routed::Done(Err(RpcError::invalid_params(
+                            "tools/call needs a string \"name\"",
+                        )))
+                    }
                 };
                 let arguments = match params.get("arguments") {
                     None | Some(Value::Null) => Map::new(),
                     Some(Value::Object(m)) => m.clone(),
-                    Some(_) => return Routed::Done(Err(RpcError::invalid_params("tools/call \"arguments\" must be an object"))),
+                    Some(_) => {
+                        return Routed::Done(Err(RpcError::invalid_params(
+                            "tools/call \"arguments\" must be an object",
+                        )))
+                    }
                 };
-                let ctx = RequestContext::new(req.id.clone(), version, self.client_capabilities.clone(), req.progress_token(), port.clone());
+                let ctx = RequestContext::new(
+                    req.id.clone(),
+                    version,
+                    self.client_capabilities.clone(),
+                    req.progress_token(),
+                    port.clone(),
+                );
                 match catalog.call_tool(name, arguments, ctx.clone()) {
                     Some(future) => return Routed::Run(future, ctx),
                     None => Err(RpcError::invalid_params(format!("Unknown tool: {name}"))),
                 }
             }
             "resources/read" => match params.get("uri").and_then(Value::as_str) {
-                Some(uri) => catalog
-                    .read_resource(uri)
-                    .unwrap_or_else(|| Err(RpcError::new(RESOURCE_NOT_FOUND, "Resource not found").with_data(json!({ "uri": uri })))),
-                None => Err(RpcError::invalid_params("resources/read needs a string \"uri\"")),
+                Some(uri) => catalog.read_resource(uri).unwrap_or_else(|| {
+                    Err(RpcError::new(RESOURCE_NOT_FOUND, "Resource not found")
+                        .with_data(json!({ "uri": uri })))
+                }),
+                None => Err(RpcError::invalid_params(
+                    "resources/read needs a string \"uri\"",
+                )),
             },
             "resources/subscribe" => match params.get("uri").and_then(Value::as_str) {
                 Some(uri) => {
                     self.subscriptions.insert(uri.to_string());
                     Ok(json!({}))
                 }
-                None => Err(RpcError::invalid_params("resources/subscribe needs a string \"uri\"")),
+                None => Err(RpcError::invalid_params(
+                    "resources/subscribe needs a string \"uri\"",
+                )),
             },
             "resources/unsubscribe" => match params.get("uri").and_then(Value::as_str) {
                 Some(uri) => {
                     self.subscriptions.remove(uri);
                     Ok(json!({}))
                 }
-                None => Err(RpcError::invalid_params("resources/unsubscribe needs a string \"uri\"")),
+                None => Err(RpcError::invalid_params(
+                    "resources/unsubscribe needs a string \"uri\"",
+                )),
             },
             "prompts/get" => match params.get("name").and_then(Value::as_str) {
                 Some(name) => {
                     let arguments = match params.get("arguments") {
                         None | Some(Value::Null) => Map::new(),
                         Some(Value::Object(m)) => m.clone(),
-                        Some(_) => return Routed::Done(Err(RpcError::invalid_params("prompts/get \"arguments\" must be an object"))),
+                        Some(_) => {
+                            return Routed::Done(Err(RpcError::invalid_params(
+                                "prompts/get \"arguments\" must be an object",
+                            )))
+                        }
                     };
-                    catalog
-                        .get_prompt(name, &arguments)
-                        .unwrap_or_else(|| Err(RpcError::invalid_params(format!("Unknown prompt: {name}"))))
+                    catalog.get_prompt(name, &arguments).unwrap_or_else(|| {
+                        Err(RpcError::invalid_params(format!("Unknown prompt: {name}")))
+                    })
                 }
-                None => Err(RpcError::invalid_params("prompts/get needs a string \"name\"")),
+                None => Err(RpcError::invalid_params(
+                    "prompts/get needs a string \"name\"",
+                )),
             },
-            "logging/setLevel" => match params.get("level").and_then(Value::as_str).and_then(LogLevel::parse) {
+            "logging/setLevel" => match params
+                .get("level")
+                .and_then(Value::as_str)
+                .and_then(LogLevel::parse)
+            {
                 Some(level) => {
                     self.log_level = level;
                     Ok(json!({}))
                 }
-                None => Err(RpcError::invalid_params("logging/setLevel needs a valid \"level\" (debug … emergency)")),
+                None => Err(RpcError::invalid_params(
+                    "logging/setLevel needs a valid \"level\" (debug … emergency)",
+                )),
             },
             "completion/complete" => {
                 let reference = params.get("ref").cloned().unwrap_or(Value::Null);
@@ -440,13 +556,22 @@ impl Session {
     fn initialize(&mut self, params: &Map<String, Value>) -> Result<Value, RpcError> {
         let requested = params.get("protocolVersion").and_then(Value::as_str);
         if requested.is_none() {
-            return Err(RpcError::invalid_params("initialize needs a string \"protocolVersion\""));
+            return Err(RpcError::invalid_params(
+                "initialize needs a string \"protocolVersion\"",
+            ));
         }
         let version = ProtocolVersion::negotiate(requested);
         self.version = Some(version);
-        self.client_capabilities = Arc::new(params.get("capabilities").cloned().filter(Value::is_object).unwrap_or_else(|| json!({})));
+        self.client_capabilities = Arc::new(
+            params
+                .get("capabilities")
+                .cloned()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!({})),
+        );
         self.client_info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
-        let mut server_info = json!({ "name": self.settings.server_name, "version": self.settings.server_version });
+        let mut server_info =
+            json!({ "name": self.settings.server_name, "version": self.settings.server_version });
         if version >= ProtocolVersion::V2025_06_18 {
             server_info["title"] = json!("mcp-harbor");
         }
@@ -466,7 +591,11 @@ impl Session {
         match n.method.as_str() {
             "notifications/initialized" => self.initialized = true,
             "notifications/cancelled" => {
-                let id = n.params.as_ref().and_then(|p| p.get("requestId")).and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok());
+                let id = n
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok());
                 if let Some(id) = id {
                     self.cancel(&id);
                 }
@@ -480,13 +609,17 @@ impl Session {
             Some(p) => {
                 let _ = p.reply.send(r.outcome);
             }
-            None => tracing::debug!(session = %self.id, id = %r.id, "response to no pending request"),
+            None => {
+                tracing::debug!(session = %self.id, id = %r.id, "response to no pending request")
+            }
         }
     }
 
     /// Stops an in-flight request: its future is dropped and no response is sent.
     pub fn cancel(&mut self, id: &RequestId) {
-        let Some(inflight) = self.inflight.remove(id) else { return };
+        let Some(inflight) = self.inflight.remove(id) else {
+            return;
+        };
         if let Some(abort) = inflight.abort {
             abort.abort();
         }
@@ -505,8 +638,14 @@ impl Session {
 
     /// A request finished: send its response on its stream (dropped if it was cancelled).
     pub fn complete(&mut self, id: &RequestId, outcome: Result<Value, RpcError>) {
-        let Some(inflight) = self.inflight.remove(id) else { return };
-        self.emit(inflight.stream, jsonrpc::response_message(id, &outcome), true);
+        let Some(inflight) = self.inflight.remove(id) else {
+            return;
+        };
+        self.emit(
+            inflight.stream,
+            jsonrpc::response_message(id, &outcome),
+            true,
+        );
     }
 
     /// A notification from a running request, on that request's stream.
@@ -520,18 +659,36 @@ impl Session {
     }
 
     fn log_level_allows(&self, params: &Value) -> bool {
-        params.get("level").and_then(Value::as_str).and_then(LogLevel::parse).is_some_and(|l| l >= self.log_level)
+        params
+            .get("level")
+            .and_then(Value::as_str)
+            .and_then(LogLevel::parse)
+            .is_some_and(|l| l >= self.log_level)
     }
 
     /// A server→client request from a running request, on that request's stream.
-    pub fn server_request(&mut self, origin: &RequestId, method: &str, params: Value, reply: oneshot::Sender<Result<Value, RpcError>>) {
+    pub fn server_request(
+        &mut self,
+        origin: &RequestId,
+        method: &str,
+        params: Value,
+        reply: oneshot::Sender<Result<Value, RpcError>>,
+    ) {
         let Some(stream) = self.inflight.get(origin).map(|f| f.stream) else {
-            let _ = reply.send(Err(RpcError::internal("the originating request is no longer running")));
+            let _ = reply.send(Err(RpcError::internal(
+                "the originating request is no longer running",
+            )));
             return;
         };
         self.next_server_request += 1;
         let id = RequestId::Number(self.next_server_request);
-        self.pending.insert(id.clone(), PendingRequest { origin: origin.clone(), reply });
+        self.pending.insert(
+            id.clone(),
+            PendingRequest {
+                origin: origin.clone(),
+                reply,
+            },
+        );
         self.emit(stream, jsonrpc::request_message(&id, method, params), false);
     }
 
@@ -539,10 +696,14 @@ impl Session {
     /// follows is logged and delivered when the client resumes with `Last-Event-ID`. Only for
     /// revisions that have SSE polling, on Streamable HTTP.
     pub fn close_stream(&mut self, origin: &RequestId) {
-        if self.transport != TransportKind::Streamable || !self.version.is_some_and(ProtocolVersion::has_sse_polling) {
+        if self.transport != TransportKind::Streamable
+            || !self.version.is_some_and(ProtocolVersion::has_sse_polling)
+        {
             return;
         }
-        let Some(key) = self.inflight.get(origin).map(|f| f.stream) else { return };
+        let Some(key) = self.inflight.get(origin).map(|f| f.stream) else {
+            return;
+        };
         self.ensure_sse(key);
         if let Some(stream) = self.streams.get_mut(&key) {
             stream.sink = None;
@@ -552,7 +713,10 @@ impl Session {
     /// A resource changed: tell this session if it subscribed.
     pub fn resource_updated(&mut self, uri: &str) {
         if self.subscriptions.contains(uri) {
-            self.send_unrelated(jsonrpc::notification_message("notifications/resources/updated", json!({ "uri": uri })));
+            self.send_unrelated(jsonrpc::notification_message(
+                "notifications/resources/updated",
+                json!({ "uri": uri }),
+            ));
         }
     }
 
@@ -586,7 +750,16 @@ impl Session {
         }
         let key = self.new_stream_key();
         let (tx, rx) = mpsc::unbounded_channel();
-        self.streams.insert(key, Stream { sink: Some(tx), log_id: None, owed: 0, batch: None, standalone: true });
+        self.streams.insert(
+            key,
+            Stream {
+                sink: Some(tx),
+                log_id: None,
+                owed: 0,
+                batch: None,
+                standalone: true,
+            },
+        );
         self.standalone = Some(key);
         self.ensure_sse(key);
         rx
@@ -596,13 +769,22 @@ impl Session {
     /// is still live) goes on delivering.
     pub fn resume(&mut self, last: EventId) -> Result<FrameReceiver, Refusal> {
         let events = self.log.replay_after(&self.id, last).ok_or_else(|| {
-            Refusal::new(400, RpcError::invalid_request(format!("Unknown Last-Event-ID {last}: nothing to resume")))
+            Refusal::new(
+                400,
+                RpcError::invalid_request(format!(
+                    "Unknown Last-Event-ID {last}: nothing to resume"
+                )),
+            )
         })?;
         let (tx, rx) = mpsc::unbounded_channel();
         for e in events.iter().filter(|e| !e.data.is_empty()) {
             let _ = tx.send(Frame::Sse(sse::event(&e.id.to_string(), &e.data)));
         }
-        if let Some(stream) = self.streams.values_mut().find(|s| s.log_id == Some(last.stream)) {
+        if let Some(stream) = self
+            .streams
+            .values_mut()
+            .find(|s| s.log_id == Some(last.stream))
+        {
             stream.sink = Some(tx);
         }
         Ok(rx)
@@ -624,7 +806,9 @@ impl Session {
     /// Sends `message` on `key`. A stream whose first message is its (last) response answers
     /// with plain JSON; anything else makes it an SSE stream whose events are logged first.
     fn emit(&mut self, key: StreamKey, message: Value, is_response: bool) {
-        let Some(stream) = self.streams.get_mut(&key) else { return };
+        let Some(stream) = self.streams.get_mut(&key) else {
+            return;
+        };
         if is_response && !stream.standalone {
             stream.owed = stream.owed.saturating_sub(1);
         }
@@ -652,10 +836,21 @@ impl Session {
 
     /// Ends a request stream once it owes nothing more.
     fn settle(&mut self, key: StreamKey) {
-        if self.streams.get(&key).is_some_and(|s| !s.standalone && s.owed == 0) {
+        if self
+            .streams
+            .get(&key)
+            .is_some_and(|s| !s.standalone && s.owed == 0)
+        {
             if let Some(mut stream) = self.streams.remove(&key) {
-                if let Some(gathered) = stream.batch.take().filter(|g| !g.is_empty() && stream.log_id.is_none()) {
-                    send(&mut stream.sink, Frame::Json(to_bytes(&Value::Array(gathered))));
+                if let Some(gathered) = stream
+                    .batch
+                    .take()
+                    .filter(|g| !g.is_empty() && stream.log_id.is_none())
+                {
+                    send(
+                        &mut stream.sink,
+                        Frame::Json(to_bytes(&Value::Array(gathered))),
+                    );
                 }
             }
         }
@@ -665,17 +860,27 @@ impl Session {
     /// and empty data, with `retry:`) on revisions with SSE polling; responses gathered for a
     /// batch go out first.
     fn ensure_sse(&mut self, key: StreamKey) {
-        let polling = self.version.is_some_and(ProtocolVersion::has_sse_polling) && self.transport == TransportKind::Streamable;
-        let Some(stream) = self.streams.get_mut(&key) else { return };
+        let polling = self.version.is_some_and(ProtocolVersion::has_sse_polling)
+            && self.transport == TransportKind::Streamable;
+        let Some(stream) = self.streams.get_mut(&key) else {
+            return;
+        };
         if stream.log_id.is_some() {
             return;
         }
         let log_id = self.log.open_stream(&self.id);
         stream.log_id = Some(log_id);
-        let gathered = stream.batch.as_mut().map(std::mem::take).unwrap_or_default();
+        let gathered = stream
+            .batch
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
         if polling {
             let id = self.log.append(&self.id, log_id, Bytes::new());
-            send(&mut stream.sink, Frame::Sse(sse::priming(&id.to_string(), self.settings.sse_retry_ms)));
+            send(
+                &mut stream.sink,
+                Frame::Sse(sse::priming(&id.to_string(), self.settings.sse_retry_ms)),
+            );
         }
         for message in gathered {
             self.write_event(key, to_bytes(&message));
@@ -683,17 +888,25 @@ impl Session {
     }
 
     fn write_event(&mut self, key: StreamKey, data: Bytes) {
-        let Some(stream) = self.streams.get_mut(&key) else { return };
+        let Some(stream) = self.streams.get_mut(&key) else {
+            return;
+        };
         let Some(log_id) = stream.log_id else { return };
         let id = self.log.append(&self.id, log_id, data.clone());
-        send(&mut stream.sink, Frame::Sse(sse::event(&id.to_string(), &data)));
+        send(
+            &mut stream.sink,
+            Frame::Sse(sse::event(&id.to_string(), &data)),
+        );
     }
 
     /// The legacy transport's single stream: opened with the `endpoint` event.
     pub fn open_legacy_stream(&mut self, endpoint: &str) -> FrameReceiver {
         let rx = self.open_standalone();
         if let Some(stream) = self.standalone.and_then(|k| self.streams.get_mut(&k)) {
-            send(&mut stream.sink, Frame::Sse(sse::named_event("endpoint", endpoint)));
+            send(
+                &mut stream.sink,
+                Frame::Sse(sse::named_event("endpoint", endpoint)),
+            );
         }
         rx
     }

@@ -5,5 +5,7 @@ pub mod actor;
 pub mod core;
 pub mod supervisor;
 
-pub use self::core::{Frame, Refusal, Reply, Session, SessionSettings, SessionSnapshot, TransportKind};
+pub use self::core::{
+    Frame, Refusal, Reply, Session, SessionSettings, SessionSnapshot, TransportKind,
+};
 pub use supervisor::{SessionIndex, SessionLimits, TenantSupervisor};

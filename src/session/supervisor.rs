@@ -82,14 +82,35 @@ pub struct TenantSupervisor {
 }
 
 impl TenantSupervisor {
-    pub fn new(tenant: Arc<str>, index: SessionIndex, catalog: CatalogHandle, log: Arc<dyn EventLog>, settings: Arc<SessionSettings>, limits: SessionLimits) -> Self {
-        TenantSupervisor { tenant, index, catalog, log, settings, limits, next_instance: 0 }
+    pub fn new(
+        tenant: Arc<str>,
+        index: SessionIndex,
+        catalog: CatalogHandle,
+        log: Arc<dyn EventLog>,
+        settings: Arc<SessionSettings>,
+        limits: SessionLimits,
+    ) -> Self {
+        TenantSupervisor {
+            tenant,
+            index,
+            catalog,
+            log,
+            settings,
+            limits,
+            next_instance: 0,
+        }
     }
 
-    fn spawn(&mut self, core: Session, arbiter: &ArbiterHandle, me: Addr<Self>) -> (u64, Addr<SessionActor>) {
+    fn spawn(
+        &mut self,
+        core: Session,
+        arbiter: &ArbiterHandle,
+        me: Addr<Self>,
+    ) -> (u64, Addr<SessionActor>) {
         self.next_instance += 1;
         let instance = self.next_instance;
-        let addr = SessionActor::start_in_arbiter(arbiter, move |_| SessionActor::new(core, instance, me));
+        let addr =
+            SessionActor::start_in_arbiter(arbiter, move |_| SessionActor::new(core, instance, me));
         (instance, addr)
     }
 
@@ -108,7 +129,8 @@ impl Actor for TenantSupervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let every = (self.limits.idle_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+        let every = (self.limits.idle_timeout / 4)
+            .clamp(Duration::from_millis(50), Duration::from_secs(30));
         ctx.run_interval(every, |me, _| me.sweep_idle());
     }
 }
@@ -132,13 +154,26 @@ impl Handler<StartSession> for TenantSupervisor {
             return Err(AtCapacity(self.limits.max_sessions));
         }
         let id: Arc<str> = new_session_id().into();
-        let core = Session::new(id.clone(), self.tenant.clone(), msg.transport, self.catalog.clone(), self.log.clone(), self.settings.clone());
+        let core = Session::new(
+            id.clone(),
+            self.tenant.clone(),
+            msg.transport,
+            self.catalog.clone(),
+            self.log.clone(),
+            self.settings.clone(),
+        );
         let (instance, addr) = self.spawn(core, &msg.arbiter, ctx.address());
         let activity = Arc::new(Activity::default());
         activity.touch();
         self.index.0.write().insert(
             id.clone(),
-            SessionEntry { addr: addr.clone(), activity, transport: msg.transport, instance, arbiter: msg.arbiter },
+            SessionEntry {
+                addr: addr.clone(),
+                activity,
+                transport: msg.transport,
+                instance,
+                arbiter: msg.arbiter,
+            },
         );
         Ok((id, addr))
     }
@@ -160,7 +195,10 @@ impl Handler<SessionEnded> for TenantSupervisor {
     type Result = ();
     fn handle(&mut self, msg: SessionEnded, _: &mut Context<Self>) {
         let mut index = self.index.0.write();
-        if index.get(&msg.id).is_some_and(|e| e.instance == msg.instance) {
+        if index
+            .get(&msg.id)
+            .is_some_and(|e| e.instance == msg.instance)
+        {
             index.remove(&msg.id);
         }
     }
@@ -177,11 +215,29 @@ pub struct SessionCrashed {
 impl Handler<SessionCrashed> for TenantSupervisor {
     type Result = ();
     fn handle(&mut self, msg: SessionCrashed, ctx: &mut Context<Self>) {
-        let Some(entry) = self.index.get(&msg.id).filter(|e| e.instance == msg.instance) else { return };
-        let core = Session::restore(&msg.snapshot, self.catalog.clone(), self.log.clone(), self.settings.clone());
+        let Some(entry) = self
+            .index
+            .get(&msg.id)
+            .filter(|e| e.instance == msg.instance)
+        else {
+            return;
+        };
+        let core = Session::restore(
+            &msg.snapshot,
+            self.catalog.clone(),
+            self.log.clone(),
+            self.settings.clone(),
+        );
         let (instance, addr) = self.spawn(core, &entry.arbiter, ctx.address());
         tracing::warn!(tenant = %self.tenant, session = %msg.id, "session actor restarted");
-        self.index.0.write().insert(msg.id, SessionEntry { addr, instance, ..entry });
+        self.index.0.write().insert(
+            msg.id,
+            SessionEntry {
+                addr,
+                instance,
+                ..entry
+            },
+        );
     }
 }
 

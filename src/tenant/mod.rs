@@ -50,7 +50,13 @@ impl FromRequest for Tenant {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let slug = req.match_info().get("tenant").unwrap_or_default();
-        let found = req.app_data::<web::Data<TenantRegistry>>().and_then(|r| r.get(slug));
-        ready(found.map(Tenant).ok_or_else(|| HttpError::not_found(format!("Unknown tenant: {slug}"))))
+        let found = req
+            .app_data::<web::Data<TenantRegistry>>()
+            .and_then(|r| r.get(slug));
+        ready(
+            found
+                .map(Tenant)
+                .ok_or_else(|| HttpError::not_found(format!("Unknown tenant: {slug}"))),
+        )
     }
 }

@@ -6,13 +6,19 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
 use super::streamable::{deliver, find_session, start_session};
-use super::{check_content_type, check_sse_accept, read_payload, sse, sse_response, EdgePolicy, HttpError};
+use super::{
+    check_content_type, check_sse_accept, read_payload, sse, sse_response, EdgePolicy, HttpError,
+};
 use crate::session::actor::{OpenLegacy, Post, Terminate};
 use crate::session::core::Reply;
 use crate::session::TransportKind;
 use crate::tenant::Tenant;
 
-pub async fn open(req: HttpRequest, Tenant(tenant): Tenant, edge: web::Data<EdgePolicy>) -> Result<HttpResponse, HttpError> {
+pub async fn open(
+    req: HttpRequest,
+    Tenant(tenant): Tenant,
+    edge: web::Data<EdgePolicy>,
+) -> Result<HttpResponse, HttpError> {
     edge.check_host_and_origin(&req)?;
     check_sse_accept(&req)?;
     let (id, addr) = start_session(&tenant, TransportKind::Legacy).await?;
@@ -22,7 +28,10 @@ pub async fn open(req: HttpRequest, Tenant(tenant): Tenant, edge: web::Data<Edge
         _ => return Err(super::streamable::session_not_found()),
     };
     let on_close = Box::new(move || addr.do_send(Terminate));
-    Ok(sse_response(HttpResponse::Ok(), sse::SseBody::new(None, rx, edge.keepalive, Some(on_close))))
+    Ok(sse_response(
+        HttpResponse::Ok(),
+        sse::SseBody::new(None, rx, edge.keepalive, Some(on_close)),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -40,7 +49,9 @@ pub async fn message(
 ) -> Result<HttpResponse, HttpError> {
     edge.check_host_and_origin(&req)?;
     check_content_type(&req)?;
-    let id = query.session_id.as_deref().ok_or_else(|| HttpError::bad_request("Bad Request: the sessionId query parameter is required"))?;
+    let id = query.session_id.as_deref().ok_or_else(|| {
+        HttpError::bad_request("Bad Request: the sessionId query parameter is required")
+    })?;
     let entry = find_session(&tenant, id, TransportKind::Legacy)?;
     let payload = read_payload(body, &req, edge.max_body_bytes).await?;
     match deliver(&tenant, id, entry, Post(payload)).await? {

@@ -38,16 +38,25 @@ impl HttpError {
         Self::new(StatusCode::BAD_REQUEST, RpcError::invalid_request(message))
     }
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, RpcError::new(SESSION_NOT_FOUND, message))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            RpcError::new(SESSION_NOT_FOUND, message),
+        )
     }
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, RpcError::new(jsonrpc::SERVER_REFUSED, message))
+        Self::new(
+            StatusCode::FORBIDDEN,
+            RpcError::new(jsonrpc::SERVER_REFUSED, message),
+        )
     }
 }
 
 impl From<Refusal> for HttpError {
     fn from(r: Refusal) -> Self {
-        HttpError::new(StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), r.error)
+        HttpError::new(
+            StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            r.error,
+        )
     }
 }
 
@@ -66,7 +75,9 @@ impl ResponseError for HttpError {
         if self.status == StatusCode::TOO_MANY_REQUESTS {
             builder.insert_header((header::RETRY_AFTER, "5"));
         }
-        builder.content_type("application/json").json(jsonrpc::error_message(None, &self.error))
+        builder
+            .content_type("application/json")
+            .json(jsonrpc::error_message(None, &self.error))
     }
 }
 
@@ -82,8 +93,16 @@ pub struct EdgePolicy {
 impl EdgePolicy {
     pub fn from_config(c: &ServerConfig) -> Self {
         EdgePolicy {
-            allowed_hosts: c.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
-            allowed_origins: c.allowed_origins.iter().map(|o| o.trim_end_matches('/').to_ascii_lowercase()).collect(),
+            allowed_hosts: c
+                .allowed_hosts
+                .iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
+            allowed_origins: c
+                .allowed_origins
+                .iter()
+                .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+                .collect(),
             max_body_bytes: c.max_body_bytes,
             keepalive: Duration::from_secs(c.sse_keepalive_secs),
         }
@@ -92,18 +111,30 @@ impl EdgePolicy {
     /// DNS-rebinding protection: the `Host` must name this server and a present `Origin` must be
     /// allowed; otherwise 403.
     pub fn check_host_and_origin(&self, req: &HttpRequest) -> Result<(), HttpError> {
-        let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
         if !self.host_allowed(&host_name(host)) {
-            return Err(HttpError::forbidden(format!("Forbidden: Host {host:?} is not allowed")));
+            return Err(HttpError::forbidden(format!(
+                "Forbidden: Host {host:?} is not allowed"
+            )));
         }
         if let Some(origin) = req.headers().get(header::ORIGIN) {
-            let origin = origin.to_str().unwrap_or("").trim_end_matches('/').to_ascii_lowercase();
+            let origin = origin
+                .to_str()
+                .unwrap_or("")
+                .trim_end_matches('/')
+                .to_ascii_lowercase();
             let allowed = self.allowed_origins.iter().any(|o| o == &origin)
                 || origin.split_once("://").is_some_and(|(scheme, rest)| {
                     matches!(scheme, "http" | "https") && is_loopback_name(&host_name(rest))
                 });
             if !allowed {
-                return Err(HttpError::forbidden(format!("Forbidden: Origin {origin:?} is not allowed")));
+                return Err(HttpError::forbidden(format!(
+                    "Forbidden: Origin {origin:?} is not allowed"
+                )));
             }
         }
         Ok(())
@@ -118,7 +149,11 @@ impl EdgePolicy {
 fn host_name(authority: &str) -> String {
     let authority = authority.trim().to_ascii_lowercase();
     if authority.starts_with('[') {
-        return authority.split_inclusive(']').next().unwrap_or("").to_string();
+        return authority
+            .split_inclusive(']')
+            .next()
+            .unwrap_or("")
+            .to_string();
     }
     authority.split(':').next().unwrap_or("").to_string()
 }
@@ -130,10 +165,19 @@ fn is_loopback_name(name: &str) -> bool {
 /// Does the `Accept` header admit `wanted` (`application/json`, `text/event-stream`)?
 pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
     let (kind, _) = wanted.split_once('/').unwrap_or((wanted, ""));
-    headers.get_all(header::ACCEPT).filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(|item| {
-        let media = item.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-        media == wanted || media == "*/*" || media == format!("{kind}/*")
-    })
+    headers
+        .get_all(header::ACCEPT)
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let media = item
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            media == wanted || media == "*/*" || media == format!("{kind}/*")
+        })
 }
 
 /// A POST must list JSON (and, on Streamable HTTP, SSE) in `Accept` (406).
@@ -149,8 +193,19 @@ pub fn check_post_accept(req: &HttpRequest) -> Result<(), HttpError> {
 
 /// A POST body must be JSON (415).
 pub fn check_content_type(req: &HttpRequest) -> Result<(), HttpError> {
-    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    if content_type.split(';').next().map(str::trim).map(str::to_ascii_lowercase).as_deref() == Some("application/json") {
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if content_type
+        .split(';')
+        .next()
+        .map(str::trim)
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+        == Some("application/json")
+    {
         return Ok(());
     }
     Err(HttpError::new(
@@ -164,7 +219,12 @@ pub fn check_sse_accept(req: &HttpRequest) -> Result<(), HttpError> {
     if accepts(req.headers(), "text/event-stream") {
         Ok(())
     } else {
-        Err(HttpError::new(StatusCode::NOT_ACCEPTABLE, RpcError::invalid_request("Not Acceptable: the Accept header must list text/event-stream")))
+        Err(HttpError::new(
+            StatusCode::NOT_ACCEPTABLE,
+            RpcError::invalid_request(
+                "Not Acceptable: the Accept header must list text/event-stream",
+            ),
+        ))
     }
 }
 
@@ -177,21 +237,40 @@ pub fn check_version_header(req: &HttpRequest) -> Result<Option<ProtocolVersion>
             .ok()
             .and_then(ProtocolVersion::parse)
             .map(Some)
-            .ok_or_else(|| HttpError::bad_request(format!("Bad Request: unsupported MCP-Protocol-Version {v:?}"))),
+            .ok_or_else(|| {
+                HttpError::bad_request(format!(
+                    "Bad Request: unsupported MCP-Protocol-Version {v:?}"
+                ))
+            }),
     }
 }
 
 /// Reads the body up to the configured limit (413) and parses it as JSON-RPC (400 with -32700
 /// or -32600).
-pub async fn read_payload(mut body: web::Payload, req: &HttpRequest, limit: usize) -> Result<Payload, HttpError> {
-    let too_large = || HttpError::new(StatusCode::PAYLOAD_TOO_LARGE, RpcError::invalid_request(format!("Payload Too Large: the body exceeds {limit} bytes")));
-    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+pub async fn read_payload(
+    mut body: web::Payload,
+    req: &HttpRequest,
+    limit: usize,
+) -> Result<Payload, HttpError> {
+    let too_large = || {
+        HttpError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            RpcError::invalid_request(format!("Payload Too Large: the body exceeds {limit} bytes")),
+        )
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());
     }
     let mut buf = web::BytesMut::with_capacity(declared.unwrap_or(1024).min(limit));
     while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| HttpError::bad_request(format!("Bad Request: could not read the body: {e}")))?;
+        let chunk = chunk.map_err(|e| {
+            HttpError::bad_request(format!("Bad Request: could not read the body: {e}"))
+        })?;
         if buf.len() + chunk.len() > limit {
             return Err(too_large());
         }
@@ -202,13 +281,22 @@ pub async fn read_payload(mut body: web::Payload, req: &HttpRequest, limit: usiz
 
 /// Turns a session's frames into the HTTP answer: plain JSON when the first frame is the whole
 /// answer, an SSE stream otherwise, 202 when nothing is owed (a cancelled request).
-pub async fn respond_with_frames(mut rx: FrameReceiver, keepalive: Duration, session_id: Option<&str>) -> HttpResponse {
+pub async fn respond_with_frames(
+    mut rx: FrameReceiver,
+    keepalive: Duration,
+    session_id: Option<&str>,
+) -> HttpResponse {
     let first = rx.recv().await;
     respond_with_first(first, rx, keepalive, session_id)
 }
 
 /// As `respond_with_frames`, once the first frame has been received.
-pub fn respond_with_first(first: Option<Frame>, rx: FrameReceiver, keepalive: Duration, session_id: Option<&str>) -> HttpResponse {
+pub fn respond_with_first(
+    first: Option<Frame>,
+    rx: FrameReceiver,
+    keepalive: Duration,
+    session_id: Option<&str>,
+) -> HttpResponse {
     let mut builder = match first {
         None => HttpResponse::Accepted(),
         Some(_) => HttpResponse::Ok(),
@@ -219,11 +307,16 @@ pub fn respond_with_first(first: Option<Frame>, rx: FrameReceiver, keepalive: Du
     match first {
         None => builder.finish(),
         Some(Frame::Json(body)) => builder.content_type("application/json").body(body),
-        Some(Frame::Sse(event)) => sse_response(builder, sse::SseBody::new(Some(event), rx, keepalive, None)),
+        Some(Frame::Sse(event)) => {
+            sse_response(builder, sse::SseBody::new(Some(event), rx, keepalive, None))
+        }
     }
 }
 
-pub fn sse_response(mut builder: actix_web::HttpResponseBuilder, body: sse::SseBody) -> HttpResponse {
+pub fn sse_response(
+    mut builder: actix_web::HttpResponseBuilder,
+    body: sse::SseBody,
+) -> HttpResponse {
     builder
         .content_type("text/event-stream")
         .insert_header((header::CACHE_CONTROL, "no-cache"))
@@ -237,7 +330,12 @@ mod tests {
     use actix_web::test::TestRequest;
 
     fn policy() -> EdgePolicy {
-        EdgePolicy { allowed_hosts: vec!["mcp.example.com".into()], allowed_origins: vec!["https://app.example.com".into()], max_body_bytes: 1024, keepalive: Duration::from_secs(1) }
+        EdgePolicy {
+            allowed_hosts: vec!["mcp.example.com".into()],
+            allowed_origins: vec!["https://app.example.com".into()],
+            max_body_bytes: 1024,
+            keepalive: Duration::from_secs(1),
+        }
     }
 
     #[test]
@@ -261,11 +359,19 @@ mod tests {
 
     #[test]
     fn accept_matching() {
-        let r = TestRequest::default().insert_header(("accept", "application/json, text/event-stream")).to_http_request();
-        assert!(accepts(r.headers(), "text/event-stream") && accepts(r.headers(), "application/json"));
-        let r = TestRequest::default().insert_header(("accept", "text/html")).to_http_request();
+        let r = TestRequest::default()
+            .insert_header(("accept", "application/json, text/event-stream"))
+            .to_http_request();
+        assert!(
+            accepts(r.headers(), "text/event-stream") && accepts(r.headers(), "application/json")
+        );
+        let r = TestRequest::default()
+            .insert_header(("accept", "text/html"))
+            .to_http_request();
         assert!(!accepts(r.headers(), "application/json"));
-        let r = TestRequest::default().insert_header(("accept", "*/*")).to_http_request();
+        let r = TestRequest::default()
+            .insert_header(("accept", "*/*"))
+            .to_http_request();
         assert!(accepts(r.headers(), "text/event-stream"));
     }
 }

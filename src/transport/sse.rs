@@ -43,10 +43,21 @@ pub struct SseBody {
 }
 
 impl SseBody {
-    pub fn new(first: Option<Bytes>, rx: FrameReceiver, heartbeat: Duration, on_close: Option<Box<dyn FnOnce() + Send>>) -> Self {
-        let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+    pub fn new(
+        first: Option<Bytes>,
+        rx: FrameReceiver,
+        heartbeat: Duration,
+        on_close: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Self {
+        let mut interval =
+            tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        SseBody { rx, first, heartbeat: interval, on_close }
+        SseBody {
+            rx,
+            first,
+            heartbeat: interval,
+            on_close,
+        }
     }
 }
 
@@ -83,8 +94,14 @@ mod tests {
 
     #[test]
     fn frames_are_well_formed() {
-        assert_eq!(&event("3-1", b"{}")[..], b"event: message\nid: 3-1\ndata: {}\n\n");
+        assert_eq!(
+            &event("3-1", b"{}")[..],
+            b"event: message\nid: 3-1\ndata: {}\n\n"
+        );
         assert_eq!(&priming("3-0", 500)[..], b"id: 3-0\nretry: 500\ndata: \n\n");
-        assert_eq!(&named_event("endpoint", "/x")[..], b"event: endpoint\ndata: /x\n\n");
+        assert_eq!(
+            &named_event("endpoint", "/x")[..],
+            b"event: endpoint\ndata: /x\n\n"
+        );
     }
 }

@@ -11,8 +11,8 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::Value;
 
 use super::{
-    check_content_type, check_post_accept, check_sse_accept, check_version_header, read_payload, respond_with_first, sse, sse_response, EdgePolicy,
-    HttpError, SESSION_HEADER,
+    check_content_type, check_post_accept, check_sse_accept, check_version_header, read_payload,
+    respond_with_first, sse, sse_response, EdgePolicy, HttpError, SESSION_HEADER,
 };
 use crate::eventlog::EventId;
 use crate::protocol::{Message, Payload, RpcError};
@@ -22,7 +22,12 @@ use crate::session::supervisor::{AtCapacity, SessionEntry, StartSession};
 use crate::session::TransportKind;
 use crate::tenant::{Tenant, TenantHandle};
 
-pub async fn post(req: HttpRequest, body: web::Payload, Tenant(tenant): Tenant, edge: web::Data<EdgePolicy>) -> Result<HttpResponse, HttpError> {
+pub async fn post(
+    req: HttpRequest,
+    body: web::Payload,
+    Tenant(tenant): Tenant,
+    edge: web::Data<EdgePolicy>,
+) -> Result<HttpResponse, HttpError> {
     edge.check_host_and_origin(&req)?;
     check_post_accept(&req)?;
     check_content_type(&req)?;
@@ -32,7 +37,9 @@ pub async fn post(req: HttpRequest, body: web::Payload, Tenant(tenant): Tenant, 
         return initialize(&tenant, payload, edge.keepalive).await;
     };
     if is_initialize(&payload) {
-        return Err(HttpError::bad_request("Bad Request: initialize opens a new session and must be sent without Mcp-Session-Id"));
+        return Err(HttpError::bad_request(
+            "Bad Request: initialize opens a new session and must be sent without Mcp-Session-Id",
+        ));
     }
     let entry = find_session(&tenant, id, TransportKind::Streamable)?;
     match deliver(&tenant, id, entry, Post(payload)).await? {
@@ -46,7 +53,11 @@ pub async fn post(req: HttpRequest, body: web::Payload, Tenant(tenant): Tenant, 
 }
 
 /// A POST without a session: only `initialize`, which opens one.
-async fn initialize(tenant: &TenantHandle, payload: Payload, keepalive: Duration) -> Result<HttpResponse, HttpError> {
+async fn initialize(
+    tenant: &TenantHandle,
+    payload: Payload,
+    keepalive: Duration,
+) -> Result<HttpResponse, HttpError> {
     if !is_initialize(&payload) {
         return Err(HttpError::bad_request("Bad Request: Mcp-Session-Id header is required (send initialize first to open a session)"));
     }
@@ -54,12 +65,17 @@ async fn initialize(tenant: &TenantHandle, payload: Payload, keepalive: Duration
     let reply = addr.send(Post(payload)).await.map_err(|_| unavailable())?;
     let Reply::Stream(mut rx) = reply else {
         addr.do_send(Terminate);
-        return Err(HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, RpcError::internal("initialize produced no answer")));
+        return Err(HttpError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            RpcError::internal("initialize produced no answer"),
+        ));
     };
     let first = rx.recv().await;
     // A refused initialize (bad params) leaves no session behind.
     let failed = match &first {
-        Some(Frame::Json(body)) => serde_json::from_slice::<Value>(body).map_or(true, |v| v.get("error").is_some()),
+        Some(Frame::Json(body)) => {
+            serde_json::from_slice::<Value>(body).map_or(true, |v| v.get("error").is_some())
+        }
         _ => true,
     };
     if failed {
@@ -69,11 +85,16 @@ async fn initialize(tenant: &TenantHandle, payload: Payload, keepalive: Duration
     Ok(respond_with_first(first, rx, keepalive, Some(&id)))
 }
 
-pub async fn get(req: HttpRequest, Tenant(tenant): Tenant, edge: web::Data<EdgePolicy>) -> Result<HttpResponse, HttpError> {
+pub async fn get(
+    req: HttpRequest,
+    Tenant(tenant): Tenant,
+    edge: web::Data<EdgePolicy>,
+) -> Result<HttpResponse, HttpError> {
     edge.check_host_and_origin(&req)?;
     check_sse_accept(&req)?;
     check_version_header(&req)?;
-    let id = session_header(&req)?.ok_or_else(|| HttpError::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
+    let id = session_header(&req)?
+        .ok_or_else(|| HttpError::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
     let last_event_id = match req.headers().get("last-event-id") {
         None => None,
         Some(v) => Some(
@@ -85,55 +106,94 @@ pub async fn get(req: HttpRequest, Tenant(tenant): Tenant, edge: web::Data<EdgeP
     };
     let entry = find_session(&tenant, id, TransportKind::Streamable)?;
     let rx = deliver(&tenant, id, entry, OpenStream { last_event_id }).await??;
-    Ok(sse_response(HttpResponse::Ok(), sse::SseBody::new(None, rx, edge.keepalive, None)))
+    Ok(sse_response(
+        HttpResponse::Ok(),
+        sse::SseBody::new(None, rx, edge.keepalive, None),
+    ))
 }
 
-pub async fn delete(req: HttpRequest, Tenant(tenant): Tenant, edge: web::Data<EdgePolicy>) -> Result<HttpResponse, HttpError> {
+pub async fn delete(
+    req: HttpRequest,
+    Tenant(tenant): Tenant,
+    edge: web::Data<EdgePolicy>,
+) -> Result<HttpResponse, HttpError> {
     edge.check_host_and_origin(&req)?;
     check_version_header(&req)?;
-    let id = session_header(&req)?.ok_or_else(|| HttpError::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
+    let id = session_header(&req)?
+        .ok_or_else(|| HttpError::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
     let entry = find_session(&tenant, id, TransportKind::Streamable)?;
-    entry.addr.send(Terminate).await.map_err(|_| session_not_found())?;
+    entry
+        .addr
+        .send(Terminate)
+        .await
+        .map_err(|_| session_not_found())?;
     Ok(HttpResponse::Ok().finish())
 }
 
 fn session_header(req: &HttpRequest) -> Result<Option<&str>, HttpError> {
     match req.headers().get(SESSION_HEADER) {
         None => Ok(None),
-        Some(v) => v.to_str().map(Some).map_err(|_| HttpError::bad_request("Bad Request: malformed Mcp-Session-Id")),
+        Some(v) => v
+            .to_str()
+            .map(Some)
+            .map_err(|_| HttpError::bad_request("Bad Request: malformed Mcp-Session-Id")),
     }
 }
 
 fn is_initialize(payload: &Payload) -> bool {
     match payload {
         Payload::Single(Message::Request(r)) => r.method == "initialize",
-        Payload::Batch(items) => items.iter().any(|m| matches!(m, Ok(Message::Request(r)) if r.method == "initialize")),
+        Payload::Batch(items) => items
+            .iter()
+            .any(|m| matches!(m, Ok(Message::Request(r)) if r.method == "initialize")),
         _ => false,
     }
 }
 
 pub(crate) fn session_not_found() -> HttpError {
-    HttpError::not_found("Session not found: it never existed, expired or was terminated; initialize a new one")
+    HttpError::not_found(
+        "Session not found: it never existed, expired or was terminated; initialize a new one",
+    )
 }
 
 fn unavailable() -> HttpError {
-    HttpError::new(StatusCode::SERVICE_UNAVAILABLE, RpcError::internal("Service Unavailable: the tenant is shutting down"))
+    HttpError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        RpcError::internal("Service Unavailable: the tenant is shutting down"),
+    )
 }
 
 /// A session of this tenant and transport; anything else is 404 (other tenants' sessions too).
-pub(crate) fn find_session(tenant: &TenantHandle, id: &str, transport: TransportKind) -> Result<SessionEntry, HttpError> {
-    let entry = tenant.sessions.get(id).filter(|e| e.transport == transport).ok_or_else(session_not_found)?;
+pub(crate) fn find_session(
+    tenant: &TenantHandle,
+    id: &str,
+    transport: TransportKind,
+) -> Result<SessionEntry, HttpError> {
+    let entry = tenant
+        .sessions
+        .get(id)
+        .filter(|e| e.transport == transport)
+        .ok_or_else(session_not_found)?;
     entry.activity.touch();
     Ok(entry)
 }
 
-pub(crate) async fn start_session(tenant: &TenantHandle, transport: TransportKind) -> Result<(Arc<str>, Addr<SessionActor>), HttpError> {
-    let start = StartSession { transport, arbiter: actix_rt::Arbiter::current() };
+pub(crate) async fn start_session(
+    tenant: &TenantHandle,
+    transport: TransportKind,
+) -> Result<(Arc<str>, Addr<SessionActor>), HttpError> {
+    let start = StartSession {
+        transport,
+        arbiter: actix_rt::Arbiter::current(),
+    };
     match tenant.supervisor.send(start).await {
         Ok(Ok(started)) => Ok(started),
         Ok(Err(AtCapacity(max))) => Err(HttpError::new(
             StatusCode::TOO_MANY_REQUESTS,
-            RpcError::new(crate::protocol::jsonrpc::SERVER_REFUSED, format!("Too Many Requests: this tenant's limit of {max} sessions is reached")),
+            RpcError::new(
+                crate::protocol::jsonrpc::SERVER_REFUSED,
+                format!("Too Many Requests: this tenant's limit of {max} sessions is reached"),
+            ),
         )),
         Err(_) => Err(unavailable()),
     }
@@ -141,7 +201,12 @@ pub(crate) async fn start_session(tenant: &TenantHandle, transport: TransportKin
 
 /// Sends `msg` to the session's actor. If the actor just died (a crash being restarted by the
 /// supervisor), looks the session up again once.
-pub(crate) async fn deliver<M>(tenant: &TenantHandle, id: &str, entry: SessionEntry, msg: M) -> Result<M::Result, HttpError>
+pub(crate) async fn deliver<M>(
+    tenant: &TenantHandle,
+    id: &str,
+    entry: SessionEntry,
+    msg: M,
+) -> Result<M::Result, HttpError>
 where
     M: actix::Message + Clone + Send + 'static,
     M::Result: Send,

@@ -1,0 +1,275 @@
+//! Test harness: spawns the real server on a free loopback port and speaks MCP to it over HTTP,
+//! with a small SSE reader. Tests assert on what a client sees.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures_util::StreamExt;
+use mcp_harbor::config::TenantConfig;
+use mcp_harbor::tenant::TenantRegistry;
+use mcp_harbor::{Application, Config};
+use serde_json::{json, Value};
+
+pub struct TestApp {
+    pub base: String,
+    pub port: u16,
+    pub tenants: TenantRegistry,
+    pub http: reqwest::Client,
+}
+
+/// A config for tests: port 0, one worker, tenants `demo` and `other`.
+pub fn test_config() -> Config {
+    let mut c = Config::default();
+    c.server.port = 0;
+    c.server.workers = 1;
+    c.tenants.push(TenantConfig {
+        slug: "other".into(),
+        catalogs: vec!["demo".into()],
+    });
+    c
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+    let mut config = test_config();
+    tweak(&mut config);
+    config.validate().expect("test config is valid");
+    let app = Application::build(config).expect("app builds");
+    let port = app.port();
+    let tenants = app.tenants().clone();
+    actix_rt::spawn(app.run_until_stopped());
+    TestApp {
+        base: format!("http://127.0.0.1:{port}"),
+        port,
+        tenants,
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(20))
+            .build()
+            .unwrap(),
+    }
+}
+
+impl TestApp {
+    pub fn mcp_url(&self, tenant: &str) -> String {
+        format!("{}/t/{tenant}/mcp", self.base)
+    }
+
+    /// A POST to a tenant's MCP endpoint with the headers a well-behaved client sends.
+    pub fn post(
+        &self,
+        tenant: &str,
+        session: Option<&str>,
+        body: &Value,
+    ) -> reqwest::RequestBuilder {
+        let mut r = self
+            .http
+            .post(self.mcp_url(tenant))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(s) = session {
+            r = r.header("mcp-session-id", s);
+        }
+        r
+    }
+
+    /// Opens a session at `version` (initialize + initialized) with the given client capabilities.
+    pub async fn open_session(
+        &self,
+        tenant: &str,
+        version: &str,
+        capabilities: Value,
+    ) -> Client<'_> {
+        let resp = self
+            .post(tenant, None, &initialize_body(version, capabilities))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "initialize succeeds");
+        let session = resp
+            .headers()
+            .get("mcp-session-id")
+            .expect("session id header")
+            .to_str()
+            .unwrap()
+            .to_string();
+        let body: Value = resp.json().await.unwrap();
+        let negotiated = body["result"]["protocolVersion"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let client = Client {
+            app: self,
+            tenant: tenant.to_string(),
+            session,
+            version: negotiated,
+            next_id: 100,
+        };
+        let r = client
+            .send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+            .await;
+        assert_eq!(r.status(), 202);
+        client
+    }
+}
+
+pub fn initialize_body(version: &str, capabilities: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": capabilities, "clientInfo": { "name": "harbor-tests", "version": "1.0.0" } } })
+}
+
+/// An MCP client session over Streamable HTTP.
+pub struct Client<'a> {
+    pub app: &'a TestApp,
+    pub tenant: String,
+    pub session: String,
+    pub version: String,
+    next_id: i64,
+}
+
+impl Client<'_> {
+    pub fn next_id(&mut self) -> i64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    pub fn post(&self, body: &Value) -> reqwest::RequestBuilder {
+        self.app
+            .post(&self.tenant, Some(&self.session), body)
+            .header("mcp-protocol-version", &self.version)
+    }
+
+    pub async fn send(&self, body: &Value) -> reqwest::Response {
+        self.post(body).send().await.unwrap()
+    }
+
+    /// Sends a request and returns its JSON-RPC response, whether it came as JSON or over SSE
+    /// (along with every other message of that SSE stream).
+    pub async fn call(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
+        let id = self.next_id();
+        let resp = self
+            .send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+            .await;
+        assert_eq!(resp.status(), 200, "{method} answers 200");
+        read_answer(resp, id).await
+    }
+
+    /// The `result` of a request that must succeed.
+    pub async fn result(&mut self, method: &str, params: Value) -> Value {
+        let (resp, _) = self.call(method, params).await;
+        assert!(resp.get("error").is_none(), "{method} failed: {resp}");
+        resp["result"].clone()
+    }
+
+    /// Opens a GET stream (the standalone one, or a resumption).
+    pub async fn get_stream(&self, last_event_id: Option<&str>) -> reqwest::Response {
+        let mut r = self
+            .app
+            .http
+            .get(self.app.mcp_url(&self.tenant))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &self.session)
+            .header("mcp-protocol-version", &self.version);
+        if let Some(id) = last_event_id {
+            r = r.header("last-event-id", id);
+        }
+        r.send().await.unwrap()
+    }
+}
+
+/// Reads a POST answer: a JSON body, or SSE events up to the response with `id`.
+pub async fn read_answer(resp: reqwest::Response, id: i64) -> (Value, Vec<Value>) {
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    if content_type.starts_with("application/json") {
+        return (resp.json().await.unwrap(), Vec::new());
+    }
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "unexpected content type {content_type}"
+    );
+    let mut sse = SseReader::new(resp);
+    let mut others = Vec::new();
+    while let Some(event) = sse.next_event(Duration::from_secs(10)).await {
+        let Some(msg) = event.json() else { continue };
+        if msg["id"] == json!(id) && (msg.get("result").is_some() || msg.get("error").is_some()) {
+            return (msg, others);
+        }
+        others.push(msg);
+    }
+    panic!("stream ended without the response to {id}; saw {others:?}");
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SseEvent {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: String,
+    pub retry: Option<u64>,
+}
+
+impl SseEvent {
+    pub fn json(&self) -> Option<Value> {
+        serde_json::from_str(&self.data).ok()
+    }
+}
+
+/// Reads SSE events from a streaming response.
+pub struct SseReader {
+    stream: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buf: BytesMut,
+}
+
+impl SseReader {
+    pub fn new(resp: reqwest::Response) -> Self {
+        SseReader {
+            stream: resp.bytes_stream().boxed(),
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// The next event (comments skipped), `None` when the stream ends or `within` passes.
+    pub async fn next_event(&mut self, within: Duration) -> Option<SseEvent> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(pos) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                let raw = self.buf.split_to(pos + 2);
+                let text = String::from_utf8_lossy(&raw).to_string();
+                let mut e = SseEvent::default();
+                let mut has_field = false;
+                for line in text.lines() {
+                    if line.starts_with(':') || line.is_empty() {
+                        continue;
+                    }
+                    has_field = true;
+                    let (k, v) = line.split_once(':').unwrap_or((line, ""));
+                    let v = v.strip_prefix(' ').unwrap_or(v);
+                    match k {
+                        "id" => e.id = Some(v.to_string()),
+                        "event" => e.event = Some(v.to_string()),
+                        "data" => e.data.push_str(v),
+                        "retry" => e.retry = v.parse().ok(),
+                        _ => {}
+                    }
+                }
+                if has_field {
+                    return Some(e);
+                }
+                continue;
+            }
+            match tokio::time::timeout_at(deadline, self.stream.next()).await {
+                Ok(Some(Ok(chunk))) => self.buf.extend_from_slice(&chunk),
+                _ => return None,
+            }
+        }
+    }
+}

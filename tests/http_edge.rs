@@ -1,0 +1,264 @@
+//! Every refusal of the HTTP edge: its status code and its JSON-RPC error.
+
+mod common;
+
+use common::{initialize_body, spawn_app, spawn_app_with};
+use serde_json::{json, Value};
+
+async fn error_of(resp: reqwest::Response) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    let body: Value = resp.json().await.expect("error bodies are JSON-RPC");
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert_eq!(body["id"], Value::Null, "edge errors carry no id");
+    (status, body["error"].clone())
+}
+
+#[actix_rt::test]
+async fn malformed_json_is_400_parse_error() {
+    let app = spawn_app().await;
+    let resp = app
+        .http
+        .post(app.mcp_url("demo"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body("{\"jsonrpc\": \"2.0\", ")
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = error_of(resp).await;
+    assert_eq!(status, 400);
+    assert_eq!(error["code"], -32700);
+}
+
+#[actix_rt::test]
+async fn invalid_jsonrpc_is_400_invalid_request() {
+    let app = spawn_app().await;
+    for body in [
+        json!({ "jsonrpc": "1.0", "id": 1, "method": "initialize" }),
+        json!({ "id": 1 }),
+        json!([]),
+        json!("x"),
+    ] {
+        let (status, error) = error_of(app.post("demo", None, &body).send().await.unwrap()).await;
+        assert_eq!(
+            (status, error["code"].as_i64()),
+            (400, Some(-32600)),
+            "for {body}"
+        );
+    }
+}
+
+#[actix_rt::test]
+async fn wrong_accept_is_406() {
+    let app = spawn_app().await;
+    let resp = app
+        .http
+        .post(app.mcp_url("demo"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .body(initialize_body("2025-11-25", json!({})).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(resp).await.0, 406);
+    let resp = app
+        .http
+        .get(app.mcp_url("demo"))
+        .header("accept", "application/json")
+        .header("mcp-session-id", "x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(resp).await.0, 406);
+}
+
+#[actix_rt::test]
+async fn wrong_content_type_is_415() {
+    let app = spawn_app().await;
+    let resp = app
+        .http
+        .post(app.mcp_url("demo"))
+        .header("content-type", "text/plain")
+        .header("accept", "application/json, text/event-stream")
+        .body(initialize_body("2025-11-25", json!({})).to_string())
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = error_of(resp).await;
+    assert_eq!(status, 415);
+    assert_eq!(error["code"], -32600);
+}
+
+#[actix_rt::test]
+async fn oversized_body_is_413() {
+    let app = spawn_app_with(|c| c.server.max_body_bytes = 2048).await;
+    let big = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": { "padding": "x".repeat(4096) } });
+    let (status, _) = error_of(app.post("demo", None, &big).send().await.unwrap()).await;
+    assert_eq!(status, 413);
+    // Just under the limit is still served.
+    let resp = app
+        .post("demo", None, &initialize_body("2025-11-25", json!({})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+}
+
+#[actix_rt::test]
+async fn bad_origin_or_host_is_403() {
+    let app = spawn_app().await;
+    let init = initialize_body("2025-11-25", json!({}));
+    let resp = app
+        .post("demo", None, &init)
+        .header("origin", "http://evil.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(resp).await.0, 403);
+    let resp = app
+        .post("demo", None, &init)
+        .header("host", "evil.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(resp).await.0, 403);
+    let resp = app
+        .post("demo", None, &init)
+        .header("origin", format!("http://localhost:{}", app.port))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "a loopback origin is allowed");
+}
+
+#[actix_rt::test]
+async fn configured_hosts_and_origins_are_allowed() {
+    let app = spawn_app_with(|c| {
+        c.server.allowed_hosts = vec!["mcp.example.com".into()];
+        c.server.allowed_origins = vec!["https://app.example.com".into()];
+    })
+    .await;
+    let init = initialize_body("2025-11-25", json!({}));
+    let resp = app
+        .post("demo", None, &init)
+        .header("host", "mcp.example.com")
+        .header("origin", "https://app.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+}
+
+#[actix_rt::test]
+async fn missing_session_is_400_and_unknown_session_is_404() {
+    let app = spawn_app().await;
+    let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
+    let (status, error) = error_of(app.post("demo", None, &list).send().await.unwrap()).await;
+    assert_eq!((status, error["code"].as_i64()), (400, Some(-32600)));
+    let (status, _) = error_of(
+        app.post("demo", Some("0123456789abcdef0123456789abcdef"), &list)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 404);
+    let resp = app
+        .http
+        .get(app.mcp_url("demo"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(resp).await.0, 400);
+    let resp = app
+        .http
+        .delete(app.mcp_url("demo"))
+        .header("mcp-session-id", "nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(resp).await.0, 404);
+}
+
+#[actix_rt::test]
+async fn ended_session_is_404() {
+    let app = spawn_app().await;
+    let mut c = app.open_session("demo", "2025-11-25", json!({})).await;
+    c.result("ping", json!({})).await;
+    let resp = app
+        .http
+        .delete(app.mcp_url("demo"))
+        .header("mcp-session-id", &c.session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let resp = c
+        .send(&json!({ "jsonrpc": "2.0", "id": 9, "method": "ping" }))
+        .await;
+    assert_eq!(error_of(resp).await.0, 404);
+    assert_eq!(c.get_stream(None).await.status(), 404);
+}
+
+#[actix_rt::test]
+async fn unsupported_protocol_version_header_is_400() {
+    let app = spawn_app().await;
+    let c = app.open_session("demo", "2025-06-18", json!({})).await;
+    let ping = json!({ "jsonrpc": "2.0", "id": 5, "method": "ping" });
+    let resp = app
+        .post("demo", Some(&c.session), &ping)
+        .header("mcp-protocol-version", "1999-01-01")
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = error_of(resp).await;
+    assert_eq!(status, 400);
+    assert!(error["message"]
+        .as_str()
+        .unwrap()
+        .contains("MCP-Protocol-Version"));
+    // Any revision we serve is accepted on the header.
+    let resp = app
+        .post("demo", Some(&c.session), &ping)
+        .header("mcp-protocol-version", "2025-03-26")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+}
+
+#[actix_rt::test]
+async fn unknown_tenant_is_404() {
+    let app = spawn_app().await;
+    let (status, error) = error_of(
+        app.post("nobody", None, &initialize_body("2025-11-25", json!({})))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert!(error["message"].as_str().unwrap().contains("nobody"));
+}
+
+#[actix_rt::test]
+async fn server_discover_without_a_session_is_a_clean_4xx() {
+    let app = spawn_app().await;
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {} });
+    let (status, error) = error_of(app.post("demo", None, &body).send().await.unwrap()).await;
+    assert_eq!(status, 400);
+    assert_eq!(error["code"], -32600);
+}
+
+#[actix_rt::test]
+async fn healthz_answers() {
+    let app = spawn_app().await;
+    let resp = app
+        .http
+        .get(format!("{}/healthz", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+}

@@ -1,0 +1,347 @@
+//! Session lifecycle and supervision: the legacy transport, the per-tenant session cap, idle
+//! expiry, crash restarts, and tenant isolation.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{initialize_body, spawn_app, spawn_app_with, SseReader};
+use mcp_harbor::session::actor::InjectPanic;
+use serde_json::{json, Value};
+
+#[actix_rt::test]
+async fn legacy_http_sse_transport_serves_a_session() {
+    let app = spawn_app().await;
+    let resp = app
+        .http
+        .get(format!("{}/t/demo/sse", app.base))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = SseReader::new(resp);
+    let endpoint = sse.next_event(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(endpoint.event.as_deref(), Some("endpoint"));
+    assert!(endpoint.data.starts_with("/t/demo/messages?sessionId="));
+    let post_url = format!("{}{}", app.base, endpoint.data);
+    let post = |body: Value| {
+        app.http
+            .post(&post_url)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+
+    // Before initialize only ping is served.
+    assert_eq!(
+        post(json!({ "jsonrpc": "2.0", "id": 0, "method": "tools/list" }))
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
+    let early = sse
+        .next_event(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(early["error"]["code"], -32600);
+
+    assert_eq!(
+        post(initialize_body("2024-11-05", json!({})))
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
+    let init = sse
+        .next_event(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(init["id"], 1);
+    assert_eq!(init["result"]["protocolVersion"], "2024-11-05");
+    assert_eq!(
+        post(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
+    post(json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "echo", "arguments": { "text": "old school" } } })).await.unwrap();
+    let call = sse
+        .next_event(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(call["id"], 2);
+    assert_eq!(call["result"]["content"][0]["text"], "old school");
+
+    // Progress and logs share the one stream, before the result.
+    post(json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "name": "test_tool_with_progress", "arguments": {}, "_meta": { "progressToken": "t" } } })).await.unwrap();
+    let mut methods = Vec::new();
+    loop {
+        let m = sse
+            .next_event(Duration::from_secs(5))
+            .await
+            .unwrap()
+            .json()
+            .unwrap();
+        if m["id"] == 3 {
+            break;
+        }
+        methods.push(m["method"].as_str().unwrap().to_string());
+    }
+    assert_eq!(methods, vec!["notifications/progress"; 3]);
+
+    // Bad input is refused on the POST itself.
+    let resp = app
+        .http
+        .post(&post_url)
+        .header("content-type", "application/json")
+        .body("{oops")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let resp = app
+        .http
+        .post(format!("{}/t/demo/messages", app.base))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400, "sessionId is required");
+    let resp = app
+        .http
+        .post(format!("{}/t/demo/messages?sessionId=nope", app.base))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+
+    // Closing the stream ends the session.
+    drop(sse);
+    let mut gone = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let status = post(json!({ "jsonrpc": "2.0", "id": 4, "method": "ping" }))
+            .await
+            .unwrap()
+            .status();
+        if status == 404 {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "the legacy session ends with its stream");
+}
+
+#[actix_rt::test]
+async fn legacy_sessions_are_not_reachable_over_streamable_http() {
+    let app = spawn_app().await;
+    let resp = app
+        .http
+        .get(format!("{}/t/demo/sse", app.base))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    let mut sse = SseReader::new(resp);
+    let endpoint = sse.next_event(Duration::from_secs(5)).await.unwrap();
+    let session = endpoint
+        .data
+        .split("sessionId=")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let resp = app
+        .post(
+            "demo",
+            Some(&session),
+            &json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+}
+
+#[actix_rt::test]
+async fn the_session_cap_is_enforced_per_tenant() {
+    let app = spawn_app_with(|c| c.sessions.max_per_tenant = 2).await;
+    let first = app.open_session("demo", "2025-11-25", json!({})).await;
+    let _second = app.open_session("demo", "2025-11-25", json!({})).await;
+    let resp = app
+        .post("demo", None, &initialize_body("2025-11-25", json!({})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 429);
+    assert!(resp.headers().get("retry-after").is_some());
+    let body: Value = resp.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("limit"));
+    // Another tenant has its own budget.
+    let _other = app.open_session("other", "2025-11-25", json!({})).await;
+    // Ending a session frees a place.
+    let resp = app
+        .http
+        .delete(app.mcp_url("demo"))
+        .header("mcp-session-id", &first.session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut freed = false;
+    for _ in 0..20 {
+        let resp = app
+            .post("demo", None, &initialize_body("2025-11-25", json!({})))
+            .send()
+            .await
+            .unwrap();
+        if resp.status() == 200 {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(freed);
+}
+
+#[actix_rt::test]
+async fn idle_sessions_expire_but_active_ones_stay() {
+    let app = spawn_app_with(|c| c.sessions.idle_timeout_secs = 0.4).await;
+    let idle = app.open_session("demo", "2025-11-25", json!({})).await;
+    let mut busy = app.open_session("demo", "2025-11-25", json!({})).await;
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        busy.result("ping", json!({})).await;
+    }
+    let resp = idle
+        .send(&json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }))
+        .await;
+    assert_eq!(resp.status(), 404, "the idle session expired");
+    busy.result("ping", json!({})).await;
+}
+
+#[actix_rt::test]
+async fn a_connected_stream_keeps_a_session_alive() {
+    let app = spawn_app_with(|c| c.sessions.idle_timeout_secs = 0.3).await;
+    let mut c = app.open_session("demo", "2025-11-25", json!({})).await;
+    let _stream = c.get_stream(None).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    c.result("ping", json!({})).await;
+}
+
+#[actix_rt::test]
+async fn a_crashed_session_actor_is_restarted_without_losing_the_session() {
+    let app = spawn_app().await;
+    let mut c = app.open_session("demo", "2025-11-25", json!({})).await;
+    c.result("logging/setLevel", json!({ "level": "error" }))
+        .await;
+    c.result("resources/subscribe", json!({ "uri": "demo://note" }))
+        .await;
+    let tenant = app.tenants.get("demo").unwrap();
+    let before = tenant.sessions.get(&c.session).unwrap();
+    before.addr.do_send(InjectPanic);
+    let mut restarted = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if tenant
+            .sessions
+            .get(&c.session)
+            .is_some_and(|e| e.addr != before.addr)
+        {
+            restarted = true;
+            break;
+        }
+    }
+    assert!(restarted, "the supervisor restarted the session actor");
+    // Same session id, same negotiated state.
+    c.result("ping", json!({})).await;
+    let (_, others) = c
+        .call(
+            "tools/call",
+            json!({ "name": "test_tool_with_logging", "arguments": {} }),
+        )
+        .await;
+    assert!(others.is_empty(), "the log level survived the restart");
+    let mut stream = SseReader::new(c.get_stream(None).await);
+    let mut writer = app.open_session("demo", "2025-11-25", json!({})).await;
+    writer
+        .result(
+            "tools/call",
+            json!({ "name": "set_note", "arguments": { "text": "after crash" } }),
+        )
+        .await;
+    let mut saw_update = false;
+    while let Some(e) = stream.next_event(Duration::from_secs(2)).await {
+        if e.json()
+            .is_some_and(|m| m["method"] == "notifications/resources/updated")
+        {
+            saw_update = true;
+            break;
+        }
+    }
+    assert!(saw_update, "the subscription survived the restart");
+}
+
+#[actix_rt::test]
+async fn sessions_and_catalogs_do_not_cross_tenants() {
+    let app = spawn_app().await;
+    let mut demo = app.open_session("demo", "2025-11-25", json!({})).await;
+    let mut other = app.open_session("other", "2025-11-25", json!({})).await;
+    // A demo session id means nothing at tenant `other`, on every method.
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" });
+    assert_eq!(
+        app.post("other", Some(&demo.session), &body)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    let resp = app
+        .http
+        .get(app.mcp_url("other"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &demo.session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    let resp = app
+        .http
+        .delete(app.mcp_url("other"))
+        .header("mcp-session-id", &demo.session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    demo.result("ping", json!({})).await;
+    // `other` enables only the demo catalog.
+    let (r, _) = other
+        .call(
+            "tools/call",
+            json!({ "name": "test_simple_text", "arguments": {} }),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], -32602);
+    // Each tenant has its own note.
+    demo.result(
+        "tools/call",
+        json!({ "name": "set_note", "arguments": { "text": "demo's secret" } }),
+    )
+    .await;
+    let r = other
+        .result("resources/read", json!({ "uri": "demo://note" }))
+        .await;
+    assert_eq!(r["contents"][0]["text"], "");
+}

@@ -1,0 +1,289 @@
+//! SSE streams: server→client requests answered on a separate POST, resumption with
+//! `Last-Event-ID`, the standalone stream and resource subscriptions.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{spawn_app, SseReader};
+use serde_json::{json, Value};
+
+#[actix_rt::test]
+async fn elicitation_round_trip_through_a_separate_post() {
+    let app = spawn_app().await;
+    let c = app
+        .open_session("demo", "2025-11-25", json!({ "elicitation": {} }))
+        .await;
+    let resp = c.send(&json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": { "name": "test_elicitation", "arguments": { "message": "Who are you?" } } })).await;
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut sse = SseReader::new(resp);
+    let priming = sse.next_event(Duration::from_secs(5)).await.unwrap();
+    assert!(
+        priming.id.is_some() && priming.data.is_empty() && priming.retry.is_some(),
+        "priming event first: {priming:?}"
+    );
+    let request = sse
+        .next_event(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["mode"], "form");
+    assert_eq!(request["params"]["message"], "Who are you?");
+    assert_eq!(
+        request["params"]["requestedSchema"]["required"],
+        json!(["username", "email"])
+    );
+    let answer = json!({ "jsonrpc": "2.0", "id": request["id"], "result": { "action": "accept", "content": { "username": "ada", "email": "ada@example.com" } } });
+    assert_eq!(c.send(&answer).await.status(), 202);
+    let result = sse
+        .next_event(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(result["id"], 5);
+    let text = result["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("accept") && text.contains("ada@example.com"),
+        "{text}"
+    );
+    assert!(
+        sse.next_event(Duration::from_secs(2)).await.is_none(),
+        "the stream ends after the response"
+    );
+}
+
+#[actix_rt::test]
+async fn sampling_round_trip() {
+    let app = spawn_app().await;
+    let c = app
+        .open_session("demo", "2025-06-18", json!({ "sampling": {} }))
+        .await;
+    let resp = c.send(&json!({ "jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": { "name": "test_sampling", "arguments": { "prompt": "Say hi" } } })).await;
+    let mut sse = SseReader::new(resp);
+    let request = loop {
+        let e = sse
+            .next_event(Duration::from_secs(5))
+            .await
+            .expect("sampling request arrives");
+        if let Some(m) = e.json() {
+            break m;
+        }
+    };
+    assert_eq!(request["method"], "sampling/createMessage");
+    assert_eq!(
+        request["params"]["messages"][0]["content"]["text"],
+        "Say hi"
+    );
+    assert_eq!(request["params"]["maxTokens"], 100);
+    let answer = json!({ "jsonrpc": "2.0", "id": request["id"], "result": { "role": "assistant", "content": { "type": "text", "text": "hi there" }, "model": "m" } });
+    assert_eq!(c.send(&answer).await.status(), 202);
+    let result = sse
+        .next_event(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(
+        result["result"]["content"][0]["text"],
+        "LLM response: hi there"
+    );
+}
+
+#[actix_rt::test]
+async fn elicitation_needs_the_client_capability() {
+    let app = spawn_app().await;
+    let mut c = app.open_session("demo", "2025-11-25", json!({})).await;
+    let r = c
+        .result(
+            "tools/call",
+            json!({ "name": "test_elicitation", "arguments": { "message": "?" } }),
+        )
+        .await;
+    assert_eq!(r["isError"], true);
+    assert!(r["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("elicitation"));
+    let r = c
+        .result(
+            "tools/call",
+            json!({ "name": "test_sampling", "arguments": { "prompt": "?" } }),
+        )
+        .await;
+    assert_eq!(r["isError"], true);
+}
+
+#[actix_rt::test]
+async fn a_closed_stream_resumes_with_last_event_id() {
+    let app = spawn_app().await;
+    let c = app.open_session("demo", "2025-11-25", json!({})).await;
+    // test_reconnection closes its POST stream after the priming event (SSE polling).
+    let resp = c.send(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "test_reconnection", "arguments": {} } })).await;
+    let mut sse = SseReader::new(resp);
+    let priming = sse.next_event(Duration::from_secs(5)).await.unwrap();
+    let last = priming.id.clone().expect("priming event has an id");
+    assert!(priming.retry.is_some());
+    assert!(
+        sse.next_event(Duration::from_secs(5)).await.is_none(),
+        "server closed the connection"
+    );
+
+    let resp = c.get_stream(Some(&last)).await;
+    assert_eq!(resp.status(), 200);
+    let mut resumed = SseReader::new(resp);
+    let result = resumed.next_event(Duration::from_secs(5)).await.unwrap();
+    let msg = result.json().unwrap();
+    assert_eq!(msg["id"], 1);
+    assert_eq!(
+        msg["result"]["content"][0]["text"],
+        "Reconnection test completed successfully"
+    );
+    assert_ne!(result.id.as_deref(), Some(last.as_str()));
+}
+
+#[actix_rt::test]
+async fn resumption_replays_only_that_streams_later_events() {
+    let app = spawn_app().await;
+    let mut c = app.open_session("demo", "2025-11-25", json!({})).await;
+    // Two SSE streams with events: progress on one, logging on the other.
+    let (_, _) = c
+        .call(
+            "tools/call",
+            json!({ "name": "test_tool_with_logging", "arguments": {} }),
+        )
+        .await;
+    let resp = c.send(&json!({ "jsonrpc": "2.0", "id": 50, "method": "tools/call", "params": { "name": "test_tool_with_progress", "arguments": {}, "_meta": { "progressToken": "p" } } })).await;
+    let mut sse = SseReader::new(resp);
+    let mut events = Vec::new();
+    while let Some(e) = sse.next_event(Duration::from_secs(5)).await {
+        events.push(e);
+    }
+    assert_eq!(events.len(), 5, "priming, three progress, result");
+    let ids: Vec<String> = events.iter().map(|e| e.id.clone().unwrap()).collect();
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len());
+
+    // Pretend the connection dropped after the first progress event.
+    let mut resumed = SseReader::new(c.get_stream(Some(&ids[1])).await);
+    let mut replayed = Vec::new();
+    while let Some(e) = resumed.next_event(Duration::from_secs(2)).await {
+        replayed.push(e);
+    }
+    let replayed_ids: Vec<String> = replayed.iter().map(|e| e.id.clone().unwrap()).collect();
+    assert_eq!(
+        replayed_ids,
+        ids[2..].to_vec(),
+        "exactly the later events of that stream"
+    );
+    assert!(
+        replayed
+            .iter()
+            .all(|e| e.json().unwrap()["method"] != "notifications/message"),
+        "nothing from the other stream"
+    );
+
+    let resp = c.get_stream(Some("not-an-id")).await;
+    assert_eq!(resp.status(), 400);
+    let resp = c.get_stream(Some("999-1")).await;
+    assert_eq!(resp.status(), 400, "an unknown stream cannot be resumed");
+}
+
+#[actix_rt::test]
+async fn subscribed_sessions_hear_about_resource_updates_on_the_standalone_stream() {
+    let app = spawn_app().await;
+    let mut watcher = app.open_session("demo", "2025-06-18", json!({})).await;
+    let mut bystander = app.open_session("demo", "2025-06-18", json!({})).await;
+    let mut writer = app.open_session("demo", "2025-06-18", json!({})).await;
+    assert_eq!(
+        watcher
+            .result("resources/subscribe", json!({ "uri": "demo://note" }))
+            .await,
+        json!({})
+    );
+    let mut stream = SseReader::new(watcher.get_stream(None).await);
+    let mut quiet = SseReader::new(bystander.get_stream(None).await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    writer
+        .result(
+            "tools/call",
+            json!({ "name": "set_note", "arguments": { "text": "remember the milk" } }),
+        )
+        .await;
+    let event = stream
+        .next_event(Duration::from_secs(5))
+        .await
+        .expect("an update arrives");
+    let msg = event.json().unwrap();
+    assert_eq!(msg["method"], "notifications/resources/updated");
+    assert_eq!(msg["params"]["uri"], "demo://note");
+    assert!(
+        quiet.next_event(Duration::from_millis(300)).await.is_none(),
+        "unsubscribed sessions hear nothing"
+    );
+    let r = bystander
+        .result("resources/read", json!({ "uri": "demo://note" }))
+        .await;
+    assert_eq!(r["contents"][0]["text"], "remember the milk");
+
+    watcher
+        .result("resources/unsubscribe", json!({ "uri": "demo://note" }))
+        .await;
+    writer
+        .result(
+            "tools/call",
+            json!({ "name": "set_note", "arguments": { "text": "again" } }),
+        )
+        .await;
+    assert!(
+        stream
+            .next_event(Duration::from_millis(300))
+            .await
+            .is_none(),
+        "no update after unsubscribing"
+    );
+}
+
+#[actix_rt::test]
+async fn each_message_goes_on_one_stream_only() {
+    let app = spawn_app().await;
+    let mut c = app.open_session("demo", "2025-11-25", json!({})).await;
+    c.result("resources/subscribe", json!({ "uri": "demo://note" }))
+        .await;
+    let mut standalone = SseReader::new(c.get_stream(None).await);
+    // Request-related messages stay on the request's stream.
+    let (_, others) = c.call("tools/call", json!({ "name": "test_tool_with_progress", "arguments": {}, "_meta": { "progressToken": 1 } })).await;
+    assert_eq!(others.len(), 3);
+    let first = standalone.next_event(Duration::from_millis(300)).await;
+    assert!(
+        first.as_ref().is_none_or(|e| e.data.is_empty()),
+        "only a priming event may appear on the standalone stream: {first:?}"
+    );
+    assert!(standalone
+        .next_event(Duration::from_millis(300))
+        .await
+        .is_none());
+    // A second standalone stream replaces the first; updates go to the new one only.
+    let mut second = SseReader::new(c.get_stream(None).await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    c.result(
+        "tools/call",
+        json!({ "name": "set_note", "arguments": { "text": "x" } }),
+    )
+    .await;
+    let mut got = Vec::<Value>::new();
+    while let Some(e) = second.next_event(Duration::from_millis(500)).await {
+        if let Some(m) = e.json() {
+            got.push(m);
+        }
+    }
+    assert_eq!(got.len(), 1);
+    assert!(standalone
+        .next_event(Duration::from_millis(200))
+        .await
+        .is_none());
+}
