@@ -151,7 +151,7 @@ impl Config {
         if self.sessions.max_per_tenant == 0 {
             return bad("sessions.max_per_tenant must be at least 1".into());
         }
-        if !(self.sessions.idle_timeout_secs > 0.0) {
+        if !self.sessions.idle_timeout_secs.is_finite() || self.sessions.idle_timeout_secs <= 0.0 {
             return bad("sessions.idle_timeout_secs must be positive".into());
         }
         if self.sessions.event_log_capacity == 0 || self.sessions.page_size == 0 {
