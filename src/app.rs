@@ -13,6 +13,7 @@ use actix_web::{web, App, HttpResponse, HttpServer};
 use crate::catalog::{CatalogHandle, TenantCatalog};
 use crate::config::Config;
 use crate::eventlog::{EventLog, InMemoryEventLog};
+use crate::session::supervisor::StopAll;
 use crate::session::{SessionIndex, SessionLimits, SessionSettings, TenantSupervisor};
 use crate::tenant::{TenantHandle, TenantRegistry};
 use crate::transport::{legacy, streamable, EdgePolicy};
@@ -105,6 +106,7 @@ impl Application {
                 let _ = tcp.set_nodelay(true);
             }
         })
+        .disable_signals()
         .shutdown_timeout(5)
         .backlog(4096)
         .max_connection_rate(1024);
@@ -143,9 +145,41 @@ impl Application {
         self.server.handle()
     }
 
+    /// Serves until SIGTERM or Ctrl-C, then shuts down gracefully: every session ends (so its SSE
+    /// streams close and clients reconnect elsewhere), in-flight responses drain, then it returns.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let handle = self.server.handle();
+        let tenants = self.tenants.clone();
+        actix_rt::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down: ending sessions, draining connections");
+            for slug in tenants.slugs() {
+                if let Some(tenant) = tenants.get(&slug) {
+                    let _ = tenant.supervisor.send(StopAll).await;
+                }
+            }
+            handle.stop(true).await;
+        });
         self.server.await
     }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return std::future::pending().await,
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
 }
 
 async fn healthz() -> HttpResponse {
