@@ -287,3 +287,42 @@ async fn each_message_goes_on_one_stream_only() {
         .await
         .is_none());
 }
+
+#[actix_rt::test]
+async fn roots_list_round_trip() {
+    let app = spawn_app().await;
+    let c = app
+        .open_session(
+            "demo",
+            "2025-06-18",
+            json!({ "roots": { "listChanged": true } }),
+        )
+        .await;
+    let resp = c.send(&json!({ "jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": { "name": "client_roots", "arguments": {} } })).await;
+    let mut sse = SseReader::new(resp);
+    let request = loop {
+        if let Some(m) = sse
+            .next_event(Duration::from_secs(5))
+            .await
+            .expect("roots request")
+            .json()
+        {
+            break m;
+        }
+    };
+    assert_eq!(request["method"], "roots/list");
+    let roots = json!([{ "uri": "file:///home/ada/project", "name": "project" }]);
+    assert_eq!(
+        c.send(&json!({ "jsonrpc": "2.0", "id": request["id"], "result": { "roots": roots } }))
+            .await
+            .status(),
+        202
+    );
+    let result = sse
+        .next_event(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(result["result"]["structuredContent"]["roots"], roots);
+}

@@ -41,6 +41,9 @@ impl Catalog for DemoCatalog {
             json!({ "name": "new_uuid", "title": "New UUID", "description": "Generates a random (version 4) UUID",
                 "inputSchema": { "type": "object", "properties": {} },
                 "annotations": { "readOnlyHint": true, "openWorldHint": false } }),
+            json!({ "name": "client_roots", "title": "Client roots", "description": "Asks the client which filesystem roots it exposes (roots/list)",
+                "inputSchema": { "type": "object", "properties": {} },
+                "annotations": { "readOnlyHint": true, "openWorldHint": false } }),
             json!({ "name": "set_note", "title": "Set the note", "description": "Replaces the text of the demo://note resource; subscribers are notified",
                 "inputSchema": { "type": "object", "properties": { "text": { "type": "string" } }, "required": ["text"] },
                 "annotations": { "readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false } }),
@@ -71,6 +74,17 @@ impl Catalog for DemoCatalog {
                 json!({ "content": [text_content(structured.to_string())], "structuredContent": structured, "isError": false })
             }),
             "new_uuid" => Ok(tool_text(uuid::Uuid::new_v4().to_string())),
+            "client_roots" => {
+                return Some(Box::pin(async move {
+                    Ok(match ctx.list_roots().await {
+                        Ok(answer) => {
+                            let roots = answer.get("roots").cloned().unwrap_or_else(|| json!([]));
+                            json!({ "content": [text_content(roots.to_string())], "structuredContent": { "roots": roots }, "isError": false })
+                        }
+                        Err(e) => crate::protocol::mcp::tool_error(format!("Could not list the client's roots: {}", e.message)),
+                    })
+                }))
+            }
             "set_note" => str_arg(&args, "text").map(|text| {
                 *self.note.lock() = text.to_string();
                 ctx.resource_updated(NOTE_URI);
