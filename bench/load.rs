@@ -1,1 +1,1138 @@
-fn main() {}
+//! `mcp-harbor-bench`: a load generator for the Streamable HTTP endpoint (`/t/{tenant}/mcp`).
+//!
+//! It speaks just enough HTTP/1.1 (keep-alive, `Content-Length` and chunked bodies) over plain
+//! tokio `TcpStream`s to stay far cheaper per request than the server, and measures:
+//!
+//! * `calls`: `tools/call` on the `echo` tool from C connections over N sessions (req/s, latency);
+//! * `inits`: session opening (`initialize` + `notifications/initialized`) as fast as possible;
+//! * `idle`:  the server's resident memory per idle session (needs `--server-pid`).
+//!
+//! Only loopback targets are accepted, and every loop is bounded in time and count.
+
+use std::io::{self, Write as _};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, ValueEnum};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const PROTOCOL_VERSION: &str = "2025-06-18";
+/// Largest session count any phase creates.
+const MAX_SESSIONS: u64 = 100_000;
+/// Largest response accepted (headers + body).
+const MAX_RESPONSE: usize = 16 * 1024 * 1024;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long past its deadline a phase may run before its connections are abandoned (a request
+/// the server never answers).
+const GRACE: Duration = Duration::from_secs(5);
+/// Upper bound on the time spent creating sessions for `calls` and `idle`.
+const SETUP_LIMIT: Duration = Duration::from_secs(120);
+/// Upper bound on requests per connection in one phase (the time bound normally ends it first).
+const MAX_REQUESTS_PER_CONNECTION: u64 = 100_000_000;
+/// Back-off after a failed (re)connection.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(10);
+
+const INITIALIZED: &[u8] = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mcp-harbor-bench",
+    about = "Load generator for mcp-harbor's Streamable HTTP endpoint (loopback only)"
+)]
+struct Args {
+    /// MCP endpoint (http://127.0.0.1 or localhost only).
+    #[arg(long, default_value = "http://127.0.0.1:8080/t/demo/mcp")]
+    url: String,
+    /// Sessions the `calls` phase spreads its requests over.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=MAX_SESSIONS))]
+    sessions: u64,
+    /// Concurrent keep-alive connections.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    connections: u64,
+    /// Measured seconds of the `calls` phase; the `inits` phase runs for half of it.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Unmeasured seconds of `tools/call` load before the `calls` measurement starts.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Most sessions the `inits` phase opens (it also stops after duration/2 seconds).
+    #[arg(long, default_value_t = MAX_SESSIONS, value_parser = clap::value_parser!(u64).range(1..=MAX_SESSIONS))]
+    max_inits: u64,
+    /// Idle sessions the `idle` phase opens to measure memory per session.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=MAX_SESSIONS))]
+    idle_sessions: u64,
+    /// The server's process id, to read its resident memory (VmRSS in /proc/PID/status).
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// Which measurement to run; `all` runs calls, inits, then idle (idle only with --server-pid).
+    #[arg(long, value_enum, default_value_t = Phase::All)]
+    phase: Phase,
+    /// Tokio worker threads; 1 runs everything on a current-thread runtime (one core).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    threads: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Phase {
+    All,
+    Calls,
+    Inits,
+    Idle,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if !(f64::MIN_POSITIVE..=3600.0).contains(&args.duration) {
+        eprintln!("mcp-harbor-bench: --duration must be in (0, 3600] seconds");
+        return ExitCode::from(2);
+    }
+    if !(0.0..=600.0).contains(&args.warmup) {
+        eprintln!("mcp-harbor-bench: --warmup must be in [0, 600] seconds");
+        return ExitCode::from(2);
+    }
+    let target = match Target::parse(&args.url) {
+        Ok(t) => Arc::new(t),
+        Err(e) => {
+            eprintln!("mcp-harbor-bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = if args.threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(args.threads as usize)
+            .enable_all()
+            .build()
+    };
+    let runtime = match runtime {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("mcp-harbor-bench: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args, target)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp-harbor-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args, target: Arc<Target>) -> Result<(), String> {
+    let conns = args.connections as usize;
+    let mut failed = false;
+    if matches!(args.phase, Phase::All | Phase::Calls) {
+        failed |= !calls_phase(&args, &target, conns).await?;
+    }
+    if matches!(args.phase, Phase::All | Phase::Inits) {
+        failed |= !inits_phase(&args, &target, conns).await;
+    }
+    match (args.phase, args.server_pid) {
+        (Phase::All | Phase::Idle, Some(pid)) => {
+            failed |= !idle_phase(&args, &target, conns, pid).await?;
+        }
+        (Phase::Idle, None) => return Err("the idle phase needs --server-pid".into()),
+        (Phase::All, None) => println!("idle: skipped (needs --server-pid)"),
+        _ => {}
+    }
+    if failed {
+        Err("some requests failed (see above)".into())
+    } else {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Phases
+
+/// `tools/call` echo from `conns` connections over `--sessions` sessions. Returns false on errors.
+async fn calls_phase(args: &Args, target: &Arc<Target>, conns: usize) -> Result<bool, String> {
+    let wanted = args.sessions as usize;
+    let setup_deadline = Instant::now() + SETUP_LIMIT;
+    let (sessions, setup) = open_sessions(target, wanted, conns, setup_deadline, true).await;
+    if sessions.len() < wanted {
+        return Err(format!(
+            "calls: could only open {} of {wanted} sessions ({} errors{})",
+            sessions.len(),
+            setup.errors,
+            first_error_suffix(&setup)
+        ));
+    }
+    check_echo(target, &sessions[0]).await?;
+
+    let sessions = Arc::new(sessions);
+    let start = Instant::now();
+    let measure_from = start + Duration::from_secs_f64(args.warmup);
+    let deadline = measure_from + Duration::from_secs_f64(args.duration);
+    let mut tasks = Vec::with_capacity(conns);
+    for index in 0..conns {
+        let target = Arc::clone(target);
+        let sessions = Arc::clone(&sessions);
+        tasks.push(tokio::spawn(async move {
+            let mut stats = Stats::new();
+            let work = call_loop(
+                &target,
+                &sessions,
+                index,
+                conns,
+                measure_from,
+                deadline,
+                &mut stats,
+            );
+            if tokio::time::timeout_at((deadline + GRACE).into(), work)
+                .await
+                .is_err()
+            {
+                stats.error("a request was still unanswered at the hard deadline".into());
+            }
+            stats
+        }));
+    }
+    let stats = join_stats(tasks).await;
+    let elapsed = Instant::now()
+        .saturating_duration_since(measure_from)
+        .as_secs_f64();
+    println!(
+        "calls: {conns} connections, {} sessions, {:.1} s, {} requests, {:.0} req/s, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, errors {}",
+        sessions.len(),
+        elapsed,
+        stats.ok,
+        stats.ok as f64 / elapsed,
+        ms(stats.hist.quantile(0.50)),
+        ms(stats.hist.quantile(0.99)),
+        ms(stats.hist.max),
+        stats.errors
+    );
+    report_first_error("calls", &stats);
+    Ok(stats.errors == 0)
+}
+
+async fn call_loop(
+    target: &Arc<Target>,
+    sessions: &[String],
+    index: usize,
+    conns: usize,
+    measure_from: Instant,
+    deadline: Instant,
+    stats: &mut Stats,
+) {
+    let mut conn = Conn::new(Arc::clone(target));
+    let mut slot = index % sessions.len();
+    for _ in 0..MAX_REQUESTS_PER_CONNECTION {
+        let started = Instant::now();
+        if started >= deadline {
+            break;
+        }
+        let session = &sessions[slot];
+        slot = (slot + conns) % sessions.len();
+        conn.set_call_payload();
+        let result = conn.post(Some(session)).await;
+        let counted = started >= measure_from;
+        match result {
+            Ok(200) if !conn.body_has_error() => {
+                if counted {
+                    stats.ok += 1;
+                    stats.hist.record(started.elapsed());
+                }
+            }
+            Ok(status) => {
+                if counted {
+                    stats.error(format!(
+                        "tools/call: HTTP {status}: {}",
+                        conn.body_snippet()
+                    ));
+                }
+            }
+            Err(e) => {
+                if counted {
+                    stats.error(format!("tools/call: {e}"));
+                }
+                tokio::time::sleep(RECONNECT_PAUSE).await;
+            }
+        }
+    }
+}
+
+/// Opens sessions as fast as possible for duration/2 seconds (at most `--max-inits`). Returns
+/// false on errors.
+async fn inits_phase(args: &Args, target: &Arc<Target>, conns: usize) -> bool {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(args.duration / 2.0);
+    let (_, stats) = open_sessions(target, args.max_inits as usize, conns, deadline, false).await;
+    let elapsed = start.elapsed().as_secs_f64();
+    println!(
+        "inits: {conns} connections, {:.1} s, {} inits, {:.0} inits/s, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, errors {}",
+        elapsed,
+        stats.ok,
+        stats.ok as f64 / elapsed,
+        ms(stats.hist.quantile(0.50)),
+        ms(stats.hist.quantile(0.99)),
+        ms(stats.hist.max),
+        stats.errors
+    );
+    report_first_error("inits", &stats);
+    stats.errors == 0
+}
+
+/// Reads the server's RSS, opens `--idle-sessions` sessions and leaves them idle, reads the RSS
+/// again. Returns false on errors.
+async fn idle_phase(
+    args: &Args,
+    target: &Arc<Target>,
+    conns: usize,
+    pid: u32,
+) -> Result<bool, String> {
+    let wanted = args.idle_sessions as usize;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = read_rss(pid)?;
+    let start = Instant::now();
+    // The connections close when `open_sessions` returns, so only the sessions stay behind.
+    let (sessions, stats) = open_sessions(target, wanted, conns, start + SETUP_LIMIT, false).await;
+    let took = start.elapsed().as_secs_f64();
+    let created = stats.ok;
+    drop(sessions);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = read_rss(pid)?;
+    let delta = after as i64 - before as i64;
+    let per_session = if created > 0 {
+        delta as f64 / created as f64
+    } else {
+        0.0
+    };
+    println!(
+        "idle: {created} sessions (in {took:.1} s), RSS {:.1} MiB -> {:.1} MiB ({:+.1} MiB), {:.0} bytes ({:.2} KiB) per idle session, errors {}",
+        mib(before as f64),
+        mib(after as f64),
+        mib(delta as f64),
+        per_session,
+        per_session / 1024.0,
+        stats.errors
+    );
+    report_first_error("idle", &stats);
+    Ok(stats.errors == 0)
+}
+
+/// Opens up to `count` sessions (initialize + notifications/initialized) from `conns` connections
+/// until `deadline`. Keeps the session ids when `keep`. One `ok` in the stats is one session
+/// opened, its latency the time of both requests.
+async fn open_sessions(
+    target: &Arc<Target>,
+    count: usize,
+    conns: usize,
+    deadline: Instant,
+    keep: bool,
+) -> (Vec<String>, Stats) {
+    let issued = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::with_capacity(conns);
+    for _ in 0..conns.min(count.max(1)) {
+        let target = Arc::clone(target);
+        let issued = Arc::clone(&issued);
+        tasks.push(tokio::spawn(async move {
+            let mut stats = Stats::new();
+            let mut ids = Vec::new();
+            let work = async {
+                let mut conn = Conn::new(target);
+                while Instant::now() < deadline && issued.fetch_add(1, Ordering::Relaxed) < count {
+                    let started = Instant::now();
+                    match open_session(&mut conn).await {
+                        Ok(id) => {
+                            stats.ok += 1;
+                            stats.hist.record(started.elapsed());
+                            if keep {
+                                ids.push(id);
+                            }
+                        }
+                        Err(e) => {
+                            stats.error(e);
+                            tokio::time::sleep(RECONNECT_PAUSE).await;
+                        }
+                    }
+                }
+            };
+            if tokio::time::timeout_at((deadline + GRACE).into(), work)
+                .await
+                .is_err()
+            {
+                stats.error("a request was still unanswered at the hard deadline".into());
+            }
+            (ids, stats)
+        }));
+    }
+    let mut all_ids = Vec::with_capacity(if keep { count } else { 0 });
+    let mut total = Stats::new();
+    for task in tasks {
+        match task.await {
+            Ok((ids, stats)) => {
+                all_ids.extend(ids);
+                total.merge(stats);
+            }
+            Err(e) => total.error(format!("a connection task failed: {e}")),
+        }
+    }
+    (all_ids, total)
+}
+
+async fn open_session(conn: &mut Conn) -> Result<String, String> {
+    conn.set_initialize_payload();
+    let status = conn
+        .post(None)
+        .await
+        .map_err(|e| format!("initialize: {e}"))?;
+    if status != 200 || conn.body_has_error() {
+        return Err(format!(
+            "initialize: HTTP {status}: {}",
+            conn.body_snippet()
+        ));
+    }
+    let id = conn
+        .session_id()
+        .ok_or("initialize: the answer has no mcp-session-id header")?
+        .to_owned();
+    conn.set_payload(INITIALIZED);
+    let status = conn
+        .post(Some(&id))
+        .await
+        .map_err(|e| format!("notifications/initialized: {e}"))?;
+    if status != 202 {
+        return Err(format!(
+            "notifications/initialized: HTTP {status} (expected 202): {}",
+            conn.body_snippet()
+        ));
+    }
+    Ok(id)
+}
+
+/// One `tools/call` checked in full, so the measured loop can trust status + "no error".
+async fn check_echo(target: &Arc<Target>, session: &str) -> Result<(), String> {
+    let mut conn = Conn::new(Arc::clone(target));
+    conn.set_call_payload();
+    let status = tokio::time::timeout(GRACE, conn.post(Some(session)))
+        .await
+        .map_err(|_| "calls: the first tools/call was not answered".to_string())?
+        .map_err(|e| format!("calls: first tools/call: {e}"))?;
+    let body: serde_json::Value = serde_json::from_slice(conn.body()).map_err(|e| {
+        format!(
+            "calls: first tools/call answered HTTP {status} with non-JSON ({e}): {}",
+            conn.body_snippet()
+        )
+    })?;
+    let text = body
+        .pointer("/result/content/0/text")
+        .and_then(|t| t.as_str());
+    if status != 200 || text != Some("hello") {
+        return Err(format!(
+            "calls: unexpected answer to tools/call echo: HTTP {status}: {}",
+            conn.body_snippet()
+        ));
+    }
+    Ok(())
+}
+
+async fn join_stats(tasks: Vec<tokio::task::JoinHandle<Stats>>) -> Stats {
+    let mut total = Stats::new();
+    for task in tasks {
+        match task.await {
+            Ok(stats) => total.merge(stats),
+            Err(e) => total.error(format!("a connection task failed: {e}")),
+        }
+    }
+    total
+}
+
+/// VmRSS of a process, in bytes.
+fn read_rss(pid: u32) -> Result<u64, String> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .ok_or_else(|| format!("no VmRSS line in {path}"))
+}
+
+fn ms(nanos: u64) -> f64 {
+    nanos as f64 / 1e6
+}
+
+fn mib(bytes: f64) -> f64 {
+    bytes / (1024.0 * 1024.0)
+}
+
+fn first_error_suffix(stats: &Stats) -> String {
+    stats
+        .first_error
+        .as_deref()
+        .map(|e| format!("; first: {e}"))
+        .unwrap_or_default()
+}
+
+fn report_first_error(phase: &str, stats: &Stats) {
+    if let Some(e) = &stats.first_error {
+        println!("{phase}: first error: {e}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics
+
+struct Stats {
+    ok: u64,
+    errors: u64,
+    hist: Histogram,
+    first_error: Option<String>,
+}
+
+impl Stats {
+    fn new() -> Self {
+        Stats {
+            ok: 0,
+            errors: 0,
+            hist: Histogram::new(),
+            first_error: None,
+        }
+    }
+
+    fn error(&mut self, message: String) {
+        self.errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(message);
+        }
+    }
+
+    fn merge(&mut self, other: Stats) {
+        self.ok += other.ok;
+        self.errors += other.errors;
+        self.hist.merge(&other.hist);
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+    }
+}
+
+/// Log-linear latency histogram in nanoseconds: exact below 64 ns, then 64 buckets per power of
+/// two (under 1.6 % relative error), no allocation per sample.
+struct Histogram {
+    counts: Vec<u64>,
+    total: u64,
+    max: u64,
+}
+
+const SUB_BITS: u32 = 6;
+const SUB: u64 = 1 << SUB_BITS;
+const BUCKETS: usize = ((64 - SUB_BITS as usize) + 1) * SUB as usize;
+
+impl Histogram {
+    fn new() -> Self {
+        Histogram {
+            counts: vec![0; BUCKETS],
+            total: 0,
+            max: 0,
+        }
+    }
+
+    fn index(v: u64) -> usize {
+        if v < SUB {
+            return v as usize;
+        }
+        let exp = 63 - v.leading_zeros(); // >= SUB_BITS
+        let mantissa = (v >> (exp - SUB_BITS)) & (SUB - 1);
+        ((exp - SUB_BITS + 1) as u64 * SUB + mantissa) as usize
+    }
+
+    /// Middle of the bucket's range.
+    fn value(index: usize) -> u64 {
+        let index = index as u64;
+        if index < SUB {
+            return index;
+        }
+        let group = index / SUB; // >= 1
+        let shift = group - 1;
+        let low = (SUB + index % SUB) << shift;
+        low + ((1u64 << shift) >> 1)
+    }
+
+    fn record(&mut self, d: Duration) {
+        let v = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.counts[Self::index(v)] += 1;
+        self.total += 1;
+        self.max = self.max.max(v);
+    }
+
+    fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.total += other.total;
+        self.max = self.max.max(other.max);
+    }
+
+    fn quantile(&self, q: f64) -> u64 {
+        if self.total == 0 {
+            return 0;
+        }
+        let rank = ((q * self.total as f64).ceil() as u64).clamp(1, self.total);
+        if rank == self.total {
+            return self.max;
+        }
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Self::value(i).min(self.max);
+            }
+        }
+        self.max
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A minimal HTTP/1.1 keep-alive client
+
+struct Target {
+    addr: SocketAddr,
+    /// Request line and fixed headers, ending in "\r\n" (more headers follow).
+    head: Vec<u8>,
+}
+
+impl Target {
+    fn parse(url: &str) -> Result<Target, String> {
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| format!("--url {url:?}: only http:// URLs are supported"))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        let (host, port) = match authority.strip_prefix('[') {
+            Some(bracketed) => {
+                let (h, after) = bracketed
+                    .split_once(']')
+                    .ok_or_else(|| format!("--url {url:?}: bad IPv6 host"))?;
+                (h, after.strip_prefix(':'))
+            }
+            None => match authority.rsplit_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (authority, None),
+            },
+        };
+        let port = match port {
+            Some(p) => p
+                .parse::<u16>()
+                .map_err(|_| format!("--url {url:?}: bad port {p:?}"))?,
+            None => 80,
+        };
+        let ip = match host {
+            "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            h => h.parse::<IpAddr>().map_err(|_| {
+                format!("--url {url:?}: the host must be 127.0.0.1, [::1] or localhost")
+            })?,
+        };
+        if !ip.is_loopback() {
+            return Err(format!("--url {url:?}: only loopback targets are allowed"));
+        }
+        if path.contains(|c: char| c.is_ascii_whitespace() || c.is_ascii_control()) {
+            return Err(format!("--url {url:?}: bad path"));
+        }
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        )
+        .into_bytes();
+        Ok(Target {
+            addr: SocketAddr::new(ip, port),
+            head,
+        })
+    }
+}
+
+/// Gives every connection its own JSON-RPC id range.
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
+const IDS_PER_CONNECTION: u64 = 1 << 32;
+
+enum Body {
+    /// `buf[start..end]`.
+    InBuf(usize, usize),
+    /// Decoded into `dechunked`.
+    Dechunked,
+}
+
+struct Conn {
+    target: Arc<Target>,
+    stream: Option<TcpStream>,
+    /// Bytes read; the last response starts at 0 and spans `consumed` bytes.
+    buf: Vec<u8>,
+    consumed: usize,
+    body: Body,
+    session: Option<(usize, usize)>,
+    dechunked: Vec<u8>,
+    /// The request being sent.
+    out: Vec<u8>,
+    /// The JSON-RPC payload of the next request.
+    payload: Vec<u8>,
+    next_id: u64,
+}
+
+impl Conn {
+    fn new(target: Arc<Target>) -> Self {
+        let n = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
+        Conn {
+            target,
+            stream: None,
+            buf: Vec::with_capacity(16 * 1024),
+            consumed: 0,
+            body: Body::InBuf(0, 0),
+            session: None,
+            dechunked: Vec::new(),
+            out: Vec::with_capacity(1024),
+            payload: Vec::with_capacity(256),
+            next_id: n * IDS_PER_CONNECTION,
+        }
+    }
+
+    fn take_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn set_initialize_payload(&mut self) {
+        let id = self.take_id();
+        self.payload.clear();
+        let _ = write!(
+            self.payload,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":"{PROTOCOL_VERSION}","capabilities":{{}},"clientInfo":{{"name":"bench","version":"1"}}}}}}"#
+        );
+    }
+
+    fn set_call_payload(&mut self) {
+        let id = self.take_id();
+        self.payload.clear();
+        let _ = write!(
+            self.payload,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hello"}}}}}}"#
+        );
+    }
+
+    fn set_payload(&mut self, payload: &[u8]) {
+        self.payload.clear();
+        self.payload.extend_from_slice(payload);
+    }
+
+    /// The body of the last response.
+    fn body(&self) -> &[u8] {
+        match self.body {
+            Body::InBuf(start, end) => &self.buf[start..end],
+            Body::Dechunked => &self.dechunked,
+        }
+    }
+
+    /// The `mcp-session-id` header of the last response.
+    fn session_id(&self) -> Option<&str> {
+        self.session
+            .and_then(|(s, e)| std::str::from_utf8(&self.buf[s..e]).ok())
+    }
+
+    /// Does the last body carry a JSON-RPC error?
+    fn body_has_error(&self) -> bool {
+        find(self.body(), br#""error""#).is_some()
+    }
+
+    /// The start of the last body, for error messages.
+    fn body_snippet(&self) -> String {
+        let body = self.body();
+        String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned()
+    }
+
+    async fn connect(&mut self) -> io::Result<()> {
+        if self.stream.is_none() {
+            let stream =
+                tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(self.target.addr))
+                    .await
+                    .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+            stream.set_nodelay(true)?;
+            self.buf.clear();
+            self.consumed = 0;
+            self.stream = Some(stream);
+        }
+        Ok(())
+    }
+
+    /// POSTs `payload` (with the session headers when `session` is given) and reads the answer;
+    /// returns its status. Any I/O or framing error drops the connection (the next request
+    /// reconnects).
+    async fn post(&mut self, session: Option<&str>) -> io::Result<u16> {
+        // Forget the previous response.
+        self.buf.drain(..self.consumed);
+        self.consumed = 0;
+        self.body = Body::InBuf(0, 0);
+        self.session = None;
+
+        self.out.clear();
+        self.out.extend_from_slice(&self.target.head);
+        if let Some(id) = session {
+            self.out.extend_from_slice(b"mcp-session-id: ");
+            self.out.extend_from_slice(id.as_bytes());
+            self.out.extend_from_slice(b"\r\nmcp-protocol-version: ");
+            self.out.extend_from_slice(PROTOCOL_VERSION.as_bytes());
+            self.out.extend_from_slice(b"\r\n");
+        }
+        let _ = write!(self.out, "Content-Length: {}\r\n\r\n", self.payload.len());
+        self.out.extend_from_slice(&self.payload);
+
+        let result = self.exchange().await;
+        if result.is_err() {
+            self.stream = None;
+            self.buf.clear();
+            self.consumed = 0;
+            self.body = Body::InBuf(0, 0);
+            self.session = None;
+        }
+        result
+    }
+
+    async fn exchange(&mut self) -> io::Result<u16> {
+        self.connect().await?;
+        let stream = self.stream.as_mut().expect("connected above");
+        stream.write_all(&self.out).await?;
+        let (status, close) = read_response(
+            stream,
+            &mut self.buf,
+            &mut self.dechunked,
+            &mut self.body,
+            &mut self.session,
+            &mut self.consumed,
+        )
+        .await?;
+        if close {
+            self.stream = None;
+        }
+        Ok(status)
+    }
+}
+
+/// Reads one response into `buf` (which starts empty or with bytes of this response): returns
+/// its status and whether the server closes the connection.
+async fn read_response(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    dechunked: &mut Vec<u8>,
+    body: &mut Body,
+    session: &mut Option<(usize, usize)>,
+    consumed: &mut usize,
+) -> io::Result<(u16, bool)> {
+    // Head.
+    let mut scanned = 0;
+    let head_end = loop {
+        if let Some(p) = find(&buf[scanned..], b"\r\n\r\n") {
+            break scanned + p + 4;
+        }
+        scanned = buf.len().saturating_sub(3);
+        fill(stream, buf).await?;
+    };
+    let head = parse_head(&buf[..head_end])?;
+    *session = head.session;
+
+    // Body.
+    if head.chunked {
+        loop {
+            if let Some(n) = decode_chunked(&buf[head_end..], dechunked)? {
+                *body = Body::Dechunked;
+                *consumed = head_end + n;
+                break;
+            }
+            fill(stream, buf).await?;
+        }
+    } else if let Some(len) = head.content_length {
+        if len > MAX_RESPONSE {
+            return Err(invalid("response body too large"));
+        }
+        while buf.len() < head_end + len {
+            fill(stream, buf).await?;
+        }
+        *body = Body::InBuf(head_end, head_end + len);
+        *consumed = head_end + len;
+    } else if head.status < 200 || head.status == 204 || head.status == 304 {
+        *body = Body::InBuf(head_end, head_end);
+        *consumed = head_end;
+    } else {
+        // Delimited by the end of the connection.
+        loop {
+            match fill(stream, buf).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+                Err(e) => return Err(e),
+            }
+        }
+        *body = Body::InBuf(head_end, buf.len());
+        *consumed = buf.len();
+        return Ok((head.status, true));
+    }
+    Ok((head.status, head.close))
+}
+
+async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
+    if buf.len() > MAX_RESPONSE {
+        return Err(invalid("response too large"));
+    }
+    if buf.capacity() - buf.len() < 4096 {
+        buf.reserve(16 * 1024);
+    }
+    let n = stream.read_buf(buf).await?;
+    if n == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the server closed the connection",
+        ));
+    }
+    Ok(())
+}
+
+struct Head {
+    status: u16,
+    content_length: Option<usize>,
+    chunked: bool,
+    close: bool,
+    session: Option<(usize, usize)>,
+}
+
+/// Parses the status line and the headers this client cares about; `head` ends in "\r\n\r\n".
+fn parse_head(head: &[u8]) -> io::Result<Head> {
+    if head.len() < 12 || !head.starts_with(b"HTTP/1.") || head[8] != b' ' {
+        return Err(invalid("malformed status line"));
+    }
+    let status = std::str::from_utf8(&head[9..12])
+        .ok()
+        .and_then(|s| s.parse::<u16>().ok())
+        .ok_or_else(|| invalid("malformed status code"))?;
+    let mut parsed = Head {
+        status,
+        content_length: None,
+        chunked: false,
+        close: head[7] == b'0',
+        session: None,
+    };
+    let mut pos = find(head, b"\r\n").map_or(head.len(), |p| p + 2);
+    while pos < head.len() {
+        let end = pos + find(&head[pos..], b"\r\n").unwrap_or(head.len() - pos);
+        let line = &head[pos..end];
+        if let Some(colon) = line.iter().position(|&b| b == b':') {
+            let name = &line[..colon];
+            let (vs, ve) = trim_range(line, colon + 1);
+            let value = &line[vs..ve];
+            if name.eq_ignore_ascii_case(b"content-length") {
+                let n = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|v| v.parse::<usize>().ok());
+                parsed.content_length = Some(n.ok_or_else(|| invalid("malformed content-length"))?);
+            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+                parsed.chunked = value.to_ascii_lowercase().ends_with(b"chunked");
+            } else if name.eq_ignore_ascii_case(b"connection") {
+                let v = value.to_ascii_lowercase();
+                if v == b"close" {
+                    parsed.close = true;
+                } else if v == b"keep-alive" {
+                    parsed.close = false;
+                }
+            } else if name.eq_ignore_ascii_case(b"mcp-session-id") {
+                parsed.session = Some((pos + vs, pos + ve));
+            }
+        }
+        pos = end + 2;
+    }
+    Ok(parsed)
+}
+
+/// The range of `line[from..]` without surrounding spaces and tabs.
+fn trim_range(line: &[u8], from: usize) -> (usize, usize) {
+    let mut s = from;
+    let mut e = line.len();
+    while s < e && (line[s] == b' ' || line[s] == b'\t') {
+        s += 1;
+    }
+    while e > s && (line[e - 1] == b' ' || line[e - 1] == b'\t') {
+        e -= 1;
+    }
+    (s, e)
+}
+
+/// Decodes a complete chunked body at the start of `data` into `out`: the bytes it spans, or
+/// None when more data is needed.
+fn decode_chunked(data: &[u8], out: &mut Vec<u8>) -> io::Result<Option<usize>> {
+    out.clear();
+    let mut pos = 0;
+    loop {
+        let Some(line_len) = find(&data[pos..], b"\r\n") else {
+            return Ok(None);
+        };
+        let line = &data[pos..pos + line_len];
+        let digits = line.split(|&b| b == b';').next().unwrap_or(b"");
+        let size = parse_hex(digits).ok_or_else(|| invalid("malformed chunk size"))?;
+        pos += line_len + 2;
+        if size == 0 {
+            // Trailers, then an empty line.
+            loop {
+                let Some(len) = find(&data[pos..], b"\r\n") else {
+                    return Ok(None);
+                };
+                pos += len + 2;
+                if len == 0 {
+                    return Ok(Some(pos));
+                }
+            }
+        }
+        if size > MAX_RESPONSE || out.len() + size > MAX_RESPONSE {
+            return Err(invalid("chunked body too large"));
+        }
+        if data.len() < pos + size + 2 {
+            return Ok(None);
+        }
+        out.extend_from_slice(&data[pos..pos + size]);
+        if &data[pos + size..pos + size + 2] != b"\r\n" {
+            return Err(invalid("malformed chunk end"));
+        }
+        pos += size + 2;
+    }
+}
+
+fn parse_hex(digits: &[u8]) -> Option<usize> {
+    let digits = &digits[..trim_range(digits, 0).1];
+    if digits.is_empty() || digits.len() > 8 {
+        return None;
+    }
+    digits.iter().try_fold(0usize, |acc, &b| {
+        Some(acc * 16 + (b as char).to_digit(16)? as usize)
+    })
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || haystack.len() < needle.len() {
+        return if needle.is_empty() { Some(0) } else { None };
+    }
+    let first = needle[0];
+    let last_start = haystack.len() - needle.len();
+    let mut i = 0;
+    while i <= last_start {
+        match haystack[i..=last_start].iter().position(|&b| b == first) {
+            None => return None,
+            Some(p) => {
+                i += p;
+                if &haystack[i..i + needle.len()] == needle {
+                    return Some(i);
+                }
+                i += 1;
+            }
+        }
+    }
+    None
+}
+
+fn invalid(message: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_round_trip() {
+        for v in [
+            0u64,
+            1,
+            63,
+            64,
+            65,
+            127,
+            128,
+            129,
+            1000,
+            123_456,
+            1 << 40,
+            u64::MAX / 2,
+        ] {
+            let i = Histogram::index(v);
+            assert!(i < BUCKETS);
+            let mid = Histogram::value(i);
+            let err = mid.abs_diff(v) as f64 / v.max(1) as f64;
+            assert!(err < 0.02, "{v} -> {i} -> {mid}");
+        }
+        let mut h = Histogram::new();
+        for us in 1..=100u64 {
+            h.record(Duration::from_micros(us));
+        }
+        let p50 = h.quantile(0.5) as f64 / 1000.0;
+        assert!((p50 - 50.0).abs() < 1.0, "{p50}");
+        assert_eq!(h.quantile(1.0), 100_000);
+    }
+
+    #[test]
+    fn chunked_bodies() {
+        let mut out = Vec::new();
+        assert_eq!(
+            decode_chunked(b"5\r\nhello\r\n0\r\n\r\nXX", &mut out).unwrap(),
+            Some(15)
+        );
+        assert_eq!(out, b"hello");
+        assert_eq!(
+            decode_chunked(b"3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nT: v\r\n\r\n", &mut out).unwrap(),
+            Some(30)
+        );
+        assert_eq!(out, b"abcde");
+        assert_eq!(decode_chunked(b"5\r\nhel", &mut out).unwrap(), None);
+        assert_eq!(
+            decode_chunked(b"5\r\nhello\r\n0\r\n", &mut out).unwrap(),
+            None
+        );
+        assert!(decode_chunked(b"zz\r\n", &mut out).is_err());
+    }
+
+    #[test]
+    fn heads() {
+        let h =
+            parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nMcp-Session-Id:  abc \r\n\r\n")
+                .unwrap();
+        assert_eq!(
+            (h.status, h.content_length, h.chunked, h.close),
+            (200, Some(12), false, false)
+        );
+        let (s, e) = h.session.unwrap();
+        assert_eq!(
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nMcp-Session-Id:  abc \r\n\r\n"[s..e],
+            b"abc"
+        );
+        let h = parse_head(
+            b"HTTP/1.1 202 Accepted\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!((h.status, h.chunked, h.close), (202, true, true));
+    }
+
+    #[test]
+    fn urls() {
+        let t = Target::parse("http://127.0.0.1:9000/t/demo/mcp").unwrap();
+        assert_eq!(t.addr, "127.0.0.1:9000".parse().unwrap());
+        assert!(t
+            .head
+            .starts_with(b"POST /t/demo/mcp HTTP/1.1\r\nHost: 127.0.0.1:9000\r\n"));
+        assert!(Target::parse("http://localhost:80/x").is_ok());
+        assert!(Target::parse("http://[::1]:8080/x").is_ok());
+        assert!(Target::parse("http://10.0.0.1:8080/x").is_err());
+        assert!(Target::parse("https://127.0.0.1/x").is_err());
+    }
+
+    #[test]
+    fn finds() {
+        assert_eq!(find(b"abc\r\n\r\n", b"\r\n\r\n"), Some(3));
+        assert_eq!(find(b"abc", b"abcd"), None);
+        assert_eq!(find(br#"{"error":1}"#, br#""error""#), Some(1));
+    }
+}
