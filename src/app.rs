@@ -14,7 +14,7 @@ use crate::catalog::{CatalogHandle, TenantCatalog};
 use crate::config::Config;
 use crate::eventlog::{EventLog, InMemoryEventLog};
 use crate::session::supervisor::StopAll;
-use crate::session::{SessionIndex, SessionLimits, SessionSettings, TenantSupervisor};
+use crate::session::{SessionLimits, SessionSettings, TenantSessions, TenantSupervisor};
 use crate::tenant::{TenantHandle, TenantRegistry};
 use crate::transport::{legacy, streamable, EdgePolicy};
 
@@ -56,16 +56,14 @@ impl Application {
                 TenantCatalog::from_builtin_names(&t.catalogs).map_err(StartError::Tenant)?,
             );
             let slug: Arc<str> = t.slug.as_str().into();
-            let sessions = SessionIndex::default();
-            let supervisor = TenantSupervisor::new(
+            let sessions = Arc::new(TenantSessions::new(
                 slug.clone(),
-                sessions.clone(),
                 catalog.clone(),
                 log.clone(),
                 settings.clone(),
                 limits.clone(),
-            )
-            .start();
+            ));
+            let supervisor = TenantSupervisor::new(sessions.clone()).start();
             tenants.insert(TenantHandle {
                 slug,
                 catalog,

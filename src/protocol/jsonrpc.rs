@@ -117,11 +117,11 @@ pub struct Request {
 }
 
 impl Request {
-    /// The params as an object (absent params read as an empty object).
-    pub fn params_object(&self) -> Result<Map<String, Value>, RpcError> {
-        match &self.params {
+    /// Takes the params out as an object (absent params read as an empty object).
+    pub fn take_params(&mut self) -> Result<Map<String, Value>, RpcError> {
+        match self.params.take() {
             None | Some(Value::Null) => Ok(Map::new()),
-            Some(Value::Object(m)) => Ok(m.clone()),
+            Some(Value::Object(m)) => Ok(m),
             Some(_) => Err(RpcError::invalid_params("params must be an object")),
         }
     }

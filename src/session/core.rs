@@ -385,7 +385,7 @@ impl Session {
 
     fn dispatch(
         &mut self,
-        req: Request,
+        mut req: Request,
         stream: StreamKey,
         port: &Arc<dyn SessionPort>,
         jobs: &mut Vec<Invocation>,
@@ -405,7 +405,7 @@ impl Session {
                 abort: None,
             },
         );
-        match self.route(&req, port) {
+        match self.route(&mut req, port) {
             Routed::Done(outcome) => self.complete(&req.id, outcome),
             Routed::Run(future, ctx) => jobs.push(Invocation {
                 id: req.id,
@@ -415,8 +415,9 @@ impl Session {
         }
     }
 
-    fn route(&mut self, req: &Request, port: &Arc<dyn SessionPort>) -> Routed {
-        let params = match req.params_object() {
+    fn route(&mut self, req: &mut Request, port: &Arc<dyn SessionPort>) -> Routed {
+        let progress_token = req.progress_token();
+        let mut params = match req.take_params() {
             Ok(p) => p,
             Err(e) => return Routed::Done(Err(e)),
         };
@@ -447,6 +448,15 @@ impl Session {
             "resources/templates/list" => page("resourceTemplates", &catalog.resource_templates),
             "prompts/list" => page("prompts", &catalog.prompts),
             "tools/call" => {
+                let arguments = match params.remove("arguments") {
+                    None | Some(Value::Null) => Map::new(),
+                    Some(Value::Object(m)) => m,
+                    Some(_) => {
+                        return Routed::Done(Err(RpcError::invalid_params(
+                            "tools/call \"arguments\" must be an object",
+                        )))
+                    }
+                };
                 let name = match params.get("name").and_then(Value::as_str) {
                     Some(n) => n,
                     None => {
@@ -455,20 +465,11 @@ impl Session {
                         )))
                     }
                 };
-                let arguments = match params.get("arguments") {
-                    None | Some(Value::Null) => Map::new(),
-                    Some(Value::Object(m)) => m.clone(),
-                    Some(_) => {
-                        return Routed::Done(Err(RpcError::invalid_params(
-                            "tools/call \"arguments\" must be an object",
-                        )))
-                    }
-                };
                 let ctx = RequestContext::new(
                     req.id.clone(),
                     version,
                     self.client_capabilities.clone(),
-                    req.progress_token(),
+                    progress_token,
                     port.clone(),
                 );
                 match catalog.call_tool(name, arguments, ctx.clone()) {
@@ -583,7 +584,7 @@ impl Session {
         if let Some(instructions) = &self.settings.instructions {
             result["instructions"] = json!(instructions);
         }
-        tracing::info!(session = %self.id, tenant = %self.tenant, version = %version, "session initialized");
+        tracing::debug!(session = %self.id, tenant = %self.tenant, version = %version, "session initialized");
         Ok(result)
     }
 

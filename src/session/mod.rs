@@ -8,4 +8,4 @@ pub mod supervisor;
 pub use self::core::{
     Frame, Refusal, Reply, Session, SessionSettings, SessionSnapshot, TransportKind,
 };
-pub use supervisor::{SessionIndex, SessionLimits, TenantSupervisor};
+pub use supervisor::{SessionLimits, TenantSessions, TenantSupervisor};

@@ -49,19 +49,86 @@ pub struct SessionEntry {
     arbiter: ArbiterHandle,
 }
 
-/// The tenant's live sessions by id.
-#[derive(Clone, Default)]
-pub struct SessionIndex(Arc<RwLock<HashMap<Arc<str>, SessionEntry>>>);
+/// The tenant's live sessions by id, and what it takes to start one. Shared by the supervisor
+/// (which expires, restarts and stops sessions) and the HTTP edge (which finds sessions and
+/// starts new ones on its own worker thread, under the same cap, with no actor hop).
+pub struct TenantSessions {
+    tenant: Arc<str>,
+    index: RwLock<HashMap<Arc<str>, SessionEntry>>,
+    catalog: CatalogHandle,
+    log: Arc<dyn EventLog>,
+    settings: Arc<SessionSettings>,
+    limits: SessionLimits,
+    next_instance: AtomicU64,
+}
 
-impl SessionIndex {
+impl TenantSessions {
+    pub fn new(
+        tenant: Arc<str>,
+        catalog: CatalogHandle,
+        log: Arc<dyn EventLog>,
+        settings: Arc<SessionSettings>,
+        limits: SessionLimits,
+    ) -> Self {
+        TenantSessions {
+            tenant,
+            index: RwLock::new(HashMap::new()),
+            catalog,
+            log,
+            settings,
+            limits,
+            next_instance: AtomicU64::new(0),
+        }
+    }
+
     pub fn get(&self, id: &str) -> Option<SessionEntry> {
-        self.0.read().get(id).cloned()
+        self.index.read().get(id).cloned()
     }
+
     pub fn len(&self) -> usize {
-        self.0.read().len()
+        self.index.read().len()
     }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Starts a session actor on the calling thread's arbiter, unless the tenant's cap is reached.
+    pub fn start(
+        &self,
+        transport: TransportKind,
+        supervisor: Addr<TenantSupervisor>,
+    ) -> Result<(Arc<str>, Addr<SessionActor>), AtCapacity> {
+        let id: Arc<str> = new_session_id().into();
+        let core = Session::new(
+            id.clone(),
+            self.tenant.clone(),
+            transport,
+            self.catalog.clone(),
+            self.log.clone(),
+            self.settings.clone(),
+        );
+        let ctx = Context::new();
+        let addr = ctx.address();
+        let instance = self.next_instance.fetch_add(1, Ordering::Relaxed) + 1;
+        {
+            let mut index = self.index.write();
+            if index.len() >= self.limits.max_sessions {
+                return Err(AtCapacity(self.limits.max_sessions));
+            }
+            let activity = Arc::new(Activity::default());
+            activity.touch();
+            let entry = SessionEntry {
+                addr: addr.clone(),
+                activity,
+                transport,
+                instance,
+                arbiter: actix_rt::Arbiter::current(),
+            };
+            index.insert(id.clone(), entry);
+        }
+        ctx.run(SessionActor::new(core, instance, supervisor));
+        Ok((id, addr))
     }
 }
 
@@ -72,52 +139,18 @@ pub struct SessionLimits {
 }
 
 pub struct TenantSupervisor {
-    tenant: Arc<str>,
-    index: SessionIndex,
-    catalog: CatalogHandle,
-    log: Arc<dyn EventLog>,
-    settings: Arc<SessionSettings>,
-    limits: SessionLimits,
-    next_instance: u64,
+    sessions: Arc<TenantSessions>,
 }
 
 impl TenantSupervisor {
-    pub fn new(
-        tenant: Arc<str>,
-        index: SessionIndex,
-        catalog: CatalogHandle,
-        log: Arc<dyn EventLog>,
-        settings: Arc<SessionSettings>,
-        limits: SessionLimits,
-    ) -> Self {
-        TenantSupervisor {
-            tenant,
-            index,
-            catalog,
-            log,
-            settings,
-            limits,
-            next_instance: 0,
-        }
-    }
-
-    fn spawn(
-        &mut self,
-        core: Session,
-        arbiter: &ArbiterHandle,
-        me: Addr<Self>,
-    ) -> (u64, Addr<SessionActor>) {
-        self.next_instance += 1;
-        let instance = self.next_instance;
-        let addr =
-            SessionActor::start_in_arbiter(arbiter, move |_| SessionActor::new(core, instance, me));
-        (instance, addr)
+    pub fn new(sessions: Arc<TenantSessions>) -> Self {
+        TenantSupervisor { sessions }
     }
 
     fn sweep_idle(&mut self) {
         let now = now_ms();
-        let idle_ms = self.limits.idle_timeout.as_millis() as u64;
-        for entry in self.index.0.read().values() {
+        let idle_ms = self.sessions.limits.idle_timeout.as_millis() as u64;
+        for entry in self.sessions.index.read().values() {
             if entry.activity.idle_for_ms(now) >= idle_ms {
                 entry.addr.do_send(ExpireIfIdle);
             }
@@ -129,7 +162,7 @@ impl Actor for TenantSupervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let every = (self.limits.idle_timeout / 4)
+        let every = (self.sessions.limits.idle_timeout / 4)
             .clamp(Duration::from_millis(50), Duration::from_secs(30));
         ctx.run_interval(every, |me, _| me.sweep_idle());
     }
@@ -138,46 +171,6 @@ impl Actor for TenantSupervisor {
 /// The session cap was reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AtCapacity(pub usize);
-
-/// Starts a session actor on `arbiter` (the caller's worker thread).
-#[derive(Message)]
-#[rtype(result = "Result<(Arc<str>, Addr<SessionActor>), AtCapacity>")]
-pub struct StartSession {
-    pub transport: TransportKind,
-    pub arbiter: ArbiterHandle,
-}
-
-impl Handler<StartSession> for TenantSupervisor {
-    type Result = Result<(Arc<str>, Addr<SessionActor>), AtCapacity>;
-    fn handle(&mut self, msg: StartSession, ctx: &mut Context<Self>) -> Self::Result {
-        if self.index.len() >= self.limits.max_sessions {
-            return Err(AtCapacity(self.limits.max_sessions));
-        }
-        let id: Arc<str> = new_session_id().into();
-        let core = Session::new(
-            id.clone(),
-            self.tenant.clone(),
-            msg.transport,
-            self.catalog.clone(),
-            self.log.clone(),
-            self.settings.clone(),
-        );
-        let (instance, addr) = self.spawn(core, &msg.arbiter, ctx.address());
-        let activity = Arc::new(Activity::default());
-        activity.touch();
-        self.index.0.write().insert(
-            id.clone(),
-            SessionEntry {
-                addr: addr.clone(),
-                activity,
-                transport: msg.transport,
-                instance,
-                arbiter: msg.arbiter,
-            },
-        );
-        Ok((id, addr))
-    }
-}
 
 /// A cryptographically random session id: 128 bits from the OS RNG, as 32 hex characters.
 pub fn new_session_id() -> String {
@@ -194,7 +187,7 @@ pub struct SessionEnded {
 impl Handler<SessionEnded> for TenantSupervisor {
     type Result = ();
     fn handle(&mut self, msg: SessionEnded, _: &mut Context<Self>) {
-        let mut index = self.index.0.write();
+        let mut index = self.sessions.index.write();
         if index
             .get(&msg.id)
             .is_some_and(|e| e.instance == msg.instance)
@@ -215,22 +208,23 @@ pub struct SessionCrashed {
 impl Handler<SessionCrashed> for TenantSupervisor {
     type Result = ();
     fn handle(&mut self, msg: SessionCrashed, ctx: &mut Context<Self>) {
-        let Some(entry) = self
-            .index
-            .get(&msg.id)
-            .filter(|e| e.instance == msg.instance)
-        else {
+        let sessions = &self.sessions;
+        let Some(entry) = sessions.get(&msg.id).filter(|e| e.instance == msg.instance) else {
             return;
         };
         let core = Session::restore(
             &msg.snapshot,
-            self.catalog.clone(),
-            self.log.clone(),
-            self.settings.clone(),
+            sessions.catalog.clone(),
+            sessions.log.clone(),
+            sessions.settings.clone(),
         );
-        let (instance, addr) = self.spawn(core, &entry.arbiter, ctx.address());
-        tracing::warn!(tenant = %self.tenant, session = %msg.id, "session actor restarted");
-        self.index.0.write().insert(
+        let instance = sessions.next_instance.fetch_add(1, Ordering::Relaxed) + 1;
+        let me = ctx.address();
+        let addr = SessionActor::start_in_arbiter(&entry.arbiter, move |_| {
+            SessionActor::new(core, instance, me)
+        });
+        tracing::warn!(tenant = %sessions.tenant, session = %msg.id, "session actor restarted");
+        sessions.index.write().insert(
             msg.id,
             SessionEntry {
                 addr,
@@ -252,7 +246,7 @@ pub enum TenantBroadcast {
 impl Handler<TenantBroadcast> for TenantSupervisor {
     type Result = ();
     fn handle(&mut self, msg: TenantBroadcast, _: &mut Context<Self>) {
-        for entry in self.index.0.read().values() {
+        for entry in self.sessions.index.read().values() {
             entry.addr.do_send(msg.clone());
         }
     }
@@ -266,7 +260,7 @@ pub struct StopAll;
 impl Handler<StopAll> for TenantSupervisor {
     type Result = ();
     fn handle(&mut self, _: StopAll, _: &mut Context<Self>) {
-        for entry in self.index.0.write().drain().map(|(_, e)| e) {
+        for entry in self.sessions.index.write().drain().map(|(_, e)| e) {
             entry.addr.do_send(Terminate);
         }
     }

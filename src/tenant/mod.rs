@@ -11,7 +11,7 @@ use futures_util::future::{ready, Ready};
 use parking_lot::RwLock;
 
 use crate::catalog::CatalogHandle;
-use crate::session::{SessionIndex, TenantSupervisor};
+use crate::session::{TenantSessions, TenantSupervisor};
 use crate::transport::HttpError;
 
 /// A live tenant.
@@ -20,7 +20,7 @@ pub struct TenantHandle {
     pub slug: Arc<str>,
     pub catalog: CatalogHandle,
     pub supervisor: Addr<TenantSupervisor>,
-    pub sessions: SessionIndex,
+    pub sessions: Arc<TenantSessions>,
 }
 
 /// The tenants this replica serves.

@@ -21,7 +21,7 @@ pub async fn open(
 ) -> Result<HttpResponse, HttpError> {
     edge.check_host_and_origin(&req)?;
     check_sse_accept(&req)?;
-    let (id, addr) = start_session(&tenant, TransportKind::Legacy).await?;
+    let (id, addr) = start_session(&tenant, TransportKind::Legacy)?;
     let endpoint = format!("/t/{}/messages?sessionId={id}", tenant.slug);
     let rx = match addr.send(OpenLegacy { endpoint }).await {
         Ok(Some(rx)) => rx,

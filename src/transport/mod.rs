@@ -164,19 +164,18 @@ fn is_loopback_name(name: &str) -> bool {
 
 /// Does the `Accept` header admit `wanted` (`application/json`, `text/event-stream`)?
 pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
-    let (kind, _) = wanted.split_once('/').unwrap_or((wanted, ""));
+    let kind = wanted.split('/').next().unwrap_or(wanted);
     headers
         .get_all(header::ACCEPT)
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .any(|item| {
-            let media = item
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase();
-            media == wanted || media == "*/*" || media == format!("{kind}/*")
+            let media = item.split(';').next().unwrap_or("").trim();
+            media.eq_ignore_ascii_case(wanted)
+                || media == "*/*"
+                || media
+                    .strip_suffix("/*")
+                    .is_some_and(|k| k.eq_ignore_ascii_case(kind))
         })
 }
 

@@ -18,7 +18,7 @@ use crate::eventlog::EventId;
 use crate::protocol::{Message, Payload, RpcError};
 use crate::session::actor::{OpenStream, Post, SessionActor, Terminate};
 use crate::session::core::{Frame, Reply};
-use crate::session::supervisor::{AtCapacity, SessionEntry, StartSession};
+use crate::session::supervisor::{AtCapacity, SessionEntry};
 use crate::session::TransportKind;
 use crate::tenant::{Tenant, TenantHandle};
 
@@ -61,7 +61,7 @@ async fn initialize(
     if !is_initialize(&payload) {
         return Err(HttpError::bad_request("Bad Request: Mcp-Session-Id header is required (send initialize first to open a session)"));
     }
-    let (id, addr) = start_session(tenant, TransportKind::Streamable).await?;
+    let (id, addr) = start_session(tenant, TransportKind::Streamable)?;
     let reply = addr.send(Post(payload)).await.map_err(|_| unavailable())?;
     let Reply::Stream(mut rx) = reply else {
         addr.do_send(Terminate);
@@ -178,44 +178,43 @@ pub(crate) fn find_session(
     Ok(entry)
 }
 
-pub(crate) async fn start_session(
+pub(crate) fn start_session(
     tenant: &TenantHandle,
     transport: TransportKind,
 ) -> Result<(Arc<str>, Addr<SessionActor>), HttpError> {
-    let start = StartSession {
-        transport,
-        arbiter: actix_rt::Arbiter::current(),
-    };
-    match tenant.supervisor.send(start).await {
-        Ok(Ok(started)) => Ok(started),
-        Ok(Err(AtCapacity(max))) => Err(HttpError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            RpcError::new(
-                crate::protocol::jsonrpc::SERVER_REFUSED,
-                format!("Too Many Requests: this tenant's limit of {max} sessions is reached"),
-            ),
-        )),
-        Err(_) => Err(unavailable()),
-    }
+    tenant
+        .sessions
+        .start(transport, tenant.supervisor.clone())
+        .map_err(|AtCapacity(max)| {
+            HttpError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                RpcError::new(
+                    crate::protocol::jsonrpc::SERVER_REFUSED,
+                    format!("Too Many Requests: this tenant's limit of {max} sessions is reached"),
+                ),
+            )
+        })
 }
 
-/// Sends `msg` to the session's actor. If the actor just died (a crash being restarted by the
-/// supervisor), looks the session up again once.
+/// Sends `msg` to the session's actor. If the actor just died (a crash the supervisor is
+/// restarting), waits for the restarted one.
 pub(crate) async fn deliver<M>(
     tenant: &TenantHandle,
     id: &str,
-    entry: SessionEntry,
+    mut entry: SessionEntry,
     msg: M,
 ) -> Result<M::Result, HttpError>
 where
-    M: actix::Message + Clone + Send + 'static,
+    M: actix::Message + Send + 'static,
     M::Result: Send,
     SessionActor: Handler<M>,
 {
-    if let Ok(r) = entry.addr.send(msg.clone()).await {
-        return Ok(r);
+    for _ in 0..10 {
+        if entry.addr.connected() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        entry = tenant.sessions.get(id).ok_or_else(session_not_found)?;
     }
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let again = tenant.sessions.get(id).ok_or_else(session_not_found)?;
-    again.addr.send(msg).await.map_err(|_| session_not_found())
+    entry.addr.send(msg).await.map_err(|_| session_not_found())
 }
