@@ -81,6 +81,8 @@ impl Refusal {
 pub enum Reply {
     /// 202 Accepted, no body.
     Accepted,
+    /// 200 with this JSON body (the whole answer was ready at once).
+    Json(Bytes),
     /// A body: its first frame decides JSON or SSE.
     Stream(FrameReceiver),
     Refused(Refusal),
@@ -112,8 +114,38 @@ pub struct SessionSnapshot {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct StreamKey(u64);
 
+/// Where a stream's frames go.
+enum Outlet {
+    /// The POST that opened the stream is still being handled: frames wait here, so an answer
+    /// that is ready before the handler returns goes out as plain JSON with no channel at all.
+    Unclaimed(Vec<Frame>),
+    Open(Sink),
+    /// No client connected: it left, or the server closed the connection (SSE polling).
+    Detached,
+}
+
+impl Outlet {
+    /// Writes a frame; a closed connection just means the client is gone (the log keeps the
+    /// event for a resumption).
+    fn send(&mut self, frame: Frame) {
+        match self {
+            Outlet::Unclaimed(frames) => frames.push(frame),
+            Outlet::Open(sink) => {
+                if sink.send(frame).is_err() {
+                    *self = Outlet::Detached;
+                }
+            }
+            Outlet::Detached => {}
+        }
+    }
+
+    fn is_connected(&self) -> bool {
+        matches!(self, Outlet::Open(sink) if !sink.is_closed())
+    }
+}
+
 struct Stream {
-    sink: Option<Sink>,
+    outlet: Outlet,
     /// Set once the stream is SSE (its log id); `None` while the first message may still be sent
     /// as a plain JSON answer.
     log_id: Option<StreamId>,
@@ -152,6 +184,8 @@ pub struct Session {
     streams: HashMap<StreamKey, Stream>,
     next_stream: u64,
     standalone: Option<StreamKey>,
+    /// What a stream finished while its POST was still being handled said (see `claim`).
+    finished: Option<Vec<Frame>>,
     catalog: CatalogHandle,
     log: Arc<dyn EventLog>,
     settings: Arc<SessionSettings>,
@@ -182,6 +216,7 @@ impl Session {
             streams: HashMap::new(),
             next_stream: 0,
             standalone: None,
+            finished: None,
             catalog,
             log,
             settings,
@@ -216,7 +251,7 @@ impl Session {
             s.streams.insert(
                 key,
                 Stream {
-                    sink: None,
+                    outlet: Outlet::Detached,
                     log_id: Some(StreamId(standalone)),
                     owed: 0,
                     batch: None,
@@ -263,11 +298,7 @@ impl Session {
 
     /// Whether the session is doing anything: requests running or a client connected.
     pub fn is_busy(&self) -> bool {
-        !self.inflight.is_empty()
-            || self
-                .streams
-                .values()
-                .any(|s| s.sink.as_ref().is_some_and(|k| !k.is_closed()))
+        !self.inflight.is_empty() || self.streams.values().any(|s| s.outlet.is_connected())
     }
 
     /// Handles one POST body. Invocations returned must be run and their outcomes passed to
@@ -280,9 +311,9 @@ impl Session {
         let mut jobs = Vec::new();
         let reply = match payload {
             Payload::Single(Message::Request(req)) => {
-                let (key, rx) = self.open_request_stream(1, false);
+                let key = self.open_request_stream(1, false);
                 self.dispatch(req, key, port, &mut jobs);
-                rx.map_or(Reply::Accepted, Reply::Stream)
+                self.claim(key)
             }
             Payload::Single(Message::Notification(n)) => {
                 self.on_notification(n);
@@ -324,13 +355,7 @@ impl Session {
             .iter()
             .filter(|i| matches!(i, Ok(Message::Request(_)) | Err(_)))
             .count();
-        let mut stream = None;
-        let mut rx = None;
-        if owed > 0 {
-            let (key, r) = self.open_request_stream(owed, true);
-            stream = Some(key);
-            rx = r;
-        }
+        let stream = (owed > 0).then(|| self.open_request_stream(owed, true));
         for item in items {
             match item {
                 Ok(Message::Request(req)) => {
@@ -347,35 +372,72 @@ impl Session {
                 }
             }
         }
-        (rx.map_or(Reply::Accepted, Reply::Stream), jobs)
+        let reply = stream.map_or(Reply::Accepted, |key| self.claim(key));
+        (reply, jobs)
+    }
+
+    /// Hands a POST's stream to the transport once the POST is handled: plain JSON when the
+    /// whole answer is already there, else a channel that carries what was said so far and what
+    /// follows. (Legacy sessions answer on their one SSE stream, so the POST gets no body.)
+    fn claim(&mut self, key: StreamKey) -> Reply {
+        if self.transport == TransportKind::Legacy && self.standalone == Some(key) {
+            return Reply::Accepted;
+        }
+        let frames = match self.streams.get_mut(&key) {
+            Some(stream) => match std::mem::replace(&mut stream.outlet, Outlet::Detached) {
+                Outlet::Unclaimed(frames) => {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    for frame in frames {
+                        let _ = tx.send(frame);
+                    }
+                    stream.outlet = Outlet::Open(tx);
+                    return Reply::Stream(rx);
+                }
+                other => {
+                    stream.outlet = other;
+                    return Reply::Accepted;
+                }
+            },
+            None => self.finished.take().unwrap_or_default(),
+        };
+        match <[Frame; 1]>::try_from(frames) {
+            Ok([Frame::Json(body)]) => Reply::Json(body),
+            Ok(frames) => Reply::Stream(closed_channel(frames.into())),
+            Err(frames) if frames.is_empty() => Reply::Accepted,
+            Err(frames) => Reply::Stream(closed_channel(frames)),
+        }
     }
 
     /// The stream a POST's requests are answered on: its own for Streamable HTTP, the one SSE
     /// stream for the legacy transport (then there is no body to return).
-    fn open_request_stream(
-        &mut self,
-        owed: usize,
-        batch: bool,
-    ) -> (StreamKey, Option<FrameReceiver>) {
+    fn open_request_stream(&mut self, owed: usize, batch: bool) -> StreamKey {
         if self.transport == TransportKind::Legacy {
             if let Some(key) = self.standalone {
-                return (key, None);
+                return key;
             }
         }
         let key = self.new_stream_key();
-        let (tx, rx) = mpsc::unbounded_channel();
         let batch = batch.then(Vec::new);
         self.streams.insert(
             key,
             Stream {
-                sink: Some(tx),
+                outlet: Outlet::Unclaimed(Vec::new()),
                 log_id: None,
                 owed,
                 batch,
                 standalone: false,
             },
         );
-        (key, Some(rx))
+        key
+    }
+
+    /// Removes a finished stream; what it said before its POST was claimed is kept for `claim`.
+    fn finish(&mut self, key: StreamKey) {
+        if let Some(stream) = self.streams.remove(&key) {
+            if let Outlet::Unclaimed(frames) = stream.outlet {
+                self.finished = Some(frames);
+            }
+        }
     }
 
     fn new_stream_key(&mut self) -> StreamKey {
@@ -707,7 +769,7 @@ impl Session {
         };
         self.ensure_sse(key);
         if let Some(stream) = self.streams.get_mut(&key) {
-            stream.sink = None;
+            stream.outlet = Outlet::Detached;
         }
     }
 
@@ -754,7 +816,7 @@ impl Session {
         self.streams.insert(
             key,
             Stream {
-                sink: Some(tx),
+                outlet: Outlet::Open(tx),
                 log_id: None,
                 owed: 0,
                 batch: None,
@@ -786,7 +848,7 @@ impl Session {
             .values_mut()
             .find(|s| s.log_id == Some(last.stream))
         {
-            stream.sink = Some(tx);
+            stream.outlet = Outlet::Open(tx);
         }
         Ok(rx)
     }
@@ -816,15 +878,15 @@ impl Session {
         if stream.log_id.is_none() && is_response && !stream.standalone {
             match &mut stream.batch {
                 None => {
-                    send(&mut stream.sink, Frame::Json(to_bytes(&message)));
-                    self.streams.remove(&key);
+                    stream.outlet.send(Frame::Json(to_bytes(&message)));
+                    self.finish(key);
                 }
                 Some(gathered) => {
                     gathered.push(message);
                     if stream.owed == 0 {
                         let all = Value::Array(std::mem::take(gathered));
-                        send(&mut stream.sink, Frame::Json(to_bytes(&all)));
-                        self.streams.remove(&key);
+                        stream.outlet.send(Frame::Json(to_bytes(&all)));
+                        self.finish(key);
                     }
                 }
             }
@@ -842,18 +904,18 @@ impl Session {
             .get(&key)
             .is_some_and(|s| !s.standalone && s.owed == 0)
         {
-            if let Some(mut stream) = self.streams.remove(&key) {
+            if let Some(stream) = self.streams.get_mut(&key) {
                 if let Some(gathered) = stream
                     .batch
                     .take()
                     .filter(|g| !g.is_empty() && stream.log_id.is_none())
                 {
-                    send(
-                        &mut stream.sink,
-                        Frame::Json(to_bytes(&Value::Array(gathered))),
-                    );
+                    stream
+                        .outlet
+                        .send(Frame::Json(to_bytes(&Value::Array(gathered))));
                 }
             }
+            self.finish(key);
         }
     }
 
@@ -878,10 +940,10 @@ impl Session {
             .unwrap_or_default();
         if polling {
             let id = self.log.append(&self.id, log_id, Bytes::new());
-            send(
-                &mut stream.sink,
-                Frame::Sse(sse::priming(&id.to_string(), self.settings.sse_retry_ms)),
-            );
+            stream.outlet.send(Frame::Sse(sse::priming(
+                &id.to_string(),
+                self.settings.sse_retry_ms,
+            )));
         }
         for message in gathered {
             self.write_event(key, to_bytes(&message));
@@ -894,20 +956,18 @@ impl Session {
         };
         let Some(log_id) = stream.log_id else { return };
         let id = self.log.append(&self.id, log_id, data.clone());
-        send(
-            &mut stream.sink,
-            Frame::Sse(sse::event(&id.to_string(), &data)),
-        );
+        stream
+            .outlet
+            .send(Frame::Sse(sse::event(&id.to_string(), &data)));
     }
 
     /// The legacy transport's single stream: opened with the `endpoint` event.
     pub fn open_legacy_stream(&mut self, endpoint: &str) -> FrameReceiver {
         let rx = self.open_standalone();
         if let Some(stream) = self.standalone.and_then(|k| self.streams.get_mut(&k)) {
-            send(
-                &mut stream.sink,
-                Frame::Sse(sse::named_event("endpoint", endpoint)),
-            );
+            stream
+                .outlet
+                .send(Frame::Sse(sse::named_event("endpoint", endpoint)));
         }
         rx
     }
@@ -922,11 +982,11 @@ fn to_bytes(v: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(v).unwrap_or_default())
 }
 
-/// Writes a frame; a closed connection just means the client is gone (the log keeps the event).
-fn send(sink: &mut Option<Sink>, frame: Frame) {
-    if let Some(s) = sink {
-        if s.send(frame).is_err() {
-            *sink = None;
-        }
+/// A receiver that yields `frames` and then ends.
+fn closed_channel(frames: Vec<Frame>) -> FrameReceiver {
+    let (tx, rx) = mpsc::unbounded_channel();
+    for frame in frames {
+        let _ = tx.send(frame);
     }
+    rx
 }

@@ -56,6 +56,8 @@ pub async fn message(
     let payload = read_payload(body, &req, edge.max_body_bytes).await?;
     match deliver(&tenant, id, entry, Post(payload)).await? {
         Reply::Refused(r) => Err(r.into()),
-        Reply::Accepted | Reply::Stream(_) => Ok(HttpResponse::Accepted().body("Accepted")),
+        Reply::Accepted | Reply::Json(_) | Reply::Stream(_) => {
+            Ok(HttpResponse::Accepted().body("Accepted"))
+        }
     }
 }

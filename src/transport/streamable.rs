@@ -45,6 +45,7 @@ pub async fn post(
     match deliver(&tenant, id, entry, Post(payload)).await? {
         Reply::Accepted => Ok(HttpResponse::Accepted().finish()),
         Reply::Refused(r) => Err(r.into()),
+        Reply::Json(body) => Ok(json_response(body)),
         Reply::Stream(mut rx) => {
             let first = rx.recv().await;
             Ok(respond_with_first(first, rx, edge.keepalive, None))
@@ -63,26 +64,53 @@ async fn initialize(
     }
     let (id, addr) = start_session(tenant, TransportKind::Streamable)?;
     let reply = addr.send(Post(payload)).await.map_err(|_| unavailable())?;
-    let Reply::Stream(mut rx) = reply else {
-        addr.do_send(Terminate);
-        return Err(HttpError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            RpcError::internal("initialize produced no answer"),
-        ));
-    };
-    let first = rx.recv().await;
-    // A refused initialize (bad params) leaves no session behind.
-    let failed = match &first {
-        Some(Frame::Json(body)) => {
-            serde_json::from_slice::<Value>(body).map_or(true, |v| v.get("error").is_some())
+    let (first, rx) = match reply {
+        Reply::Json(body) => (Some(Frame::Json(body)), None),
+        Reply::Stream(mut rx) => (rx.recv().await, Some(rx)),
+        Reply::Refused(refusal) => {
+            addr.do_send(Terminate);
+            return Err(refusal.into());
         }
-        _ => true,
+        Reply::Accepted => (None, None),
     };
-    if failed {
+    // A refused initialize (bad params) leaves no session behind.
+    let ok = match &first {
+        Some(Frame::Json(body)) => {
+            serde_json::from_slice::<Value>(body).is_ok_and(|v| v.get("result").is_some())
+        }
+        _ => false,
+    };
+    if !ok {
         addr.do_send(Terminate);
-        return Ok(respond_with_first(first, rx, keepalive, None));
     }
-    Ok(respond_with_first(first, rx, keepalive, Some(&id)))
+    let session = ok.then_some(&*id);
+    Ok(match (first, rx) {
+        (Some(Frame::Json(body)), _) => {
+            let mut response = json_response(body);
+            if let Some(id) = session {
+                if let Ok(value) = actix_web::http::header::HeaderValue::from_str(id) {
+                    response.headers_mut().insert(
+                        actix_web::http::header::HeaderName::from_static(SESSION_HEADER),
+                        value,
+                    );
+                }
+            }
+            response
+        }
+        (first, Some(rx)) => respond_with_first(first, rx, keepalive, session),
+        (_, None) => {
+            return Err(HttpError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                RpcError::internal("initialize produced no answer"),
+            ))
+        }
+    })
+}
+
+fn json_response(body: bytes::Bytes) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(body)
 }
 
 pub async fn get(
