@@ -16,7 +16,7 @@ use crate::eventlog::{EventLog, InMemoryEventLog};
 use crate::session::supervisor::StopAll;
 use crate::session::{SessionLimits, SessionSettings, TenantSessions, TenantSupervisor};
 use crate::tenant::{TenantHandle, TenantRegistry};
-use crate::transport::{legacy, streamable, EdgePolicy};
+use crate::transport::{self, EdgePolicy};
 
 pub struct Application {
     port: u16,
@@ -89,14 +89,9 @@ impl Application {
                 .app_data(registry.clone())
                 .route("/healthz", web::get().to(healthz))
                 .route("/readyz", web::get().to(healthz))
-                .service(
-                    web::resource("/t/{tenant}/mcp")
-                        .route(web::post().to(streamable::post))
-                        .route(web::get().to(streamable::get))
-                        .route(web::delete().to(streamable::delete)),
-                )
-                .route("/t/{tenant}/sse", web::get().to(legacy::open))
-                .route("/t/{tenant}/messages", web::post().to(legacy::message))
+                // /t/{tenant}/mcp (Streamable HTTP), /t/{tenant}/sse and /t/{tenant}/messages
+                // (legacy HTTP+SSE), routed without a pattern matcher.
+                .default_service(web::to(transport::tenant_endpoint))
         })
         .on_connect(|conn, _| {
             // Nagle would hold the second half of a streamed reply for the peer's delayed ACK.

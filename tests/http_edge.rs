@@ -262,3 +262,31 @@ async fn healthz_answers() {
         .unwrap();
     assert_eq!(resp.status(), 200);
 }
+
+#[actix_rt::test]
+async fn unknown_paths_are_404_and_wrong_methods_405() {
+    let app = spawn_app().await;
+    let resp = app.http.put(app.mcp_url("demo")).send().await.unwrap();
+    assert_eq!(error_of(resp).await.0, 405);
+    let resp = app
+        .http
+        .post(format!("{}/t/demo/sse", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(resp).await.0, 405);
+    let resp = app
+        .http
+        .get(format!("{}/t/demo/nothing", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(resp).await.0, 404);
+    let resp = app
+        .http
+        .get(format!("{}/elsewhere", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(resp).await.0, 404);
+}

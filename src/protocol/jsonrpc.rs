@@ -252,6 +252,31 @@ pub fn response_message(id: &RequestId, outcome: &Result<Value, RpcError>) -> Va
     }
 }
 
+#[derive(Serialize)]
+struct EncodedResponse<'a> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a RpcError>,
+}
+
+/// A response serialized straight from its parts (no intermediate `Value`).
+pub fn encode_response(id: &RequestId, outcome: &Result<Value, RpcError>) -> Vec<u8> {
+    let (result, error) = match outcome {
+        Ok(r) => (Some(r), None),
+        Err(e) => (None, Some(e)),
+    };
+    let out = EncodedResponse {
+        jsonrpc: "2.0",
+        id,
+        result,
+        error,
+    };
+    serde_json::to_vec(&out).unwrap_or_default()
+}
+
 pub fn notification_message(method: &str, params: Value) -> Value {
     json!({ "jsonrpc": "2.0", "method": method, "params": params })
 }
@@ -333,6 +358,18 @@ mod tests {
                 assert_eq!(items[1].as_ref().unwrap_err().code, INVALID_REQUEST);
             }
             _ => panic!("expected a batch"),
+        }
+    }
+
+    #[test]
+    fn encoded_responses_match_built_ones() {
+        let id = RequestId::String("x".into());
+        for outcome in [
+            Ok(json!({ "a": [1, 2] })),
+            Err(RpcError::invalid_params("bad").with_data(json!(3))),
+        ] {
+            let encoded: Value = serde_json::from_slice(&encode_response(&id, &outcome)).unwrap();
+            assert_eq!(encoded, response_message(&id, &outcome));
         }
     }
 

@@ -152,7 +152,7 @@ struct Stream {
     /// Responses this stream still owes (requests of its POST not yet answered).
     owed: usize,
     /// For a batch answered as JSON: the responses gathered so far.
-    batch: Option<Vec<Value>>,
+    batch: Option<Vec<Bytes>>,
     /// The standalone GET stream (or the legacy stream): never ends by itself.
     standalone: bool,
 }
@@ -367,7 +367,7 @@ impl Session {
                 Ok(Message::Response(r)) => self.on_response(r),
                 Err(e) => {
                     if let Some(key) = stream {
-                        self.emit(key, jsonrpc::error_message(None, &e), true);
+                        self.emit(key, to_bytes(&jsonrpc::error_message(None, &e)), true);
                     }
                 }
             }
@@ -457,7 +457,11 @@ impl Session {
                 "Request id {} is already in use by a request in flight",
                 req.id
             ));
-            self.emit(stream, jsonrpc::error_message(Some(&req.id), &e), true);
+            self.emit(
+                stream,
+                to_bytes(&jsonrpc::error_message(Some(&req.id), &e)),
+                true,
+            );
             return;
         }
         self.inflight.insert(
@@ -704,11 +708,8 @@ impl Session {
         let Some(inflight) = self.inflight.remove(id) else {
             return;
         };
-        self.emit(
-            inflight.stream,
-            jsonrpc::response_message(id, &outcome),
-            true,
-        );
+        let message = Bytes::from(jsonrpc::encode_response(id, &outcome));
+        self.emit(inflight.stream, message, true);
     }
 
     /// A notification from a running request, on that request's stream.
@@ -717,7 +718,11 @@ impl Session {
             return;
         }
         if let Some(stream) = self.inflight.get(origin).map(|f| f.stream) {
-            self.emit(stream, jsonrpc::notification_message(method, params), false);
+            self.emit(
+                stream,
+                to_bytes(&jsonrpc::notification_message(method, params)),
+                false,
+            );
         }
     }
 
@@ -752,7 +757,11 @@ impl Session {
                 reply,
             },
         );
-        self.emit(stream, jsonrpc::request_message(&id, method, params), false);
+        self.emit(
+            stream,
+            to_bytes(&jsonrpc::request_message(&id, method, params)),
+            false,
+        );
     }
 
     /// SSE polling: ends the HTTP connection of `origin`'s stream but keeps the stream, so what
@@ -801,7 +810,7 @@ impl Session {
             return;
         }
         if let Some(key) = self.standalone {
-            self.emit(key, message, false);
+            self.emit(key, to_bytes(&message), false);
         }
     }
 
@@ -868,7 +877,7 @@ impl Session {
 
     /// Sends `message` on `key`. A stream whose first message is its (last) response answers
     /// with plain JSON; anything else makes it an SSE stream whose events are logged first.
-    fn emit(&mut self, key: StreamKey, message: Value, is_response: bool) {
+    fn emit(&mut self, key: StreamKey, message: Bytes, is_response: bool) {
         let Some(stream) = self.streams.get_mut(&key) else {
             return;
         };
@@ -878,14 +887,14 @@ impl Session {
         if stream.log_id.is_none() && is_response && !stream.standalone {
             match &mut stream.batch {
                 None => {
-                    stream.outlet.send(Frame::Json(to_bytes(&message)));
+                    stream.outlet.send(Frame::Json(message));
                     self.finish(key);
                 }
                 Some(gathered) => {
                     gathered.push(message);
                     if stream.owed == 0 {
-                        let all = Value::Array(std::mem::take(gathered));
-                        stream.outlet.send(Frame::Json(to_bytes(&all)));
+                        let all = json_array(&std::mem::take(gathered));
+                        stream.outlet.send(Frame::Json(all));
                         self.finish(key);
                     }
                 }
@@ -893,7 +902,7 @@ impl Session {
             return;
         }
         self.ensure_sse(key);
-        self.write_event(key, to_bytes(&message));
+        self.write_event(key, message);
         self.settle(key);
     }
 
@@ -910,9 +919,7 @@ impl Session {
                     .take()
                     .filter(|g| !g.is_empty() && stream.log_id.is_none())
                 {
-                    stream
-                        .outlet
-                        .send(Frame::Json(to_bytes(&Value::Array(gathered))));
+                    stream.outlet.send(Frame::Json(json_array(&gathered)));
                 }
             }
             self.finish(key);
@@ -946,7 +953,7 @@ impl Session {
             )));
         }
         for message in gathered {
-            self.write_event(key, to_bytes(&message));
+            self.write_event(key, message);
         }
     }
 
@@ -976,6 +983,20 @@ impl Session {
 enum Routed {
     Done(Result<Value, RpcError>),
     Run(CallFuture, RequestContext),
+}
+
+/// A JSON array of already-serialized messages (a batch answer).
+fn json_array(items: &[Bytes]) -> Bytes {
+    let mut out = Vec::with_capacity(items.iter().map(|b| b.len() + 1).sum::<usize>() + 2);
+    out.push(b'[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    out.push(b']');
+    Bytes::from(out)
 }
 
 fn to_bytes(v: &Value) -> Bytes {

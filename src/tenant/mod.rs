@@ -41,22 +41,31 @@ impl TenantRegistry {
     }
 }
 
-/// The tenant named by the request path; unknown slugs are 404.
+/// Splits `/t/{tenant}/{endpoint}` into its slug and endpoint.
+pub fn split_tenant_path(path: &str) -> Option<(&str, &str)> {
+    let rest = path.strip_prefix("/t/")?;
+    let (slug, endpoint) = rest.split_once('/')?;
+    (!slug.is_empty() && !endpoint.contains('/')).then_some((slug, endpoint))
+}
+
+/// The tenant named by the request path (`/t/{tenant}/…`); unknown slugs are 404.
 pub struct Tenant(pub TenantHandle);
+
+impl Tenant {
+    pub fn resolve(req: &HttpRequest) -> Result<Tenant, HttpError> {
+        let slug = split_tenant_path(req.path()).map_or("", |(slug, _)| slug);
+        req.app_data::<web::Data<TenantRegistry>>()
+            .and_then(|r| r.get(slug))
+            .map(Tenant)
+            .ok_or_else(|| HttpError::not_found(format!("Unknown tenant: {slug}")))
+    }
+}
 
 impl FromRequest for Tenant {
     type Error = HttpError;
     type Future = Ready<Result<Tenant, HttpError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let slug = req.match_info().get("tenant").unwrap_or_default();
-        let found = req
-            .app_data::<web::Data<TenantRegistry>>()
-            .and_then(|r| r.get(slug));
-        ready(
-            found
-                .map(Tenant)
-                .ok_or_else(|| HttpError::not_found(format!("Unknown tenant: {slug}"))),
-        )
+        ready(Tenant::resolve(req))
     }
 }

@@ -43,12 +43,13 @@ pub struct MessagesQuery {
 pub async fn message(
     req: HttpRequest,
     body: web::Payload,
-    query: web::Query<MessagesQuery>,
     Tenant(tenant): Tenant,
     edge: web::Data<EdgePolicy>,
 ) -> Result<HttpResponse, HttpError> {
     edge.check_host_and_origin(&req)?;
     check_content_type(&req)?;
+    let query = web::Query::<MessagesQuery>::from_query(req.query_string())
+        .map_err(|_| HttpError::bad_request("Bad Request: malformed query string"))?;
     let id = query.session_id.as_deref().ok_or_else(|| {
         HttpError::bad_request("Bad Request: the sessionId query parameter is required")
     })?;

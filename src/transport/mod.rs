@@ -6,6 +6,10 @@ pub mod legacy;
 pub mod sse;
 pub mod streamable;
 
+use actix_web::http::Method;
+
+use crate::tenant::{split_tenant_path, Tenant};
+
 use std::time::Duration;
 
 use actix_web::http::header::{self, HeaderMap};
@@ -78,6 +82,42 @@ impl ResponseError for HttpError {
         builder
             .content_type("application/json")
             .json(jsonrpc::error_message(None, &self.error))
+    }
+}
+
+/// Routes `/t/{tenant}/{mcp|sse|messages}` by hand: the path is split once, with no pattern
+/// matching on the hot path, then the tenant is resolved and the transport's handler called.
+pub async fn tenant_endpoint(
+    req: HttpRequest,
+    body: web::Payload,
+    edge: web::Data<EdgePolicy>,
+) -> Result<HttpResponse, HttpError> {
+    let endpoint = match split_tenant_path(req.path()) {
+        Some((_, endpoint @ ("mcp" | "sse" | "messages"))) => endpoint,
+        _ => {
+            return Err(HttpError::new(
+                StatusCode::NOT_FOUND,
+                RpcError::invalid_request(format!("Not Found: {}", req.path())),
+            ))
+        }
+    };
+    let method = req.method().clone();
+    match (endpoint, method) {
+        ("mcp", Method::POST) => {
+            streamable::post(req.clone(), body, Tenant::resolve(&req)?, edge).await
+        }
+        ("mcp", Method::GET) => streamable::get(req.clone(), Tenant::resolve(&req)?, edge).await,
+        ("mcp", Method::DELETE) => {
+            streamable::delete(req.clone(), Tenant::resolve(&req)?, edge).await
+        }
+        ("sse", Method::GET) => legacy::open(req.clone(), Tenant::resolve(&req)?, edge).await,
+        ("messages", Method::POST) => {
+            legacy::message(req.clone(), body, Tenant::resolve(&req)?, edge).await
+        }
+        (_, method) => Err(HttpError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            RpcError::invalid_request(format!("Method Not Allowed: {method} {}", req.path())),
+        )),
     }
 }
 
