@@ -6,16 +6,18 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::Actor;
 use actix_web::dev::Server;
 use actix_web::{web, App, HttpResponse, HttpServer};
 
-use crate::catalog::{CatalogHandle, TenantCatalog};
+use crate::admin::{self, AdminAuth, AdminState};
 use crate::config::Config;
 use crate::eventlog::{EventLog, InMemoryEventLog};
 use crate::session::supervisor::StopAll;
-use crate::session::{SessionLimits, SessionSettings, TenantSessions, TenantSupervisor};
-use crate::tenant::{TenantHandle, TenantRegistry};
+use crate::session::{SessionLimits, SessionSettings};
+use crate::store::{
+    now_millis, SqlStore, StoreError, TenantLimits, TenantRecord, TenantStatus, TenantStore,
+};
+use crate::tenant::{TenantDirectory, TenantRegistry};
 use crate::transport::{self, EdgePolicy};
 
 pub struct Application {
@@ -23,6 +25,7 @@ pub struct Application {
     host: String,
     server: Server,
     tenants: TenantRegistry,
+    generated_admin_token: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -34,11 +37,56 @@ pub enum StartError {
     },
     #[error("invalid tenant configuration: {0}")]
     Tenant(String),
+    #[error("storage: {0}")]
+    Store(#[from] StoreError),
+    #[error("could not create the data directory {dir}: {source}")]
+    DataDir { dir: String, source: std::io::Error },
+}
+
+/// Connects to the configured database (creating the embedded SQLite file's directory) and
+/// applies migrations when configured to.
+pub async fn open_store(config: &Config) -> Result<SqlStore, StartError> {
+    if config.storage.database_url.is_empty() {
+        std::fs::create_dir_all(&config.storage.data_dir).map_err(|source| {
+            StartError::DataDir {
+                dir: config.storage.data_dir.clone(),
+                source,
+            }
+        })?;
+    }
+    let store = SqlStore::connect(&config.storage.url(), config.storage.max_connections).await?;
+    if config.storage.migrate_on_start {
+        store.migrate().await?;
+    }
+    Ok(store)
+}
+
+/// Creates the configured tenants that do not exist yet (an operator's later changes win).
+async fn seed_tenants(store: &SqlStore, config: &Config) -> Result<(), StoreError> {
+    for t in &config.tenants {
+        if store.get_tenant(&t.slug).await?.is_none() {
+            let now = now_millis();
+            let record = TenantRecord {
+                slug: t.slug.clone(),
+                display_name: t.slug.clone(),
+                status: TenantStatus::Active,
+                catalogs: t.catalogs.clone(),
+                limits: TenantLimits::default(),
+                created_at: now,
+                updated_at: now,
+            };
+            match store.insert_tenant(&record).await {
+                Ok(()) | Err(StoreError::Conflict) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Application {
     /// Builds everything and binds the listener; call from inside an actix system.
-    pub fn build(config: Config) -> Result<Application, StartError> {
+    pub async fn build(config: Config) -> Result<Application, StartError> {
         let settings = Arc::new(SessionSettings {
             page_size: config.sessions.page_size,
             sse_retry_ms: config.sessions.sse_retry_ms,
@@ -50,27 +98,20 @@ impl Application {
         };
         let log: Arc<dyn EventLog> =
             Arc::new(InMemoryEventLog::new(config.sessions.event_log_capacity));
+
+        let store = open_store(&config).await?;
+        let (admin_auth, generated_admin_token) =
+            AdminAuth::init(&store, &config.admin.token).await?;
+        seed_tenants(&store, &config).await?;
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("mcp-harbor/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| StartError::Tenant(format!("HTTP client: {e}")))?;
         let tenants = TenantRegistry::default();
-        for t in &config.tenants {
-            let catalog = CatalogHandle::new(
-                TenantCatalog::from_builtin_names(&t.catalogs).map_err(StartError::Tenant)?,
-            );
-            let slug: Arc<str> = t.slug.as_str().into();
-            let sessions = Arc::new(TenantSessions::new(
-                slug.clone(),
-                catalog.clone(),
-                log.clone(),
-                settings.clone(),
-                limits.clone(),
-            ));
-            let supervisor = TenantSupervisor::new(sessions.clone()).start();
-            tenants.insert(TenantHandle {
-                slug,
-                catalog,
-                supervisor,
-                sessions,
-            });
-        }
+        let directory =
+            TenantDirectory::new(store.clone(), tenants.clone(), log, settings, limits, http);
+        directory.load_all().await?;
 
         let addr = format!("{}:{}", config.server.host, config.server.port);
         let listener = TcpListener::bind(&addr).map_err(|source| StartError::Bind {
@@ -83,12 +124,22 @@ impl Application {
             .port();
         let edge = web::Data::new(EdgePolicy::from_config(&config.server));
         let registry = web::Data::new(tenants.clone());
+        let admin_state = web::Data::new(AdminState {
+            directory,
+            allow_http_loopback_webhooks: config.admin.allow_http_loopback_webhooks,
+        });
+        let admin_auth = web::Data::new(admin_auth);
+        let ready_store = web::Data::new(store.clone());
         let mut server = HttpServer::new(move || {
             App::new()
                 .app_data(edge.clone())
                 .app_data(registry.clone())
+                .app_data(admin_state.clone())
+                .app_data(admin_auth.clone())
+                .app_data(ready_store.clone())
                 .route("/healthz", web::get().to(healthz))
-                .route("/readyz", web::get().to(healthz))
+                .route("/readyz", web::get().to(readyz))
+                .configure(admin::configure)
                 // /t/{tenant}/mcp (Streamable HTTP), /t/{tenant}/sse and /t/{tenant}/messages
                 // (legacy HTTP+SSE), routed without a pattern matcher.
                 .default_service(web::to(transport::tenant_endpoint))
@@ -118,6 +169,7 @@ impl Application {
             host: config.server.host.clone(),
             server,
             tenants,
+            generated_admin_token,
         })
     }
 
@@ -132,6 +184,12 @@ impl Application {
 
     pub fn tenants(&self) -> &TenantRegistry {
         &self.tenants
+    }
+
+    /// The admin token generated at this start (first start without a configured token): to be
+    /// shown to the operator once.
+    pub fn generated_admin_token(&self) -> Option<&str> {
+        self.generated_admin_token.as_deref()
     }
 
     pub fn server_handle(&self) -> actix_web::dev::ServerHandle {
@@ -173,6 +231,16 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+/// Ready when the database answers.
+async fn readyz(store: web::Data<SqlStore>) -> HttpResponse {
+    if store.ping().await {
+        HttpResponse::Ok().json(serde_json::json!({ "status": "ready" }))
+    } else {
+        HttpResponse::ServiceUnavailable()
+            .json(serde_json::json!({ "status": "database unreachable" }))
+    }
 }
 
 async fn healthz() -> HttpResponse {

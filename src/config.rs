@@ -13,8 +13,47 @@ pub struct Config {
     pub server: ServerConfig,
     pub sessions: SessionConfig,
     pub log: LogConfig,
-    /// Tenants served from configuration (the admin API adds more later).
+    pub storage: StorageConfig,
+    pub admin: AdminConfig,
+    /// Tenants created at start when they do not exist yet (the admin API manages them after).
     pub tenants: Vec<TenantConfig>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// `postgres://…` (production) or `sqlite://…`; empty means an SQLite file in `data_dir`.
+    pub database_url: String,
+    /// Where the embedded default keeps its SQLite file.
+    pub data_dir: String,
+    /// Apply migrations at start (otherwise run `mcp-harbor migrate`).
+    pub migrate_on_start: bool,
+    pub max_connections: u32,
+}
+
+impl StorageConfig {
+    /// The database to use: the configured URL, or the embedded SQLite file.
+    pub fn url(&self) -> String {
+        if self.database_url.is_empty() {
+            format!(
+                "sqlite://{}/mcp-harbor.db",
+                self.data_dir.trim_end_matches('/')
+            )
+        } else {
+            self.database_url.clone()
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// The admin API bearer token. Empty: one is generated on first start, printed once and
+    /// stored hashed. When set, it replaces the stored one.
+    #[serde(default = "empty_secret", skip_serializing)]
+    pub token: secrecy::SecretString,
+    /// Let webhook tools use plain http:// to loopback addresses (development only).
+    pub allow_http_loopback_webhooks: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -91,6 +130,16 @@ impl Default for Config {
                 format: "plain".into(),
                 filter: "info".into(),
             },
+            storage: StorageConfig {
+                database_url: String::new(),
+                data_dir: "data".into(),
+                migrate_on_start: true,
+                max_connections: 10,
+            },
+            admin: AdminConfig {
+                token: empty_secret(),
+                allow_http_loopback_webhooks: true,
+            },
             tenants: vec![TenantConfig {
                 slug: "demo".into(),
                 catalogs: vec!["reference".into(), "demo".into()],
@@ -159,6 +208,27 @@ impl Config {
                 "sessions.event_log_capacity and sessions.page_size must be at least 1".into(),
             );
         }
+        let url = self.storage.url();
+        if !(url.starts_with("postgres://")
+            || url.starts_with("postgresql://")
+            || url.starts_with("sqlite:"))
+        {
+            return bad(
+                "storage.database_url must start with postgres://, postgresql:// or sqlite:".into(),
+            );
+        }
+        if self.storage.max_connections == 0 {
+            return bad("storage.max_connections must be at least 1".into());
+        }
+        {
+            use secrecy::ExposeSecret;
+            let token = self.admin.token.expose_secret();
+            if !token.is_empty() && token.len() < 16 {
+                return bad(
+                    "admin.token must be at least 16 characters (or empty to generate one)".into(),
+                );
+            }
+        }
         if !matches!(self.log.format.as_str(), "plain" | "json") {
             return bad(format!(
                 "log.format must be \"plain\" or \"json\", not {:?}",
@@ -179,6 +249,10 @@ impl Config {
         }
         Ok(())
     }
+}
+
+fn empty_secret() -> secrecy::SecretString {
+    secrecy::SecretString::from(String::new())
 }
 
 /// URL-safe tenant slugs: lowercase letters, digits and dashes.

@@ -7,14 +7,17 @@
 //! - `eventlog`: SSE event storage for resumable streams
 //! - `tenant`, `config`, `telemetry`, `app`: wiring
 
+pub mod admin;
 pub mod app;
 pub mod catalog;
 pub mod config;
 pub mod eventlog;
 pub mod protocol;
 pub mod session;
+pub mod store;
 pub mod telemetry;
 pub mod tenant;
+pub mod tools;
 pub mod transport;
 
 pub use app::Application;

@@ -50,7 +50,12 @@ fn serve(config_file: Option<PathBuf>) -> ExitCode {
     };
     telemetry::init_telemetry(&config.log);
     let result = actix_web::rt::System::new().block_on(async move {
-        let app = Application::build(config)?;
+        let app = Application::build(config).await?;
+        if let Some(token) = app.generated_admin_token() {
+            println!(
+                "mcp-harbor: generated the admin API token (shown once, stored hashed): {token}"
+            );
+        }
         for slug in app.tenants().slugs() {
             println!(
                 "mcp-harbor: tenant {slug} serving MCP at {}",

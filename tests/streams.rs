@@ -50,7 +50,8 @@ async fn elicitation_round_trip_through_a_separate_post() {
         "{text}"
     );
     assert!(
-        sse.next_event(Duration::from_secs(2)).await.is_none(),
+        sse.ends_within(Duration::from_secs(2), &mut Vec::new())
+            .await,
         "the stream ends after the response"
     );
 }
@@ -127,7 +128,8 @@ async fn a_closed_stream_resumes_with_last_event_id() {
     let last = priming.id.clone().expect("priming event has an id");
     assert!(priming.retry.is_some());
     assert!(
-        sse.next_event(Duration::from_secs(5)).await.is_none(),
+        sse.ends_within(Duration::from_secs(5), &mut Vec::new())
+            .await,
         "server closed the connection"
     );
 

@@ -5,6 +5,7 @@
 pub mod context;
 pub mod demo;
 pub mod reference;
+pub mod stored;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -96,6 +97,11 @@ impl TenantCatalog {
 
     /// Builds the catalog from built-in names (`reference`, `demo`).
     pub fn from_builtin_names(names: &[String]) -> Result<Self, String> {
+        Ok(Self::new(Self::builtin(names)?))
+    }
+
+    /// The built-in catalogs of these names (`reference`, `demo`).
+    pub fn builtin(names: &[String]) -> Result<Vec<Arc<dyn Catalog>>, String> {
         let mut catalogs: Vec<Arc<dyn Catalog>> = Vec::new();
         for name in names {
             catalogs.push(match name.as_str() {
@@ -108,7 +114,7 @@ impl TenantCatalog {
                 }
             });
         }
-        Ok(Self::new(catalogs))
+        Ok(catalogs)
     }
 
     pub fn call_tool(

@@ -691,6 +691,11 @@ impl Session {
             abort.abort();
         }
         self.pending.retain(|_, p| &p.origin != id);
+        if let Some(stream) = self.streams.get_mut(&inflight.stream) {
+            if !stream.standalone {
+                stream.owed = stream.owed.saturating_sub(1);
+            }
+        }
         self.settle(inflight.stream);
         tracing::debug!(session = %self.id, %id, "request cancelled");
     }

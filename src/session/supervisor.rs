@@ -6,7 +6,7 @@
 //! writes it), so a request to a live session costs no extra actor hop.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -59,6 +59,8 @@ pub struct TenantSessions {
     log: Arc<dyn EventLog>,
     settings: Arc<SessionSettings>,
     limits: SessionLimits,
+    /// The cap in force (the tenant's own, or the server default); changes while running.
+    max_sessions: AtomicUsize,
     next_instance: AtomicU64,
 }
 
@@ -76,6 +78,7 @@ impl TenantSessions {
             catalog,
             log,
             settings,
+            max_sessions: AtomicUsize::new(limits.max_sessions),
             limits,
             next_instance: AtomicU64::new(0),
         }
@@ -83,6 +86,12 @@ impl TenantSessions {
 
     pub fn get(&self, id: &str) -> Option<SessionEntry> {
         self.index.read().get(id).cloned()
+    }
+
+    /// Sets the session cap (`None`: the server default). Live sessions over it are kept.
+    pub fn set_max_sessions(&self, max: Option<usize>) {
+        self.max_sessions
+            .store(max.unwrap_or(self.limits.max_sessions), Ordering::Relaxed);
     }
 
     pub fn len(&self) -> usize {
@@ -113,8 +122,9 @@ impl TenantSessions {
         let instance = self.next_instance.fetch_add(1, Ordering::Relaxed) + 1;
         {
             let mut index = self.index.write();
-            if index.len() >= self.limits.max_sessions {
-                return Err(AtCapacity(self.limits.max_sessions));
+            let max = self.max_sessions.load(Ordering::Relaxed);
+            if index.len() >= max {
+                return Err(AtCapacity(max));
             }
             let activity = Arc::new(Activity::default());
             activity.touch();

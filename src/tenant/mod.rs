@@ -1,5 +1,12 @@
-//! Tenants: each has a slug, a catalog and a session supervisor. `TenantRegistry` finds them;
-//! the `Tenant` extractor resolves `{tenant}` in a path once, so handlers never see a loose slug.
+//! Tenants: each has a slug, a catalog, a policy and a session supervisor. `TenantRegistry` finds
+//! the live ones; `TenantDirectory` keeps them in step with the store; the `Tenant` extractor
+//! resolves `/t/{tenant}/…` once, so handlers never see a loose slug.
+
+mod directory;
+mod policy;
+
+pub use directory::TenantDirectory;
+pub use policy::TenantPolicy;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,6 +28,7 @@ pub struct TenantHandle {
     pub catalog: CatalogHandle,
     pub supervisor: Addr<TenantSupervisor>,
     pub sessions: Arc<TenantSessions>,
+    pub policy: Arc<TenantPolicy>,
 }
 
 /// The tenants this replica serves.
@@ -33,6 +41,9 @@ impl TenantRegistry {
     }
     pub fn insert(&self, tenant: TenantHandle) {
         self.0.write().insert(tenant.slug.clone(), tenant);
+    }
+    pub fn remove(&self, slug: &str) -> Option<TenantHandle> {
+        self.0.write().remove(slug)
     }
     pub fn slugs(&self) -> Vec<Arc<str>> {
         let mut slugs: Vec<_> = self.0.read().keys().cloned().collect();

@@ -19,7 +19,7 @@ pub async fn open(
     Tenant(tenant): Tenant,
     edge: web::Data<EdgePolicy>,
 ) -> Result<HttpResponse, HttpError> {
-    edge.check_host_and_origin(&req)?;
+    super::admit(&edge, &req, &tenant)?;
     check_sse_accept(&req)?;
     let (id, addr) = start_session(&tenant, TransportKind::Legacy)?;
     let endpoint = format!("/t/{}/messages?sessionId={id}", tenant.slug);
@@ -46,7 +46,7 @@ pub async fn message(
     Tenant(tenant): Tenant,
     edge: web::Data<EdgePolicy>,
 ) -> Result<HttpResponse, HttpError> {
-    edge.check_host_and_origin(&req)?;
+    super::admit(&edge, &req, &tenant)?;
     check_content_type(&req)?;
     let query = web::Query::<MessagesQuery>::from_query(req.query_string())
         .map_err(|_| HttpError::bad_request("Bad Request: malformed query string"))?;

@@ -8,7 +8,7 @@ pub mod streamable;
 
 use actix_web::http::Method;
 
-use crate::tenant::{split_tenant_path, Tenant};
+use crate::tenant::{split_tenant_path, Tenant, TenantPolicy};
 
 use std::time::Duration;
 
@@ -121,6 +121,18 @@ pub async fn tenant_endpoint(
     }
 }
 
+/// Everything checked before a tenant's MCP request is handled: DNS-rebinding protection (Host
+/// and Origin, including the tenant's own allowed origins, 403), then the tenant's status (403
+/// when suspended) and request rate (429).
+pub fn admit(
+    edge: &EdgePolicy,
+    req: &HttpRequest,
+    tenant: &crate::tenant::TenantHandle,
+) -> Result<(), HttpError> {
+    edge.check_host_and_origin(req, &tenant.policy)?;
+    tenant.policy.admit()
+}
+
 /// What the edge checks, from configuration.
 #[derive(Debug, Clone)]
 pub struct EdgePolicy {
@@ -150,7 +162,11 @@ impl EdgePolicy {
 
     /// DNS-rebinding protection: the `Host` must name this server and a present `Origin` must be
     /// allowed; otherwise 403.
-    pub fn check_host_and_origin(&self, req: &HttpRequest) -> Result<(), HttpError> {
+    pub fn check_host_and_origin(
+        &self,
+        req: &HttpRequest,
+        tenant: &TenantPolicy,
+    ) -> Result<(), HttpError> {
         let host = req
             .headers()
             .get(header::HOST)
@@ -168,6 +184,7 @@ impl EdgePolicy {
                 .trim_end_matches('/')
                 .to_ascii_lowercase();
             let allowed = self.allowed_origins.iter().any(|o| o == &origin)
+                || tenant.allows_origin(&origin)
                 || origin.split_once("://").is_some_and(|(scheme, rest)| {
                     matches!(scheme, "http" | "https") && is_loopback_name(&host_name(rest))
                 });
@@ -385,7 +402,8 @@ mod tests {
             if let Some(o) = origin {
                 r = r.insert_header(("origin", o));
             }
-            p.check_host_and_origin(&r.to_http_request()).is_ok()
+            p.check_host_and_origin(&r.to_http_request(), &TenantPolicy::default())
+                .is_ok()
         };
         assert!(ok("localhost:3000", None));
         assert!(ok("127.0.0.1:8080", Some("http://127.0.0.1:8080")));

@@ -28,7 +28,7 @@ pub async fn post(
     Tenant(tenant): Tenant,
     edge: web::Data<EdgePolicy>,
 ) -> Result<HttpResponse, HttpError> {
-    edge.check_host_and_origin(&req)?;
+    super::admit(&edge, &req, &tenant)?;
     check_post_accept(&req)?;
     check_content_type(&req)?;
     check_version_header(&req)?;
@@ -118,7 +118,7 @@ pub async fn get(
     Tenant(tenant): Tenant,
     edge: web::Data<EdgePolicy>,
 ) -> Result<HttpResponse, HttpError> {
-    edge.check_host_and_origin(&req)?;
+    super::admit(&edge, &req, &tenant)?;
     check_sse_accept(&req)?;
     check_version_header(&req)?;
     let id = session_header(&req)?
@@ -145,7 +145,7 @@ pub async fn delete(
     Tenant(tenant): Tenant,
     edge: web::Data<EdgePolicy>,
 ) -> Result<HttpResponse, HttpError> {
-    edge.check_host_and_origin(&req)?;
+    super::admit(&edge, &req, &tenant)?;
     check_version_header(&req)?;
     let id = session_header(&req)?
         .ok_or_else(|| HttpError::bad_request("Bad Request: Mcp-Session-Id header is required"))?;

@@ -11,18 +11,23 @@ use mcp_harbor::tenant::TenantRegistry;
 use mcp_harbor::{Application, Config};
 use serde_json::{json, Value};
 
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789abcdef";
+
 pub struct TestApp {
     pub base: String,
     pub port: u16,
     pub tenants: TenantRegistry,
     pub http: reqwest::Client,
+    /// The embedded database's directory, removed when the app is dropped.
+    pub data_dir: Option<tempfile::TempDir>,
 }
 
-/// A config for tests: port 0, one worker, tenants `demo` and `other`.
+/// A config for tests: port 0, one worker, tenants `demo` and `other`, a known admin token.
 pub fn test_config() -> Config {
     let mut c = Config::default();
     c.server.port = 0;
     c.server.workers = 1;
+    c.admin.token = secrecy::SecretString::from(ADMIN_TOKEN.to_string());
     c.tenants.push(TenantConfig {
         slug: "other".into(),
         catalogs: vec!["demo".into()],
@@ -36,9 +41,11 @@ pub async fn spawn_app() -> TestApp {
 
 pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     let mut config = test_config();
+    let data_dir = tempfile::tempdir().expect("temp dir");
+    config.storage.data_dir = data_dir.path().display().to_string();
     tweak(&mut config);
     config.validate().expect("test config is valid");
-    let app = Application::build(config).expect("app builds");
+    let app = Application::build(config).await.expect("app builds");
     let port = app.port();
     let tenants = app.tenants().clone();
     actix_rt::spawn(app.run_until_stopped());
@@ -50,10 +57,18 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
             .timeout(Duration::from_secs(20))
             .build()
             .unwrap(),
+        data_dir: Some(data_dir),
     }
 }
 
 impl TestApp {
+    /// A request to the admin API with the admin token.
+    pub fn admin(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}/admin/v1{path}", self.base))
+            .bearer_auth(ADMIN_TOKEN)
+    }
+
     pub fn mcp_url(&self, tenant: &str) -> String {
         format!("{}/t/{tenant}/mcp", self.base)
     }
@@ -227,6 +242,8 @@ impl SseEvent {
 pub struct SseReader {
     stream: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
     buf: BytesMut,
+    /// The body ended (as opposed to a read timing out).
+    pub finished: bool,
 }
 
 impl SseReader {
@@ -234,6 +251,24 @@ impl SseReader {
         SseReader {
             stream: resp.bytes_stream().boxed(),
             buf: BytesMut::new(),
+            finished: false,
+        }
+    }
+
+    /// Reads until the stream ends: true if it ended within `within`, false on timeout. Events
+    /// read on the way are returned through `seen`.
+    pub async fn ends_within(&mut self, within: Duration, seen: &mut Vec<SseEvent>) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            match tokio::time::timeout(left, self.next_event(left)).await {
+                Ok(Some(e)) => seen.push(e),
+                Ok(None) => return tokio::time::Instant::now() < deadline && self.finished,
+                Err(_) => return false,
+            }
         }
     }
 
@@ -268,7 +303,11 @@ impl SseReader {
             }
             match tokio::time::timeout_at(deadline, self.stream.next()).await {
                 Ok(Some(Ok(chunk))) => self.buf.extend_from_slice(&chunk),
-                _ => return None,
+                Ok(None) | Ok(Some(Err(_))) => {
+                    self.finished = true;
+                    return None;
+                }
+                Err(_) => return None,
             }
         }
     }

@@ -1,0 +1,560 @@
+//! `/admin/v1/tenants/{slug}/{tools|prompts|resources|resource-templates}`: a tenant's published
+//! catalog. Changes reach the tenant's live sessions at once (list_changed, resources/updated).
+
+use std::collections::HashSet;
+
+use actix_web::{web, HttpResponse};
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{page, parse_body, Admin, AdminError, AdminState, PageQuery};
+use crate::catalog::stored::{
+    PromptArgument, PromptDef, PromptMessage, ResourceDef, ResourceTemplateDef, TemplateResolver,
+    ToolDef, UriTemplate,
+};
+use crate::store::{now_millis, CatalogEntry, CatalogKind, CatalogStore, StoreError, TenantStore};
+use crate::tools::webhook::{self, WebhookTarget};
+
+const MAX_RESOURCE_BYTES: usize = 1024 * 1024;
+
+fn kind_of(segment: &str) -> Result<CatalogKind, AdminError> {
+    match segment {
+        "tools" => Ok(CatalogKind::Tool),
+        "prompts" => Ok(CatalogKind::Prompt),
+        "resources" => Ok(CatalogKind::Resource),
+        "resource-templates" => Ok(CatalogKind::ResourceTemplate),
+        other => Err(AdminError::not_found(format!(
+            "no catalog collection {other:?} (tools, prompts, resources, resource-templates)"
+        ))),
+    }
+}
+
+fn label(kind: CatalogKind) -> &'static str {
+    match kind {
+        CatalogKind::Tool => "tool",
+        CatalogKind::Prompt => "prompt",
+        CatalogKind::Resource => "resource",
+        CatalogKind::ResourceTemplate => "resource template",
+    }
+}
+
+/// Tool, prompt and template names: 1-128 of A-Z a-z 0-9 _ - . (MCP's tool-name guidance).
+fn validate_name(name: &str) -> Result<(), AdminError> {
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(AdminError::invalid(
+            "name",
+            "must be 1-128 characters of A-Z, a-z, 0-9, '_', '-' and '.'",
+        ))
+    }
+}
+
+fn validate_text(field: &str, value: &str, max: usize) -> Result<(), AdminError> {
+    if value.trim().is_empty() || value.chars().count() > max {
+        return Err(AdminError::invalid(
+            field,
+            format!("must be 1 to {max} characters"),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_object_schema(field: &str, schema: &Value) -> Result<(), AdminError> {
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(AdminError::invalid(
+            field,
+            "must be a JSON Schema object with \"type\": \"object\"",
+        ));
+    }
+    jsonschema::validator_for(schema)
+        .map_err(|e| AdminError::invalid(field, format!("is not a valid JSON Schema: {e}")))?;
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WebhookInput {
+    url: String,
+    secret: Option<String>,
+    timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolInput {
+    name: String,
+    title: Option<String>,
+    description: String,
+    #[serde(default = "empty_object_schema")]
+    input_schema: Value,
+    output_schema: Option<Value>,
+    annotations: Option<Value>,
+    webhook: WebhookInput,
+}
+
+fn empty_object_schema() -> Value {
+    json!({ "type": "object" })
+}
+
+/// A validated entry: its key, the body to store, and the body to answer with.
+struct Validated {
+    name: String,
+    body: Value,
+    shown: Value,
+    uri: Option<String>,
+}
+
+fn redact(mut tool: Value) -> Value {
+    if let Some(secret) = tool.pointer_mut("/webhook/secret") {
+        *secret = json!("whsec_…");
+    }
+    tool
+}
+
+fn validate_tool(
+    state: &AdminState,
+    body: &[u8],
+    existing: Option<&CatalogEntry>,
+) -> Result<Validated, AdminError> {
+    let input: ToolInput = parse_body(body)?;
+    validate_name(&input.name)?;
+    validate_text("description", &input.description, 4096)?;
+    if let Some(title) = &input.title {
+        validate_text("title", title, 200)?;
+    }
+    validate_object_schema("input_schema", &input.input_schema)?;
+    if let Some(schema) = &input.output_schema {
+        validate_object_schema("output_schema", schema)?;
+    }
+    if input.annotations.as_ref().is_some_and(|a| !a.is_object()) {
+        return Err(AdminError::invalid("annotations", "must be an object"));
+    }
+    webhook::validate_url(&input.webhook.url, state.allow_http_loopback_webhooks)
+        .map_err(|e| AdminError::invalid("webhook.url", e))?;
+    if let Some(ms) = input.webhook.timeout_ms {
+        if !(100..=120_000).contains(&ms) {
+            return Err(AdminError::invalid(
+                "webhook.timeout_ms",
+                "must be between 100 and 120000",
+            ));
+        }
+    }
+    let kept = existing
+        .and_then(|e| e.body.pointer("/webhook/secret"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let (secret, reveal) = match (input.webhook.secret, kept) {
+        (Some(s), _) => {
+            webhook::sign(&s, "check", 0, b"")
+                .map_err(|e| AdminError::invalid("webhook.secret", e))?;
+            (s, true)
+        }
+        (None, Some(kept)) => (kept, false),
+        (None, None) => (webhook::new_secret(), true),
+    };
+    let def = ToolDef {
+        name: input.name.clone(),
+        title: input.title,
+        description: input.description,
+        input_schema: input.input_schema,
+        output_schema: input.output_schema,
+        annotations: input.annotations,
+        webhook: WebhookTarget {
+            url: input.webhook.url,
+            secret,
+            timeout_ms: input.webhook.timeout_ms,
+        },
+    };
+    let body = serde_json::to_value(&def).map_err(|_| AdminError::internal())?;
+    // The secret is shown once: when it is set or generated.
+    let shown = if reveal {
+        body.clone()
+    } else {
+        redact(body.clone())
+    };
+    Ok(Validated {
+        name: input.name,
+        body,
+        shown,
+        uri: None,
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PromptInput {
+    name: String,
+    title: Option<String>,
+    description: String,
+    #[serde(default)]
+    arguments: Vec<PromptArgument>,
+    messages: Vec<PromptMessage>,
+}
+
+fn validate_prompt(body: &[u8]) -> Result<Validated, AdminError> {
+    let input: PromptInput = parse_body(body)?;
+    validate_name(&input.name)?;
+    validate_text("description", &input.description, 4096)?;
+    let mut declared = HashSet::new();
+    for (i, a) in input.arguments.iter().enumerate() {
+        if a.name.is_empty()
+            || !a
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            return Err(AdminError::invalid(
+                format!("arguments[{i}].name"),
+                "must be letters, digits and '_'",
+            ));
+        }
+        if !declared.insert(a.name.as_str()) {
+            return Err(AdminError::invalid(
+                format!("arguments[{i}].name"),
+                format!("{:?} is declared twice", a.name),
+            ));
+        }
+    }
+    if input.messages.is_empty() {
+        return Err(AdminError::invalid(
+            "messages",
+            "needs at least one message",
+        ));
+    }
+    for (i, m) in input.messages.iter().enumerate() {
+        if !matches!(m.role.as_str(), "user" | "assistant") {
+            return Err(AdminError::invalid(
+                format!("messages[{i}].role"),
+                "must be \"user\" or \"assistant\"",
+            ));
+        }
+        validate_text(&format!("messages[{i}].text"), &m.text, 100_000)?;
+        for placeholder in m
+            .text
+            .split("{{")
+            .skip(1)
+            .filter_map(|p| p.split("}}").next())
+        {
+            if !declared.contains(placeholder) {
+                return Err(AdminError::invalid(
+                    format!("messages[{i}].text"),
+                    format!(
+                        "uses {{{{{placeholder}}}}} but no argument {placeholder:?} is declared"
+                    ),
+                ));
+            }
+        }
+    }
+    let def = PromptDef {
+        name: input.name.clone(),
+        title: input.title,
+        description: input.description,
+        arguments: input.arguments,
+        messages: input.messages,
+    };
+    let body = serde_json::to_value(&def).map_err(|_| AdminError::internal())?;
+    Ok(Validated {
+        name: input.name,
+        shown: body.clone(),
+        body,
+        uri: None,
+    })
+}
+
+fn validate_uri(field: &str, uri: &str) -> Result<(), AdminError> {
+    let scheme_ok = uri.split_once(':').is_some_and(|(scheme, rest)| {
+        !scheme.is_empty()
+            && scheme
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic())
+            && scheme
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+            && !rest.is_empty()
+    });
+    if !scheme_ok || uri.chars().any(char::is_whitespace) || uri.len() > 2048 {
+        return Err(AdminError::invalid(
+            field,
+            "must be an absolute URI like docs://handbook/intro",
+        ));
+    }
+    Ok(())
+}
+
+fn validate_resource(body: &[u8]) -> Result<Validated, AdminError> {
+    let def: ResourceDef = parse_body(body)?;
+    validate_name(&def.name)?;
+    validate_uri("uri", &def.uri)?;
+    validate_text("mime_type", &def.mime_type, 200)?;
+    match (&def.text, &def.blob) {
+        (Some(_), Some(_)) | (None, None) => {
+            return Err(AdminError::invalid(
+                "text",
+                "give exactly one of text or blob",
+            ))
+        }
+        (Some(text), None) if text.len() > MAX_RESOURCE_BYTES => {
+            return Err(AdminError::invalid("text", "is larger than 1 MiB"))
+        }
+        (None, Some(blob)) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(blob)
+                .map_err(|_| AdminError::invalid("blob", "must be standard base64"))?;
+            if bytes.len() > MAX_RESOURCE_BYTES {
+                return Err(AdminError::invalid("blob", "is larger than 1 MiB"));
+            }
+        }
+        _ => {}
+    }
+    let body = serde_json::to_value(&def).map_err(|_| AdminError::internal())?;
+    Ok(Validated {
+        name: def.name,
+        shown: body.clone(),
+        body,
+        uri: Some(def.uri),
+    })
+}
+
+fn validate_template(body: &[u8]) -> Result<Validated, AdminError> {
+    let def: ResourceTemplateDef = parse_body(body)?;
+    validate_name(&def.name)?;
+    let parsed = UriTemplate::parse(&def.uri_template)
+        .map_err(|e| AdminError::invalid("uri_template", e))?;
+    validate_uri("uri_template", &def.uri_template)?;
+    validate_text("mime_type", &def.mime_type, 200)?;
+    let TemplateResolver::Text { text } = &def.resolver;
+    validate_text("resolver.text", text, MAX_RESOURCE_BYTES)?;
+    let vars: HashSet<&str> = parsed.variables().into_iter().collect();
+    for placeholder in text.split('{').skip(1).filter_map(|p| p.split('}').next()) {
+        if !vars.contains(placeholder) {
+            return Err(AdminError::invalid(
+                "resolver.text",
+                format!("uses {{{placeholder}}}, which the URI template does not define"),
+            ));
+        }
+    }
+    let body = serde_json::to_value(&def).map_err(|_| AdminError::internal())?;
+    Ok(Validated {
+        name: def.name,
+        shown: body.clone(),
+        body,
+        uri: None,
+    })
+}
+
+fn validate(
+    state: &AdminState,
+    kind: CatalogKind,
+    body: &[u8],
+    existing: Option<&CatalogEntry>,
+) -> Result<Validated, AdminError> {
+    match kind {
+        CatalogKind::Tool => validate_tool(state, body, existing),
+        CatalogKind::Prompt => validate_prompt(body),
+        CatalogKind::Resource => validate_resource(body),
+        CatalogKind::ResourceTemplate => validate_template(body),
+    }
+}
+
+fn shown(entry: &CatalogEntry) -> Value {
+    match entry.kind {
+        CatalogKind::Tool => redact(entry.body.clone()),
+        _ => entry.body.clone(),
+    }
+}
+
+/// The tenant must exist (404 otherwise, for every tenant-owned route).
+async fn require_tenant(state: &AdminState, slug: &str) -> Result<(), AdminError> {
+    match state.directory.store.get_tenant(slug).await? {
+        Some(_) => Ok(()),
+        None => Err(AdminError::not_found(format!("no tenant {slug:?}"))),
+    }
+}
+
+/// Resource URIs are unique within a tenant.
+async fn check_uri_free(
+    state: &AdminState,
+    slug: &str,
+    uri: &str,
+    except: Option<&str>,
+) -> Result<(), AdminError> {
+    let resources = state
+        .directory
+        .store
+        .list_entries(slug, CatalogKind::Resource, None, u32::MAX)
+        .await?;
+    if resources
+        .iter()
+        .any(|r| r.body["uri"] == uri && Some(r.name.as_str()) != except)
+    {
+        return Err(AdminError::conflict(format!(
+            "another resource of this tenant already has uri {uri:?}"
+        )));
+    }
+    Ok(())
+}
+
+pub async fn create(
+    _: Admin,
+    state: web::Data<AdminState>,
+    path: web::Path<(String, String)>,
+    body: web::Bytes,
+) -> Result<HttpResponse, AdminError> {
+    let (slug, segment) = path.into_inner();
+    let kind = kind_of(&segment)?;
+    require_tenant(&state, &slug).await?;
+    let v = validate(&state, kind, &body, None)?;
+    if let Some(uri) = &v.uri {
+        check_uri_free(&state, &slug, uri, None).await?;
+    }
+    let now = now_millis();
+    let entry = CatalogEntry {
+        tenant: slug.clone(),
+        kind,
+        name: v.name.clone(),
+        body: v.body,
+        created_at: now,
+        updated_at: now,
+    };
+    match state.directory.store.insert_entry(&entry).await {
+        Err(StoreError::Conflict) => {
+            return Err(AdminError::conflict(format!(
+                "{} {:?} already exists",
+                label(kind),
+                v.name
+            )))
+        }
+        other => other?,
+    }
+    state.directory.catalog_changed(&slug, kind, None).await?;
+    tracing::info!(tenant = %slug, kind = kind.as_str(), name = %v.name, "catalog entry published");
+    Ok(HttpResponse::Created()
+        .insert_header((
+            "location",
+            format!("/admin/v1/tenants/{slug}/{segment}/{}", v.name),
+        ))
+        .json(v.shown))
+}
+
+pub async fn list(
+    _: Admin,
+    state: web::Data<AdminState>,
+    path: web::Path<(String, String)>,
+    query: web::Query<PageQuery>,
+) -> Result<HttpResponse, AdminError> {
+    let (slug, segment) = path.into_inner();
+    let kind = kind_of(&segment)?;
+    require_tenant(&state, &slug).await?;
+    let (limit, after) = query.resolve()?;
+    let entries = state
+        .directory
+        .store
+        .list_entries(&slug, kind, after.as_deref(), limit)
+        .await?;
+    let last = entries.last().map(|e| e.name.clone());
+    Ok(page(
+        entries.iter().map(shown).collect(),
+        last.as_deref(),
+        limit,
+    ))
+}
+
+async fn load(
+    state: &AdminState,
+    slug: &str,
+    kind: CatalogKind,
+    name: &str,
+) -> Result<CatalogEntry, AdminError> {
+    require_tenant(state, slug).await?;
+    state
+        .directory
+        .store
+        .get_entry(slug, kind, name)
+        .await?
+        .ok_or_else(|| AdminError::not_found(format!("no {} {name:?}", label(kind))))
+}
+
+pub async fn get(
+    _: Admin,
+    state: web::Data<AdminState>,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, AdminError> {
+    let (slug, segment, name) = path.into_inner();
+    let entry = load(&state, &slug, kind_of(&segment)?, &name).await?;
+    Ok(HttpResponse::Ok().json(shown(&entry)))
+}
+
+pub async fn replace(
+    _: Admin,
+    state: web::Data<AdminState>,
+    path: web::Path<(String, String, String)>,
+    body: web::Bytes,
+) -> Result<HttpResponse, AdminError> {
+    let (slug, segment, name) = path.into_inner();
+    let kind = kind_of(&segment)?;
+    let existing = load(&state, &slug, kind, &name).await?;
+    let v = validate(&state, kind, &body, Some(&existing))?;
+    if v.name != name {
+        return Err(AdminError::invalid(
+            "name",
+            format!("must match the path ({name:?}); create a new entry to rename"),
+        ));
+    }
+    if let Some(uri) = &v.uri {
+        check_uri_free(&state, &slug, uri, Some(&name)).await?;
+    }
+    let entry = CatalogEntry {
+        body: v.body,
+        updated_at: now_millis(),
+        ..existing.clone()
+    };
+    state.directory.store.replace_entry(&entry).await?;
+    // Subscribers of a changed resource hear about it (under its old URI if that changed too).
+    let updated_uri = (kind == CatalogKind::Resource).then(|| {
+        existing.body["uri"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    });
+    state
+        .directory
+        .catalog_changed(&slug, kind, updated_uri.as_deref())
+        .await?;
+    tracing::info!(tenant = %slug, kind = kind.as_str(), name = %name, "catalog entry replaced");
+    Ok(HttpResponse::Ok().json(v.shown))
+}
+
+pub async fn delete(
+    _: Admin,
+    state: web::Data<AdminState>,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, AdminError> {
+    let (slug, segment, name) = path.into_inner();
+    let kind = kind_of(&segment)?;
+    let existing = load(&state, &slug, kind, &name).await?;
+    state
+        .directory
+        .store
+        .delete_entry(&slug, kind, &name)
+        .await?;
+    let updated_uri = (kind == CatalogKind::Resource).then(|| {
+        existing.body["uri"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    });
+    state
+        .directory
+        .catalog_changed(&slug, kind, updated_uri.as_deref())
+        .await?;
+    tracing::info!(tenant = %slug, kind = kind.as_str(), name = %name, "catalog entry removed");
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,221 @@
+//! `/admin/v1/tenants`: register, read, list, update (display name, status, limits, built-in
+//! catalogs) and delete tenants.
+
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{page, parse_body, Admin, AdminError, AdminState, PageQuery};
+use crate::catalog::TenantCatalog;
+use crate::config::is_valid_slug;
+use crate::store::{now_millis, StoreError, TenantLimits, TenantRecord, TenantStatus, TenantStore};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateTenant {
+    slug: String,
+    display_name: Option<String>,
+    #[serde(default)]
+    catalogs: Vec<String>,
+    #[serde(default)]
+    limits: TenantLimits,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateTenant {
+    display_name: Option<String>,
+    status: Option<TenantStatus>,
+    catalogs: Option<Vec<String>>,
+    limits: Option<TenantLimits>,
+}
+
+/// The API's view of a tenant.
+pub fn tenant_json(t: &TenantRecord) -> Value {
+    json!({
+        "slug": t.slug,
+        "display_name": t.display_name,
+        "status": t.status.as_str(),
+        "catalogs": t.catalogs,
+        "limits": t.limits,
+        "mcp_path": format!("/t/{}/mcp", t.slug),
+        "created_at": t.created_at,
+        "updated_at": t.updated_at,
+    })
+}
+
+fn validate_display_name(name: &str) -> Result<(), AdminError> {
+    if name.trim().is_empty() || name.chars().count() > 200 {
+        return Err(AdminError::invalid(
+            "display_name",
+            "must be 1 to 200 characters",
+        ));
+    }
+    Ok(())
+}
+
+fn validate_catalogs(catalogs: &[String]) -> Result<(), AdminError> {
+    TenantCatalog::builtin(catalogs)
+        .map(|_| ())
+        .map_err(|e| AdminError::invalid("catalogs", e))
+}
+
+fn validate_limits(limits: &TenantLimits) -> Result<(), AdminError> {
+    if limits.max_sessions == Some(0) {
+        return Err(AdminError::invalid(
+            "limits.max_sessions",
+            "must be at least 1",
+        ));
+    }
+    if limits.requests_per_minute == Some(0) {
+        return Err(AdminError::invalid(
+            "limits.requests_per_minute",
+            "must be at least 1",
+        ));
+    }
+    for (i, origin) in limits.allowed_origins.iter().enumerate() {
+        let ok = (origin.starts_with("http://") || origin.starts_with("https://"))
+            && origin
+                .split("://")
+                .nth(1)
+                .is_some_and(|rest| !rest.is_empty() && !rest.trim_end_matches('/').contains('/'));
+        if !ok {
+            return Err(AdminError::invalid(
+                format!("limits.allowed_origins[{i}]"),
+                "must be an origin like https://app.example.com (scheme, host, optional port)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub async fn create(
+    _: Admin,
+    state: web::Data<AdminState>,
+    body: web::Bytes,
+) -> Result<HttpResponse, AdminError> {
+    let input: CreateTenant = parse_body(&body)?;
+    if !is_valid_slug(&input.slug) {
+        return Err(AdminError::invalid(
+            "slug",
+            "must be 1-63 characters of a-z, 0-9 and '-', not starting with '-'",
+        ));
+    }
+    let display_name = input.display_name.unwrap_or_else(|| input.slug.clone());
+    validate_display_name(&display_name)?;
+    validate_catalogs(&input.catalogs)?;
+    validate_limits(&input.limits)?;
+    let now = now_millis();
+    let record = TenantRecord {
+        slug: input.slug,
+        display_name,
+        status: TenantStatus::Active,
+        catalogs: input.catalogs,
+        limits: input.limits,
+        created_at: now,
+        updated_at: now,
+    };
+    match state.directory.store.insert_tenant(&record).await {
+        Err(StoreError::Conflict) => {
+            return Err(AdminError::conflict(format!(
+                "tenant {:?} already exists",
+                record.slug
+            )))
+        }
+        other => other?,
+    }
+    state.directory.activate(&record).await?;
+    tracing::info!(tenant = %record.slug, "tenant created");
+    Ok(HttpResponse::Created()
+        .insert_header(("location", format!("/admin/v1/tenants/{}", record.slug)))
+        .json(tenant_json(&record)))
+}
+
+pub async fn list(
+    _: Admin,
+    state: web::Data<AdminState>,
+    query: web::Query<PageQuery>,
+) -> Result<HttpResponse, AdminError> {
+    let (limit, after) = query.resolve()?;
+    let tenants = state
+        .directory
+        .store
+        .list_tenants(after.as_deref(), limit)
+        .await?;
+    let last = tenants.last().map(|t| t.slug.clone());
+    Ok(page(
+        tenants.iter().map(tenant_json).collect(),
+        last.as_deref(),
+        limit,
+    ))
+}
+
+async fn load(state: &AdminState, slug: &str) -> Result<TenantRecord, AdminError> {
+    state
+        .directory
+        .store
+        .get_tenant(slug)
+        .await?
+        .ok_or_else(|| AdminError::not_found(format!("no tenant {slug:?}")))
+}
+
+pub async fn get(
+    _: Admin,
+    state: web::Data<AdminState>,
+    slug: web::Path<String>,
+) -> Result<HttpResponse, AdminError> {
+    Ok(HttpResponse::Ok().json(tenant_json(&load(&state, &slug).await?)))
+}
+
+pub async fn update(
+    _: Admin,
+    state: web::Data<AdminState>,
+    slug: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, AdminError> {
+    let input: UpdateTenant = parse_body(&body)?;
+    let mut record = load(&state, &slug).await?;
+    if let Some(name) = input.display_name {
+        validate_display_name(&name)?;
+        record.display_name = name;
+    }
+    if let Some(limits) = input.limits {
+        validate_limits(&limits)?;
+        record.limits = limits;
+    }
+    let catalogs_changed = match input.catalogs {
+        Some(catalogs) if catalogs != record.catalogs => {
+            validate_catalogs(&catalogs)?;
+            record.catalogs = catalogs;
+            true
+        }
+        _ => false,
+    };
+    if let Some(status) = input.status {
+        record.status = status;
+    }
+    record.updated_at = now_millis();
+    state.directory.store.update_tenant(&record).await?;
+    state
+        .directory
+        .apply_record(&record, catalogs_changed)
+        .await?;
+    tracing::info!(tenant = %record.slug, status = record.status.as_str(), "tenant updated");
+    Ok(HttpResponse::Ok().json(tenant_json(&record)))
+}
+
+pub async fn delete(
+    _: Admin,
+    state: web::Data<AdminState>,
+    slug: web::Path<String>,
+) -> Result<HttpResponse, AdminError> {
+    if !state.directory.store.delete_tenant(&slug).await? {
+        return Err(AdminError::not_found(format!(
+            "no tenant {:?}",
+            slug.as_str()
+        )));
+    }
+    state.directory.deactivate(&slug);
+    tracing::info!(tenant = %slug, "tenant deleted");
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,442 @@
+//! The catalog a tenant published through the admin API: webhook tools, prompt templates,
+//! static resources and resource templates, built from the tenant's stored entries.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use super::{CallFuture, Catalog, RequestContext};
+use crate::protocol::jsonrpc::RpcError;
+use crate::store::{CatalogEntry, CatalogKind};
+use crate::tools::webhook::{self, WebhookCall, WebhookTarget};
+
+/// A published tool (its stored form).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolDef {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub description: String,
+    pub input_schema: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+    pub webhook: WebhookTarget,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PromptArgument {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub required: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PromptMessage {
+    /// `user` or `assistant`.
+    pub role: String,
+    /// Text with `{{argument}}` placeholders.
+    pub text: String,
+}
+
+/// A published prompt template.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PromptDef {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub description: String,
+    #[serde(default)]
+    pub arguments: Vec<PromptArgument>,
+    pub messages: Vec<PromptMessage>,
+}
+
+/// A published static resource: text, or a base64 blob.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceDef {
+    pub name: String,
+    pub uri: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub mime_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blob: Option<String>,
+}
+
+/// A published resource template: an RFC 6570 level-1 URI template bound to a resolver.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceTemplateDef {
+    pub name: String,
+    pub uri_template: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub mime_type: String,
+    pub resolver: TemplateResolver,
+}
+
+/// How a resource template produces content for a URI.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TemplateResolver {
+    /// Text with `{variable}` placeholders, filled from the URI.
+    Text { text: String },
+}
+
+/// One segment of a parsed URI template.
+#[derive(Debug, Clone, PartialEq)]
+enum Part {
+    Literal(String),
+    Var(String),
+}
+
+/// A parsed RFC 6570 level-1 template (`{var}` simple expansion only).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UriTemplate {
+    parts: Vec<Part>,
+}
+
+impl UriTemplate {
+    pub fn parse(template: &str) -> Result<UriTemplate, String> {
+        let mut parts = Vec::new();
+        let mut rest = template;
+        while let Some(open) = rest.find('{') {
+            if open > 0 {
+                parts.push(Part::Literal(rest[..open].to_string()));
+            }
+            let close = rest[open..].find('}').ok_or("unclosed '{'")? + open;
+            let name = &rest[open + 1..close];
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err(format!(
+                    "{{{name}}} is not a level-1 variable (letters, digits and _ only)"
+                ));
+            }
+            if matches!(parts.last(), Some(Part::Var(_))) {
+                return Err("two variables must be separated by literal text".into());
+            }
+            parts.push(Part::Var(name.to_string()));
+            rest = &rest[close + 1..];
+        }
+        if rest.contains('}') {
+            return Err("unmatched '}'".into());
+        }
+        if !rest.is_empty() {
+            parts.push(Part::Literal(rest.to_string()));
+        }
+        if !parts.iter().any(|p| matches!(p, Part::Var(_))) {
+            return Err("a template needs at least one {variable}".into());
+        }
+        Ok(UriTemplate { parts })
+    }
+
+    pub fn variables(&self) -> Vec<&str> {
+        self.parts
+            .iter()
+            .filter_map(|p| {
+                if let Part::Var(v) = p {
+                    Some(v.as_str())
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// The variables of `uri` when it matches (values percent-decoded; never empty, never `/`).
+    pub fn matches(&self, uri: &str) -> Option<HashMap<String, String>> {
+        let mut vars = HashMap::new();
+        let mut rest = uri;
+        for (i, part) in self.parts.iter().enumerate() {
+            match part {
+                Part::Literal(lit) => rest = rest.strip_prefix(lit.as_str())?,
+                Part::Var(name) => {
+                    let end = match self.parts.get(i + 1) {
+                        Some(Part::Literal(next)) => rest.find(next.as_str())?,
+                        _ => rest.len(),
+                    };
+                    let raw = &rest[..end];
+                    if raw.is_empty() || raw.contains('/') {
+                        return None;
+                    }
+                    vars.insert(name.clone(), percent_decode(raw)?);
+                    rest = &rest[end..];
+                }
+            }
+        }
+        rest.is_empty().then_some(vars)
+    }
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Fills `{{name}}` placeholders.
+fn render_prompt_text(text: &str, args: &Map<String, Value>) -> String {
+    let mut out = text.to_string();
+    for (k, v) in args {
+        let value = v
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string());
+        out = out.replace(&format!("{{{{{k}}}}}"), &value);
+    }
+    out
+}
+
+/// Fills `{name}` placeholders.
+fn render_template_text(text: &str, vars: &HashMap<String, String>) -> String {
+    let mut out = text.to_string();
+    for (k, v) in vars {
+        out = out.replace(&format!("{{{k}}}"), v);
+    }
+    out
+}
+
+/// Where a webhook tool's calls go, shared by the tenant's tools.
+#[derive(Clone)]
+pub struct WebhookRuntime {
+    pub client: reqwest::Client,
+    pub tenant: Arc<str>,
+}
+
+/// A tenant's published entries, ready to serve.
+pub struct StoredCatalog {
+    runtime: WebhookRuntime,
+    tools: Vec<ToolDef>,
+    prompts: Vec<PromptDef>,
+    resources: Vec<ResourceDef>,
+    templates: Vec<(ResourceTemplateDef, UriTemplate)>,
+}
+
+impl StoredCatalog {
+    /// Builds the catalog; entries that no longer parse are skipped with a warning (the admin
+    /// API validates them on the way in).
+    pub fn new(runtime: WebhookRuntime, entries: &[CatalogEntry]) -> Self {
+        let mut catalog = StoredCatalog {
+            runtime,
+            tools: Vec::new(),
+            prompts: Vec::new(),
+            resources: Vec::new(),
+            templates: Vec::new(),
+        };
+        for e in entries {
+            let ok = match e.kind {
+                CatalogKind::Tool => serde_json::from_value(e.body.clone())
+                    .map(|t| catalog.tools.push(t))
+                    .is_ok(),
+                CatalogKind::Prompt => serde_json::from_value(e.body.clone())
+                    .map(|p| catalog.prompts.push(p))
+                    .is_ok(),
+                CatalogKind::Resource => serde_json::from_value(e.body.clone())
+                    .map(|r| catalog.resources.push(r))
+                    .is_ok(),
+                CatalogKind::ResourceTemplate => {
+                    match serde_json::from_value::<ResourceTemplateDef>(e.body.clone()) {
+                        Ok(t) => match UriTemplate::parse(&t.uri_template) {
+                            Ok(parsed) => {
+                                catalog.templates.push((t, parsed));
+                                true
+                            }
+                            Err(_) => false,
+                        },
+                        Err(_) => false,
+                    }
+                }
+            };
+            if !ok {
+                tracing::warn!(tenant = %e.tenant, kind = e.kind.as_str(), name = %e.name, "stored catalog entry does not parse; skipped");
+            }
+        }
+        catalog
+    }
+}
+
+fn with_optional(mut v: Value, key: &str, value: &Option<impl Serialize>) -> Value {
+    if let Some(x) = value {
+        v[key] = json!(x);
+    }
+    v
+}
+
+impl Catalog for StoredCatalog {
+    fn name(&self) -> &'static str {
+        "published"
+    }
+
+    fn tools(&self) -> Vec<Value> {
+        self.tools
+            .iter()
+            .map(|t| {
+                let v = json!({ "name": t.name, "description": t.description, "inputSchema": t.input_schema });
+                let v = with_optional(v, "title", &t.title);
+                let v = with_optional(v, "outputSchema", &t.output_schema);
+                with_optional(v, "annotations", &t.annotations)
+            })
+            .collect()
+    }
+
+    fn call_tool(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        ctx: RequestContext,
+    ) -> Option<CallFuture> {
+        let tool = self.tools.iter().find(|t| t.name == name)?.clone();
+        let runtime = self.runtime.clone();
+        Some(Box::pin(async move {
+            let call = WebhookCall {
+                tenant: runtime.tenant.to_string(),
+                tool: tool.name.clone(),
+                arguments,
+                principal: None,
+                output_schema: tool.output_schema.clone(),
+            };
+            Ok(webhook::invoke(&runtime.client, &tool.webhook, call, ctx).await)
+        }))
+    }
+
+    fn resources(&self) -> Vec<Value> {
+        self.resources
+            .iter()
+            .map(|r| {
+                let v = json!({ "uri": r.uri, "name": r.name, "mimeType": r.mime_type });
+                let v = with_optional(v, "title", &r.title);
+                with_optional(v, "description", &r.description)
+            })
+            .collect()
+    }
+
+    fn resource_templates(&self) -> Vec<Value> {
+        self.templates
+            .iter()
+            .map(|(t, _)| {
+                let v = json!({ "uriTemplate": t.uri_template, "name": t.name, "mimeType": t.mime_type });
+                let v = with_optional(v, "title", &t.title);
+                with_optional(v, "description", &t.description)
+            })
+            .collect()
+    }
+
+    fn read_resource(&self, uri: &str) -> Option<Result<Value, RpcError>> {
+        if let Some(r) = self.resources.iter().find(|r| r.uri == uri) {
+            let mut content = json!({ "uri": r.uri, "mimeType": r.mime_type });
+            match (&r.text, &r.blob) {
+                (Some(text), _) => content["text"] = json!(text),
+                (None, Some(blob)) => content["blob"] = json!(blob),
+                (None, None) => content["text"] = json!(""),
+            }
+            return Some(Ok(json!({ "contents": [content] })));
+        }
+        self.templates.iter().find_map(|(t, parsed)| {
+            let vars = parsed.matches(uri)?;
+            let TemplateResolver::Text { text } = &t.resolver;
+            Some(Ok(json!({ "contents": [{ "uri": uri, "mimeType": t.mime_type, "text": render_template_text(text, &vars) }] })))
+        })
+    }
+
+    fn prompts(&self) -> Vec<Value> {
+        self.prompts
+            .iter()
+            .map(|p| {
+                let args: Vec<Value> = p
+                    .arguments
+                    .iter()
+                    .map(|a| {
+                        with_optional(
+                            json!({ "name": a.name, "required": a.required }),
+                            "description",
+                            &a.description,
+                        )
+                    })
+                    .collect();
+                let v = json!({ "name": p.name, "description": p.description, "arguments": args });
+                with_optional(v, "title", &p.title)
+            })
+            .collect()
+    }
+
+    fn get_prompt(&self, name: &str, args: &Map<String, Value>) -> Option<Result<Value, RpcError>> {
+        let p = self.prompts.iter().find(|p| p.name == name)?;
+        if let Some(missing) = p
+            .arguments
+            .iter()
+            .find(|a| a.required && !args.contains_key(&a.name))
+        {
+            return Some(Err(RpcError::invalid_params(format!(
+                "Missing required argument: {}",
+                missing.name
+            ))));
+        }
+        let messages: Vec<Value> = p
+            .messages
+            .iter()
+            .map(|m| json!({ "role": m.role, "content": { "type": "text", "text": render_prompt_text(&m.text, args) } }))
+            .collect();
+        Some(Ok(
+            json!({ "description": p.description, "messages": messages }),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uri_templates_match_and_refuse() {
+        let t = UriTemplate::parse("docs://{space}/pages/{page}").unwrap();
+        assert_eq!(t.variables(), vec!["space", "page"]);
+        let vars = t.matches("docs://eng/pages/hello%20world").unwrap();
+        assert_eq!(vars["space"], "eng");
+        assert_eq!(vars["page"], "hello world");
+        assert!(t.matches("docs://eng/pages/").is_none());
+        assert!(t.matches("docs://a/b/pages/c").is_none());
+        assert!(t.matches("other://eng/pages/x").is_none());
+        assert!(UriTemplate::parse("docs://{a}{b}").is_err());
+        assert!(UriTemplate::parse("docs://{+a}").is_err());
+        assert!(UriTemplate::parse("docs://plain").is_err());
+        assert!(UriTemplate::parse("docs://{open").is_err());
+    }
+
+    #[test]
+    fn prompt_and_template_rendering() {
+        let args: Map<String, Value> =
+            serde_json::from_value(json!({ "topic": "rust", "n": 3 })).unwrap();
+        assert_eq!(
+            render_prompt_text("About {{topic}} x{{n}} {{missing}}", &args),
+            "About rust x3 {{missing}}"
+        );
+        let vars = HashMap::from([("id".to_string(), "7".to_string())]);
+        assert_eq!(render_template_text("item {id}", &vars), "item 7");
+    }
+}

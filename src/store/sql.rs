@@ -1,0 +1,397 @@
+//! `SqlStore`: the stores over a sqlx `Any` pool. The SQL is written once with `$n` placeholders,
+//! which both PostgreSQL and SQLite accept; only the migrations differ per backend.
+
+use std::str::FromStr;
+
+use serde_json::Value;
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
+use sqlx::migrate::Migrator;
+use sqlx::{AnyPool, Row};
+
+use super::{
+    AdminStore, CatalogEntry, CatalogKind, CatalogStore, StoreError, TenantLimits, TenantRecord,
+    TenantStatus, TenantStore,
+};
+
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("migrations/sqlite");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+#[derive(Clone)]
+pub struct SqlStore {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+impl SqlStore {
+    /// Connects to `url` (`postgres://…` or `sqlite://…`; an SQLite file is created if missing).
+    pub async fn connect(url: &str, max_connections: u32) -> Result<SqlStore, StoreError> {
+        sqlx::any::install_default_drivers();
+        let backend = if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Backend::Postgres
+        } else if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else {
+            return Err(StoreError::Corrupt(format!(
+                "unsupported database URL scheme in {:?} (use postgres:// or sqlite://)",
+                url.split(':').next().unwrap_or("")
+            )));
+        };
+        let url = match backend {
+            Backend::Sqlite if !url.contains("mode=") => {
+                let sep = if url.contains('?') { '&' } else { '?' };
+                format!("{url}{sep}mode=rwc")
+            }
+            _ => url.to_string(),
+        };
+        let options = AnyConnectOptions::from_str(&url)?;
+        // SQLite serializes writers; a small pool avoids lock contention on the file.
+        let max = match backend {
+            Backend::Sqlite => max_connections.clamp(1, 4),
+            Backend::Postgres => max_connections.max(1),
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(max)
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        sqlx::query("PRAGMA foreign_keys = ON")
+                            .execute(&mut *conn)
+                            .await?;
+                        sqlx::query("PRAGMA journal_mode = WAL")
+                            .execute(&mut *conn)
+                            .await?;
+                        sqlx::query("PRAGMA busy_timeout = 5000")
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await?;
+        Ok(SqlStore { pool, backend })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Applies the embedded migrations of this backend.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        let migrator = match self.backend {
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+        };
+        migrator.run(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Whether the database answers (for `/readyz`).
+    pub async fn ping(&self) -> bool {
+        sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => {
+            db.is_unique_violation()
+                || db
+                    .code()
+                    .is_some_and(|c| c == "23505" || c == "1555" || c == "2067")
+                || db.message().contains("UNIQUE constraint failed")
+        }
+        _ => false,
+    }
+}
+
+fn tenant_from_row(row: &AnyRow) -> Result<TenantRecord, StoreError> {
+    let status: String = row.try_get("status")?;
+    let catalogs: String = row.try_get("catalogs")?;
+    let limits: String = row.try_get("limits")?;
+    Ok(TenantRecord {
+        slug: row.try_get("slug")?,
+        display_name: row.try_get("display_name")?,
+        status: TenantStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("tenant status {status:?}")))?,
+        catalogs: serde_json::from_str(&catalogs)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        limits: serde_json::from_str::<TenantLimits>(&limits)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn entry_from_row(row: &AnyRow) -> Result<CatalogEntry, StoreError> {
+    let kind: String = row.try_get("kind")?;
+    let body: String = row.try_get("body")?;
+    Ok(CatalogEntry {
+        tenant: row.try_get("tenant")?,
+        kind: CatalogKind::parse(&kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("catalog kind {kind:?}")))?,
+        name: row.try_get("name")?,
+        body: serde_json::from_str::<Value>(&body)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn json(v: &impl serde::Serialize) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+macro_rules! tenant_columns {
+    () => {
+        "slug, display_name, status, catalogs, limits, created_at, updated_at"
+    };
+}
+macro_rules! entry_columns {
+    () => {
+        "tenant, kind, name, body, created_at, updated_at"
+    };
+}
+
+impl TenantStore for SqlStore {
+    #[tracing::instrument(skip(self, tenant), fields(tenant = %tenant.slug))]
+    async fn insert_tenant(&self, tenant: &TenantRecord) -> Result<(), StoreError> {
+        let result = sqlx::query(concat!(
+            "INSERT INTO tenants (",
+            tenant_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        ))
+        .bind(&tenant.slug)
+        .bind(&tenant.display_name)
+        .bind(tenant.status.as_str())
+        .bind(json(&tenant.catalogs))
+        .bind(json(&tenant.limits))
+        .bind(tenant.created_at)
+        .bind(tenant.updated_at)
+        .execute(&self.pool)
+        .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn get_tenant(&self, slug: &str) -> Result<Option<TenantRecord>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            tenant_columns!(),
+            " FROM tenants WHERE slug = $1"
+        ))
+        .bind(slug)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(tenant_from_row).transpose()
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn list_tenants(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<TenantRecord>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            tenant_columns!(),
+            " FROM tenants WHERE slug > $1 ORDER BY slug LIMIT $2"
+        ))
+        .bind(after.unwrap_or(""))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(tenant_from_row).collect()
+    }
+
+    #[tracing::instrument(skip(self, tenant), fields(tenant = %tenant.slug))]
+    async fn update_tenant(&self, tenant: &TenantRecord) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE tenants SET display_name = $2, status = $3, catalogs = $4, limits = $5, updated_at = $6 \
+             WHERE slug = $1",
+        )
+        .bind(&tenant.slug)
+        .bind(&tenant.display_name)
+        .bind(tenant.status.as_str())
+        .bind(json(&tenant.catalogs))
+        .bind(json(&tenant.limits))
+        .bind(tenant.updated_at)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn delete_tenant(&self, slug: &str) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM catalog_entries WHERE tenant = $1")
+            .bind(slug)
+            .execute(&mut *tx)
+            .await?;
+        let done = sqlx::query("DELETE FROM tenants WHERE slug = $1")
+            .bind(slug)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
+}
+
+impl CatalogStore for SqlStore {
+    #[tracing::instrument(skip(self, entry), fields(tenant = %entry.tenant, kind = entry.kind.as_str(), name = %entry.name))]
+    async fn insert_entry(&self, entry: &CatalogEntry) -> Result<(), StoreError> {
+        let result = sqlx::query(concat!(
+            "INSERT INTO catalog_entries (",
+            entry_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6)"
+        ))
+        .bind(&entry.tenant)
+        .bind(entry.kind.as_str())
+        .bind(&entry.name)
+        .bind(json(&entry.body))
+        .bind(entry.created_at)
+        .bind(entry.updated_at)
+        .execute(&self.pool)
+        .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    #[tracing::instrument(skip(self, entry), fields(tenant = %entry.tenant, kind = entry.kind.as_str(), name = %entry.name))]
+    async fn replace_entry(&self, entry: &CatalogEntry) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE catalog_entries SET body = $4, updated_at = $5 WHERE tenant = $1 AND kind = $2 AND name = $3",
+        )
+        .bind(&entry.tenant)
+        .bind(entry.kind.as_str())
+        .bind(&entry.name)
+        .bind(json(&entry.body))
+        .bind(entry.updated_at)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn get_entry(
+        &self,
+        tenant: &str,
+        kind: CatalogKind,
+        name: &str,
+    ) -> Result<Option<CatalogEntry>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            entry_columns!(),
+            " FROM catalog_entries WHERE tenant = $1 AND kind = $2 AND name = $3"
+        ))
+        .bind(tenant)
+        .bind(kind.as_str())
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(entry_from_row).transpose()
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn list_entries(
+        &self,
+        tenant: &str,
+        kind: CatalogKind,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<CatalogEntry>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            entry_columns!(),
+            " FROM catalog_entries WHERE tenant = $1 AND kind = $2 AND name > $3 \
+             ORDER BY name LIMIT $4"
+        ))
+        .bind(tenant)
+        .bind(kind.as_str())
+        .bind(after.unwrap_or(""))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(entry_from_row).collect()
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn all_entries(&self, tenant: &str) -> Result<Vec<CatalogEntry>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            entry_columns!(),
+            " FROM catalog_entries WHERE tenant = $1 ORDER BY kind, name"
+        ))
+        .bind(tenant)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(entry_from_row).collect()
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn delete_entry(
+        &self,
+        tenant: &str,
+        kind: CatalogKind,
+        name: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM catalog_entries WHERE tenant = $1 AND kind = $2 AND name = $3",
+        )
+        .bind(tenant)
+        .bind(kind.as_str())
+        .bind(name)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+}
+
+impl AdminStore for SqlStore {
+    async fn admin_token_hash(&self) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT token_hash FROM admin_tokens WHERE id = $1")
+            .bind("admin")
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get("token_hash")).transpose()?)
+    }
+
+    async fn set_admin_token_hash(&self, hash: &str) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM admin_tokens WHERE id = $1")
+            .bind("admin")
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("INSERT INTO admin_tokens (id, token_hash, created_at) VALUES ($1, $2, $3)")
+            .bind("admin")
+            .bind(hash)
+            .bind(super::now_millis())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

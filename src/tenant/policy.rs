@@ -1,0 +1,130 @@
+//! What a tenant's status and limits allow, checked on every request at the edge: suspension
+//! (403), the request rate (429), and the tenant's own allowed origins.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use actix_web::http::StatusCode;
+use parking_lot::{Mutex, RwLock};
+
+use crate::protocol::jsonrpc::{RpcError, SERVER_REFUSED};
+use crate::store::{TenantLimits, TenantRecord, TenantStatus};
+use crate::transport::HttpError;
+
+/// A token bucket: `capacity` requests, refilled at `capacity` per minute.
+struct Bucket {
+    capacity: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+#[derive(Default)]
+pub struct TenantPolicy {
+    suspended: AtomicBool,
+    allowed_origins: RwLock<Vec<String>>,
+    rate: Mutex<Option<Bucket>>,
+}
+
+impl TenantPolicy {
+    pub fn from_record(record: &TenantRecord) -> Self {
+        let policy = TenantPolicy::default();
+        policy.apply(record);
+        policy
+    }
+
+    /// Takes a tenant's current status and limits.
+    pub fn apply(&self, record: &TenantRecord) {
+        self.suspended
+            .store(record.status == TenantStatus::Suspended, Ordering::Release);
+        let TenantLimits {
+            requests_per_minute,
+            allowed_origins,
+            ..
+        } = &record.limits;
+        *self.allowed_origins.write() = allowed_origins
+            .iter()
+            .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+            .collect();
+        let mut rate = self.rate.lock();
+        *rate = requests_per_minute.map(|rpm| {
+            let capacity = f64::from(rpm.max(1));
+            let tokens = rate.as_ref().map_or(capacity, |b| b.tokens.min(capacity));
+            Bucket {
+                capacity,
+                tokens,
+                last: Instant::now(),
+            }
+        });
+    }
+
+    pub fn is_suspended(&self) -> bool {
+        self.suspended.load(Ordering::Acquire)
+    }
+
+    pub fn allows_origin(&self, origin: &str) -> bool {
+        self.allowed_origins.read().iter().any(|o| o == origin)
+    }
+
+    /// Admits one request: refused while suspended (403) or over the rate (429).
+    pub fn admit(&self) -> Result<(), HttpError> {
+        if self.is_suspended() {
+            return Err(HttpError::new(
+                StatusCode::FORBIDDEN,
+                RpcError::new(SERVER_REFUSED, "Forbidden: this tenant is suspended"),
+            ));
+        }
+        let mut rate = self.rate.lock();
+        if let Some(bucket) = rate.as_mut() {
+            let now = Instant::now();
+            let refill = now.duration_since(bucket.last).as_secs_f64() * bucket.capacity / 60.0;
+            bucket.tokens = (bucket.tokens + refill).min(bucket.capacity);
+            bucket.last = now;
+            if bucket.tokens < 1.0 {
+                return Err(HttpError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    RpcError::new(
+                        SERVER_REFUSED,
+                        "Too Many Requests: this tenant's request rate limit is reached",
+                    ),
+                ));
+            }
+            bucket.tokens -= 1.0;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(status: TenantStatus, rpm: Option<u32>) -> TenantRecord {
+        TenantRecord {
+            slug: "t".into(),
+            display_name: "t".into(),
+            status,
+            catalogs: vec![],
+            limits: TenantLimits {
+                max_sessions: None,
+                requests_per_minute: rpm,
+                allowed_origins: vec!["https://App.example/".into()],
+            },
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn suspension_rate_and_origins() {
+        let p = TenantPolicy::from_record(&record(TenantStatus::Active, Some(2)));
+        assert!(p.admit().is_ok() && p.admit().is_ok());
+        assert_eq!(p.admit().unwrap_err().status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(p.allows_origin("https://app.example"));
+        p.apply(&record(TenantStatus::Suspended, None));
+        assert_eq!(p.admit().unwrap_err().status, StatusCode::FORBIDDEN);
+        p.apply(&record(TenantStatus::Active, None));
+        for _ in 0..100 {
+            assert!(p.admit().is_ok());
+        }
+    }
+}

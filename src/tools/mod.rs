@@ -1,0 +1,7 @@
+//! Tools whose backend lives outside the server.
+//!
+//! - `webhook`: a tool answered by the tenant's own HTTPS endpoint, called with a Standard
+//!   Webhooks signature, which may ask the MCP client for input (elicitation, sampling) between
+//!   rounds.
+
+pub mod webhook;

@@ -1,0 +1,680 @@
+//! Webhook tools: a tool whose backend is the tenant's own HTTPS endpoint.
+//!
+//! When an MCP client calls such a tool, the server POSTs the call to the tenant's endpoint and
+//! turns the answer into the `CallToolResult`. The endpoint may instead ask for input from the
+//! client (a form the user fills in, or a completion from the client's model); the server relays
+//! that request to the client and calls the endpoint again with the answer, for at most
+//! [`MAX_ROUNDS`] requests per tool call.
+//!
+//! # Wire protocol (what a tenant's endpoint implements)
+//!
+//! ## Request
+//!
+//! Each round is one `POST` to the configured URL (`https://`, or `http://` to a loopback host in
+//! development), with these headers ([Standard Webhooks](https://www.standardwebhooks.com/)):
+//!
+//! | header              | value                                                            |
+//! |---------------------|------------------------------------------------------------------|
+//! | `content-type`      | `application/json`                                               |
+//! | `webhook-id`        | `msg_<uuid>`, unique per request (every round gets a new one)    |
+//! | `webhook-timestamp` | the time of sending, in Unix seconds                             |
+//! | `webhook-signature` | `v1,<base64 HMAC-SHA256>` (see below)                            |
+//!
+//! The signature is HMAC-SHA256 keyed with the base64-decoded part of the tool's secret after
+//! `whsec_`, over `"{webhook-id}.{webhook-timestamp}.{raw body}"`, base64-encoded (standard
+//! alphabet, padded). Endpoints should recompute it over the raw body bytes, compare in constant
+//! time, reject timestamps more than a few minutes away from their clock, and may use
+//! `webhook-id` to drop replays. Requests are never retried (a tool call may not be idempotent).
+//!
+//! The body is a JSON object:
+//!
+//! ```json
+//! {
+//!   "type": "tools/call",
+//!   "tenant": "acme",
+//!   "tool": "create_ticket",
+//!   "arguments": { "title": "Printer on fire" },
+//!   "request_id": 7,
+//!   "principal": null,
+//!   "round": 1
+//! }
+//! ```
+//!
+//! - `request_id` is the MCP request id of the `tools/call`, with its JSON type (number or
+//!   string); it is unique only within one MCP session.
+//! - `principal` describes who is calling, when the server knows (`null` otherwise).
+//! - `round` counts the requests of this tool call, from 1.
+//! - On later rounds (after an input request, below) the body also carries `"state"`, exactly the
+//!   value the endpoint returned with its input request (`null` if it sent none), and `"input"`,
+//!   the client's answer.
+//!
+//! ## Response
+//!
+//! A `2xx` answer with a JSON body (at most 4 MiB), within the tool's timeout (10 s by default;
+//! the timeout applies to each round separately and does not include the time the client takes
+//! to answer an input request). The body is one of:
+//!
+//! 1. **A tool result** — a `CallToolResult`:
+//!    `{"content": [{"type": "text", "text": "…"}], "structuredContent": {…}, "isError": false}`.
+//!    Only `content`, `structuredContent`, `isError` and `_meta` are passed on to the client.
+//!    `content` is required (an array of content blocks, each an object with a `type`); when it is
+//!    missing but `structuredContent` is present, the server adds a text block with the JSON of
+//!    `structuredContent`. Set `isError: true` for failures the model should see and may recover
+//!    from (bad arguments, a missing record, …). If the tool declares an `outputSchema`, a result
+//!    that is not an error must carry `structuredContent` conforming to it.
+//! 2. **An input request** — `{"input_request": {…}, "state": <any JSON>}` where `input_request`
+//!    is either
+//!    - `{"type": "elicitation", "message": "…", "requested_schema": {…}}`: the server sends the
+//!      client an `elicitation/create` request (form mode) with that message and schema, or
+//!    - `{"type": "sampling", "params": {…}}`: the server sends `sampling/createMessage` with
+//!      those params (the MCP `CreateMessageRequest` params: `messages`, `maxTokens`, …).
+//!
+//!    `state` is opaque to the server and is sent back verbatim in the next round, so the
+//!    endpoint can stay stateless (sign or encrypt it if it must not be tampered with: it travels
+//!    through the server only, but the endpoint should not trust it more than its own data).
+//!    The next round's `input` is:
+//!    - the client's result, unchanged, when the client answered: for elicitation an
+//!      `ElicitResult` (`{"action": "accept", "content": {…}}`, or `{"action": "decline"}` /
+//!      `{"action": "cancel"}` when the user refused), for sampling a `CreateMessageResult`
+//!      (`{"role": "assistant", "content": {…}, "model": "…", "stopReason": "…"}`);
+//!    - `{"error": {"code": <int>, "message": "…"}}` when there is no answer: the client did not
+//!      declare the capability (code `-32600`), answered with a JSON-RPC error (its code), or the
+//!      session ended. Client results never have an `error` member, so its presence tells the
+//!      two apart. The endpoint should then finish with a result (usually `isError: true`
+//!      explaining what was missing) rather than ask again.
+//!
+//!    After [`MAX_ROUNDS`] requests that all asked for input, the call fails.
+//!
+//! Anything else — no connection, a timeout, a non-`2xx` status (redirects are not followed), a
+//! body over 4 MiB, invalid JSON, a JSON body that is neither of the above — ends the call with a
+//! tool result with `isError: true` and a message saying what went wrong, never a protocol error.
+//!
+//! When the MCP client cancels the call (or its session ends), the in-flight request is
+//! abandoned: the connection to the endpoint is closed.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use hmac::{Hmac, KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use sha2::Sha256;
+
+use crate::catalog::RequestContext;
+use crate::protocol::mcp::{text_content, tool_error};
+use crate::protocol::RpcError;
+
+/// Per-round timeout when the target does not set one.
+pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+/// Largest per-round timeout honoured; longer settings are clamped to it.
+pub const MAX_TIMEOUT_MS: u64 = 120_000;
+/// Most requests sent to the endpoint for one tool call.
+pub const MAX_ROUNDS: usize = 8;
+/// Largest response body accepted from an endpoint.
+pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+/// Prefix of webhook secrets.
+pub const SECRET_PREFIX: &str = "whsec_";
+
+/// How much of an unexpected response body is quoted in an error message (characters).
+const EXCERPT_CHARS: usize = 200;
+/// How much of a non-2xx response body is read at most.
+const ERROR_BODY_BYTES: usize = 8 * 1024;
+/// Schema validation errors quoted in an error message.
+const SCHEMA_ERRORS_SHOWN: usize = 3;
+
+/// Where a webhook tool's calls go.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WebhookTarget {
+    /// `https://…` (or `http://` to a loopback host in development, see [`validate_url`]).
+    pub url: String,
+    /// `whsec_` + base64 of the HMAC key (see [`new_secret`]).
+    pub secret: String,
+    /// Per-round timeout; [`DEFAULT_TIMEOUT_MS`] when unset, at most [`MAX_TIMEOUT_MS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// One call of a webhook tool.
+#[derive(Debug, Clone)]
+pub struct WebhookCall {
+    pub tenant: String,
+    pub tool: String,
+    pub arguments: Map<String, Value>,
+    /// Who is calling, when known; sent as `principal` (`null` when `None`).
+    pub principal: Option<Value>,
+    /// The tool's `outputSchema`; when set, non-error results must carry conforming
+    /// `structuredContent`.
+    pub output_schema: Option<Value>,
+}
+
+/// An HTTP client suited to [`invoke`]: no redirects (a redirect is reported as the endpoint's
+/// non-2xx status instead of re-sending the signed call elsewhere), a connect timeout, and an
+/// identifying `user-agent`. Build it once and share it.
+pub fn http_client() -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("mcp-harbor/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// Runs the tool: never returns a protocol error; every failure is a `CallToolResult` with
+/// `isError: true` and a message a model can act on.
+///
+/// Cancel-safe: dropping the future drops the in-flight HTTP request (closing its connection) or
+/// the pending client request.
+pub async fn invoke(
+    client: &reqwest::Client,
+    target: &WebhookTarget,
+    call: WebhookCall,
+    ctx: RequestContext,
+) -> Value {
+    let started = Instant::now();
+    match run(client, target, &call, &ctx).await {
+        Ok(result) => {
+            tracing::debug!(
+                tenant = %call.tenant,
+                tool = %call.tool,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                is_error = result["isError"].as_bool().unwrap_or(false),
+                "webhook tool finished"
+            );
+            result
+        }
+        Err(problem) => {
+            tracing::warn!(
+                tenant = %call.tenant,
+                tool = %call.tool,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                problem = %problem,
+                "webhook tool failed"
+            );
+            tool_error(format!("The `{}` tool failed: {problem}", call.tool))
+        }
+    }
+}
+
+/// What the endpoint answered in one round.
+enum Answer {
+    Result(Value),
+    Input { request: InputRequest, state: Value },
+}
+
+enum InputRequest {
+    Elicitation { message: String, schema: Value },
+    Sampling { params: Value },
+}
+
+async fn run(
+    client: &reqwest::Client,
+    target: &WebhookTarget,
+    call: &WebhookCall,
+    ctx: &RequestContext,
+) -> Result<Value, String> {
+    // Defence in depth: the URL was validated when the tool was configured, but never send a
+    // signed call in clear text to a non-loopback host.
+    validate_url(&target.url, true).map_err(|e| {
+        format!(
+            "its endpoint URL is not usable ({e}); the tenant must fix the tool's configuration"
+        )
+    })?;
+    let url = reqwest::Url::parse(&target.url).map_err(|e| format!("invalid endpoint URL: {e}"))?;
+    let host = url.host_str().unwrap_or("?").to_string();
+    let timeout_ms = target
+        .timeout_ms
+        .unwrap_or(DEFAULT_TIMEOUT_MS)
+        .clamp(1, MAX_TIMEOUT_MS);
+
+    let mut follow_up: Option<(Value, Value)> = None;
+    for round in 1..=MAX_ROUNDS {
+        let mut body = json!({
+            "type": "tools/call",
+            "tenant": call.tenant,
+            "tool": call.tool,
+            "arguments": call.arguments,
+            "request_id": ctx.request_id.to_value(),
+            "principal": call.principal.clone().unwrap_or(Value::Null),
+            "round": round,
+        });
+        if let Some((state, input)) = follow_up.take() {
+            body["state"] = state;
+            body["input"] = input;
+        }
+        let body =
+            serde_json::to_vec(&body).map_err(|e| format!("could not encode the call: {e}"))?;
+
+        let answer = post(client, target, url.clone(), &host, body, timeout_ms, round).await?;
+        match parse_answer(&answer)? {
+            Answer::Result(result) => {
+                if let Some(schema) = &call.output_schema {
+                    if result["isError"] != Value::Bool(true) {
+                        check_output(schema, &result)?;
+                    }
+                }
+                return Ok(result);
+            }
+            Answer::Input { request, state } => {
+                if round == MAX_ROUNDS {
+                    return Err(format!(
+                        "its endpoint asked for more input {MAX_ROUNDS} times without returning a \
+                         result (at most {MAX_ROUNDS} rounds per call); the tool is misbehaving, \
+                         do not retry it with the same arguments"
+                    ));
+                }
+                let input = ask_client(ctx, call, request, round).await;
+                follow_up = Some((state, input));
+            }
+        }
+    }
+    unreachable!("the last round always returns")
+}
+
+/// One signed POST; returns the parsed JSON body of a 2xx answer.
+async fn post(
+    client: &reqwest::Client,
+    target: &WebhookTarget,
+    url: reqwest::Url,
+    host: &str,
+    body: Vec<u8>,
+    timeout_ms: u64,
+    round: usize,
+) -> Result<Value, String> {
+    let msg_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+    let timestamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let signature = sign(&target.secret, &msg_id, timestamp, &body)
+        .map_err(|e| format!("its signing secret is unusable ({e}); the tenant must rotate it"))?;
+    tracing::debug!(%host, round, %msg_id, bytes = body.len(), "calling webhook endpoint");
+
+    let request = client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(reqwest::header::ACCEPT, "application/json")
+        .header("webhook-id", &msg_id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", signature)
+        .body(body);
+
+    let started = Instant::now();
+    let exchange = async {
+        let response = request.send().await?;
+        let status = response.status();
+        if status.is_success()
+            && response
+                .content_length()
+                .is_some_and(|len| len > MAX_RESPONSE_BYTES as u64)
+        {
+            // Too large: do not even read it.
+            return Ok((status, Vec::new(), true));
+        }
+        let limit = if status.is_success() {
+            MAX_RESPONSE_BYTES
+        } else {
+            ERROR_BODY_BYTES
+        };
+        let (bytes, truncated) = read_limited(response, limit).await?;
+        Ok::<_, reqwest::Error>((status, bytes, truncated))
+    };
+    let timed_out = || {
+        format!(
+            "its endpoint ({host}) timed out after {timeout_ms} ms without a complete answer; \
+             the service may be slow or down, try again later"
+        )
+    };
+    let (status, bytes, truncated) =
+        match tokio::time::timeout(Duration::from_millis(timeout_ms), exchange).await {
+            Err(_) => return Err(timed_out()),
+            Ok(Err(e)) if e.is_timeout() => return Err(timed_out()),
+            Ok(Err(e)) if e.is_connect() => {
+                return Err(format!(
+                    "could not connect to its endpoint ({host}): {}; the service may be down, \
+                     try again later",
+                    root_cause(&e)
+                ))
+            }
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "the request to its endpoint ({host}) failed: {}",
+                    root_cause(&e)
+                ))
+            }
+            Ok(Ok(answer)) => answer,
+        };
+    tracing::debug!(
+        %host,
+        round,
+        %msg_id,
+        status = status.as_u16(),
+        bytes = bytes.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "webhook endpoint answered"
+    );
+
+    if !status.is_success() {
+        let excerpt = excerpt(&bytes, truncated);
+        return Err(if excerpt.is_empty() {
+            format!("its endpoint ({host}) answered HTTP {status}")
+        } else {
+            format!("its endpoint ({host}) answered HTTP {status}: {excerpt}")
+        });
+    }
+    if truncated {
+        return Err(format!(
+            "its endpoint ({host}) sent a response larger than the {} MiB limit",
+            MAX_RESPONSE_BYTES / (1024 * 1024)
+        ));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(format!(
+            "its endpoint ({host}) answered HTTP {status} with an empty body instead of JSON"
+        ));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| {
+        format!(
+            "its endpoint ({host}) returned invalid JSON ({e}): {}",
+            excerpt(&bytes, false)
+        )
+    })
+}
+
+/// Reads at most `limit` bytes of the body; `true` when there was more.
+async fn read_limited(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut buf = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = limit - buf.len();
+        if chunk.len() > room {
+            buf.extend_from_slice(&chunk[..room]);
+            return Ok((buf, true));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok((buf, false))
+}
+
+/// Classifies a 2xx JSON answer.
+fn parse_answer(answer: &Value) -> Result<Answer, String> {
+    let Some(object) = answer.as_object() else {
+        return Err(format!(
+            "its endpoint returned JSON that is not an object: {}",
+            excerpt(answer.to_string().as_bytes(), false)
+        ));
+    };
+    if let Some(request) = object.get("input_request") {
+        let state = object.get("state").cloned().unwrap_or(Value::Null);
+        let kind = request.get("type").and_then(Value::as_str);
+        let request = match kind {
+            Some("elicitation") => {
+                let message = request.get("message").and_then(Value::as_str);
+                let schema = request.get("requested_schema").filter(|s| s.is_object());
+                match (message, schema) {
+                    (Some(message), Some(schema)) => InputRequest::Elicitation {
+                        message: message.to_string(),
+                        schema: schema.clone(),
+                    },
+                    _ => {
+                        return Err("its endpoint sent an elicitation input request without a \
+                                    string `message` and an object `requested_schema`"
+                            .to_string())
+                    }
+                }
+            }
+            Some("sampling") => match request.get("params").filter(|p| p.is_object()) {
+                Some(params) => InputRequest::Sampling {
+                    params: params.clone(),
+                },
+                None => {
+                    return Err(
+                        "its endpoint sent a sampling input request without an object \
+                                `params`"
+                            .to_string(),
+                    )
+                }
+            },
+            other => {
+                return Err(format!(
+                    "its endpoint sent an input request of unsupported type {} (expected \
+                     \"elicitation\" or \"sampling\")",
+                    other.map_or_else(|| "(none)".to_string(), |t| format!("{t:?}"))
+                ))
+            }
+        };
+        return Ok(Answer::Input { request, state });
+    }
+    if object.contains_key("content") || object.contains_key("structuredContent") {
+        return tool_result(object).map(Answer::Result);
+    }
+    let keys: Vec<&str> = object.keys().take(8).map(String::as_str).collect();
+    Err(format!(
+        "its endpoint's answer is neither a tool result (with a `content` array) nor an input \
+         request (with `input_request`); it has the keys [{}]",
+        keys.join(", ")
+    ))
+}
+
+/// The `CallToolResult` passed on to the client: only `content`, `structuredContent`, `isError`
+/// and `_meta`.
+fn tool_result(object: &Map<String, Value>) -> Result<Value, String> {
+    let structured = match object.get("structuredContent") {
+        None | Some(Value::Null) => None,
+        Some(s @ Value::Object(_)) => Some(s.clone()),
+        Some(_) => {
+            return Err(
+                "its endpoint returned a `structuredContent` that is not a JSON object".to_string(),
+            )
+        }
+    };
+    let content = match (object.get("content"), &structured) {
+        (Some(Value::Array(items)), _) => {
+            if let Some(i) = items
+                .iter()
+                .position(|item| !item.get("type").is_some_and(Value::is_string))
+            {
+                return Err(format!(
+                    "its endpoint returned a content block (index {i}) that is not an object \
+                     with a string `type`"
+                ));
+            }
+            Value::Array(items.clone())
+        }
+        (None | Some(Value::Null), Some(s)) => json!([text_content(s.to_string())]),
+        _ => {
+            return Err(
+                "its endpoint returned a tool result whose `content` is not an array".to_string(),
+            )
+        }
+    };
+    let is_error = match object.get("isError") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            return Err(
+                "its endpoint returned a tool result whose `isError` is not a boolean".to_string(),
+            )
+        }
+    };
+    let mut result = Map::new();
+    result.insert("content".into(), content);
+    if let Some(structured) = structured {
+        result.insert("structuredContent".into(), structured);
+    }
+    result.insert("isError".into(), Value::Bool(is_error));
+    if let Some(meta @ Value::Object(_)) = object.get("_meta") {
+        result.insert("_meta".into(), meta.clone());
+    }
+    Ok(Value::Object(result))
+}
+
+/// Validates `structuredContent` against the tool's output schema.
+fn check_output(schema: &Value, result: &Value) -> Result<(), String> {
+    let Some(structured) = result.get("structuredContent") else {
+        return Err(
+            "its result has no `structuredContent`, but the tool declares an \
+                    outputSchema that requires one"
+                .to_string(),
+        );
+    };
+    let validator = jsonschema::validator_for(schema)
+        .map_err(|e| format!("the tool's outputSchema is not a valid JSON Schema: {e}"))?;
+    let errors: Vec<String> = validator
+        .iter_errors(structured)
+        .take(100)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            let path = if path.is_empty() {
+                "(root)".to_string()
+            } else {
+                path
+            };
+            format!("at {path}: {}", excerpt(e.to_string().as_bytes(), false))
+        })
+        .collect();
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let mut message = format!(
+        "its structuredContent does not match the tool's outputSchema: {}",
+        errors[..errors.len().min(SCHEMA_ERRORS_SHOWN)].join("; ")
+    );
+    if errors.len() > SCHEMA_ERRORS_SHOWN {
+        message.push_str(&format!(
+            " (and {} more)",
+            errors.len() - SCHEMA_ERRORS_SHOWN
+        ));
+    }
+    Err(message)
+}
+
+/// Relays an input request to the client; the answer becomes the next round's `input`.
+async fn ask_client(
+    ctx: &RequestContext,
+    call: &WebhookCall,
+    request: InputRequest,
+    round: usize,
+) -> Value {
+    let (kind, outcome) = match request {
+        InputRequest::Elicitation { message, schema } => {
+            ("elicitation", ctx.elicit_form(&message, schema).await)
+        }
+        InputRequest::Sampling { params } => ("sampling", ctx.sample(params).await),
+    };
+    match outcome {
+        Ok(answer) => {
+            tracing::debug!(tenant = %call.tenant, tool = %call.tool, round, kind, "client answered input request");
+            answer
+        }
+        Err(RpcError { code, message, .. }) => {
+            tracing::debug!(tenant = %call.tenant, tool = %call.tool, round, kind, code, %message, "input request not answered");
+            json!({ "error": { "code": code, "message": message } })
+        }
+    }
+}
+
+/// The innermost error message (without the URL reqwest would otherwise include).
+fn root_cause(e: &reqwest::Error) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
+}
+
+/// A short, single-line quote of a body for error messages.
+fn excerpt(bytes: &[u8], truncated: bool) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let text: String = text
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let mut chars = text.chars();
+    let mut out: String = chars.by_ref().take(EXCERPT_CHARS).collect();
+    if truncated || chars.next().is_some() {
+        out.push('…');
+    }
+    out
+}
+
+/// Checks a webhook URL: `https://` required; `http://` only to a loopback host (`127.0.0.0/8`,
+/// `::1`, `localhost`) and only when `allow_http_loopback` (development); no user name or
+/// password in the URL.
+pub fn validate_url(url: &str, allow_http_loopback: bool) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url.trim())
+        .map_err(|e| format!("{url:?} is not a valid absolute URL ({e})"))?;
+    let host = match parsed.host_str() {
+        Some(h) if !h.is_empty() => h,
+        _ => return Err(format!("{url:?} has no host")),
+    };
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(
+            "the URL must not contain a user name or password; authenticate requests with the \
+             webhook signature instead"
+                .to_string(),
+        );
+    }
+    match parsed.scheme() {
+        "https" => Ok(()),
+        "http" => {
+            let loopback = is_loopback_host(host);
+            if loopback && allow_http_loopback {
+                Ok(())
+            } else if loopback {
+                Err(format!(
+                    "{url:?} uses http://; webhook URLs must use https:// (plain http is allowed \
+                     only for loopback hosts in development, which is disabled here)"
+                ))
+            } else {
+                Err(format!(
+                    "{url:?} uses http://; webhook URLs must use https:// (plain http is allowed \
+                     only for 127.0.0.0/8, ::1 and localhost in development)"
+                ))
+            }
+        }
+        other => Err(format!(
+            "{url:?} uses the scheme {other:?}; webhook URLs must use https://"
+        )),
+    }
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return v6.parse::<Ipv6Addr>().is_ok_and(|ip| ip.is_loopback());
+    }
+    if let Ok(v4) = host.parse::<Ipv4Addr>() {
+        return v4.is_loopback();
+    }
+    host.eq_ignore_ascii_case("localhost")
+}
+
+/// A new signing secret: `whsec_` + base64 of 32 random bytes.
+pub fn new_secret() -> String {
+    let key: [u8; 32] = rand::random();
+    format!("{SECRET_PREFIX}{}", BASE64.encode(key))
+}
+
+/// The Standard Webhooks signature header value, `v1,<base64 HMAC-SHA256>` over
+/// `"{msg_id}.{timestamp}.{body}"`, keyed with the base64-decoded secret (after its `whsec_`
+/// prefix; a secret without the prefix is taken as plain base64).
+pub fn sign(secret: &str, msg_id: &str, timestamp: i64, body: &[u8]) -> Result<String, String> {
+    let encoded = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
+    let key = BASE64.decode(encoded).map_err(|e| {
+        format!("the webhook secret is not valid base64 after {SECRET_PREFIX}: {e}")
+    })?;
+    if key.is_empty() {
+        return Err("the webhook secret is empty".to_string());
+    }
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&key)
+        .map_err(|e| format!("the webhook secret cannot key HMAC-SHA256: {e}"))?;
+    mac.update(msg_id.as_bytes());
+    mac.update(b".");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    Ok(format!("v1,{}", BASE64.encode(mac.finalize().into_bytes())))
+}

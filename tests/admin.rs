@@ -1,0 +1,632 @@
+//! The admin API over real HTTP: tenant lifecycle, validation, publishing a catalog that live
+//! sessions see at once, suspension, deletion and cross-tenant isolation.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{spawn_app, SseReader, TestApp};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+async fn send(app: &TestApp, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut r = app.admin(method, path);
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let resp = r.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+async fn create_tenant(app: &TestApp, slug: &str, catalogs: Value) -> Value {
+    let (status, body) = send(
+        app,
+        Method::POST,
+        "/tenants",
+        Some(json!({ "slug": slug, "catalogs": catalogs })),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    body
+}
+
+fn prompt(name: &str) -> Value {
+    json!({ "name": name, "description": "Greets someone", "arguments": [{ "name": "who", "required": true }],
+            "messages": [{ "role": "user", "text": "Say hello to {{who}}" }] })
+}
+
+#[actix_rt::test]
+async fn the_admin_api_needs_the_token() {
+    let app = spawn_app().await;
+    let resp = app
+        .http
+        .get(format!("{}/admin/v1/tenants", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    assert!(resp.headers().get("www-authenticate").is_some());
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unauthorized");
+    let resp = app
+        .http
+        .get(format!("{}/admin/v1/tenants", app.base))
+        .bearer_auth("wrong-token-wrong-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    let resp = app
+        .http
+        .get(format!("{}/admin/v1/openapi.json", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "the API description is public");
+}
+
+#[actix_rt::test]
+async fn tenant_lifecycle() {
+    let app = spawn_app().await;
+    let created = create_tenant(&app, "acme", json!(["demo"])).await;
+    assert_eq!(created["slug"], "acme");
+    assert_eq!(created["status"], "active");
+    assert_eq!(created["mcp_path"], "/t/acme/mcp");
+    let (status, _) = send(
+        &app,
+        Method::POST,
+        "/tenants",
+        Some(json!({ "slug": "acme" })),
+    )
+    .await;
+    assert_eq!(status, 409);
+
+    let (status, got) = send(&app, Method::GET, "/tenants/acme", None).await;
+    assert_eq!((status, &got["display_name"]), (200, &json!("acme")));
+
+    // Pagination walks every tenant once (demo and other come from configuration).
+    for slug in ["t1", "t2", "t3"] {
+        create_tenant(&app, slug, json!([])).await;
+    }
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/tenants?limit=2&cursor={c}"),
+            None => "/tenants?limit=2".into(),
+        };
+        let (status, page) = send(&app, Method::GET, &path, None).await;
+        assert_eq!(status, 200);
+        seen.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["slug"].as_str().unwrap().to_string()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["acme", "demo", "other", "t1", "t2", "t3"]);
+
+    let (status, updated) = send(
+        &app,
+        Method::PATCH,
+        "/tenants/acme",
+        Some(json!({ "display_name": "Acme Corp", "limits": { "max_sessions": 3, "requests_per_minute": 600, "allowed_origins": ["https://app.acme.example"] } })),
+    )
+    .await;
+    assert_eq!(status, 200, "{updated}");
+    assert_eq!(updated["display_name"], "Acme Corp");
+    assert_eq!(updated["limits"]["max_sessions"], 3);
+
+    // The tenant serves MCP right away, and its allowed origin is honoured.
+    let c = app.open_session("acme", "2025-11-25", json!({})).await;
+    let resp = c
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }))
+        .header("origin", "https://app.acme.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let resp = app
+        .post(
+            "demo",
+            None,
+            &common::initialize_body("2025-11-25", json!({})),
+        )
+        .header("origin", "https://app.acme.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        403,
+        "another tenant's allowed origin is not this one's"
+    );
+
+    let (status, _) = send(&app, Method::DELETE, "/tenants/acme", None).await;
+    assert_eq!(status, 204);
+    let (status, _) = send(&app, Method::GET, "/tenants/acme", None).await;
+    assert_eq!(status, 404);
+    let (status, _) = send(&app, Method::DELETE, "/tenants/acme", None).await;
+    assert_eq!(status, 404);
+}
+
+#[actix_rt::test]
+async fn validation_errors_name_the_field() {
+    let app = spawn_app().await;
+    create_tenant(&app, "acme", json!([])).await;
+    let cases: Vec<(Method, &str, Value, &str)> = vec![
+        (
+            Method::POST,
+            "/tenants",
+            json!({ "slug": "Not OK" }),
+            "slug",
+        ),
+        (Method::POST, "/tenants", json!({}), "slug"),
+        (
+            Method::POST,
+            "/tenants",
+            json!({ "slug": "x", "colour": "red" }),
+            "colour",
+        ),
+        (
+            Method::POST,
+            "/tenants",
+            json!({ "slug": "x", "catalogs": ["nope"] }),
+            "catalogs",
+        ),
+        (
+            Method::POST,
+            "/tenants",
+            json!({ "slug": "x", "limits": { "max_sessions": 0 } }),
+            "limits.max_sessions",
+        ),
+        (
+            Method::POST,
+            "/tenants",
+            json!({ "slug": "x", "limits": { "allowed_origins": ["ftp://x"] } }),
+            "limits.allowed_origins[0]",
+        ),
+        (
+            Method::PATCH,
+            "/tenants/acme",
+            json!({ "status": "sleeping" }),
+            "status",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/tools",
+            json!({ "name": "bad name", "description": "d", "webhook": { "url": "https://x.example/h" } }),
+            "name",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/tools",
+            json!({ "name": "t", "description": "d", "webhook": { "url": "http://evil.example/h" } }),
+            "webhook.url",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/tools",
+            json!({ "name": "t", "description": "d", "input_schema": { "type": "string" }, "webhook": { "url": "https://x.example/h" } }),
+            "input_schema",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/tools",
+            json!({ "name": "t", "description": "d" }),
+            "webhook",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/tools",
+            json!({ "name": "t", "description": "d", "webhook": { "url": "https://x.example/h", "timeout_ms": 5 } }),
+            "webhook.timeout_ms",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/prompts",
+            json!({ "name": "p", "description": "d", "messages": [{ "role": "user", "text": "{{ghost}}" }] }),
+            "messages[0].text",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/prompts",
+            json!({ "name": "p", "description": "d", "messages": [{ "role": "robot", "text": "x" }] }),
+            "messages[0].role",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/resources",
+            json!({ "name": "r", "uri": "not a uri", "mime_type": "text/plain", "text": "x" }),
+            "uri",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/resources",
+            json!({ "name": "r", "uri": "docs://r", "mime_type": "text/plain" }),
+            "text",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/resources",
+            json!({ "name": "r", "uri": "docs://r", "mime_type": "image/png", "blob": "!!" }),
+            "blob",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/resource-templates",
+            json!({ "name": "rt", "uri_template": "docs://{a}{b}", "mime_type": "text/plain", "resolver": { "type": "text", "text": "x" } }),
+            "uri_template",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/resource-templates",
+            json!({ "name": "rt", "uri_template": "docs://{id}", "mime_type": "text/plain", "resolver": { "type": "text", "text": "{nope}" } }),
+            "resolver.text",
+        ),
+    ];
+    for (method, path, body, field) in cases {
+        let (status, resp) = send(&app, method.clone(), path, Some(body.clone())).await;
+        assert_eq!(status, 422, "{method} {path} {body} → {resp}");
+        assert_eq!(resp["error"]["code"], "invalid");
+        assert_eq!(resp["error"]["field"], field, "{body} → {resp}");
+    }
+    // Not JSON at all is 400.
+    let resp = app
+        .admin(Method::POST, "/tenants")
+        .header("content-type", "application/json")
+        .body("{oops")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let (status, _) = send(&app, Method::GET, "/tenants?limit=0", None).await;
+    assert_eq!(status, 422);
+    let (status, _) = send(&app, Method::GET, "/tenants/acme/widgets", None).await;
+    assert_eq!(status, 404);
+    let (status, _) = send(&app, Method::GET, "/tenants/ghost/tools", None).await;
+    assert_eq!(status, 404);
+}
+
+#[actix_rt::test]
+async fn a_published_catalog_is_served_at_once_and_live_sessions_hear_of_it() {
+    let app = spawn_app().await;
+    create_tenant(&app, "acme", json!([])).await;
+    let mut c = app.open_session("acme", "2025-11-25", json!({})).await;
+    c.result("resources/subscribe", json!({ "uri": "docs://handbook" }))
+        .await;
+    let mut stream = SseReader::new(c.get_stream(None).await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let (status, body) = send(
+        &app,
+        Method::POST,
+        "/tenants/acme/prompts",
+        Some(prompt("greet")),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let r = c
+        .result(
+            "prompts/get",
+            json!({ "name": "greet", "arguments": { "who": "Ada" } }),
+        )
+        .await;
+    assert_eq!(r["messages"][0]["content"]["text"], "Say hello to Ada");
+    let (r, _) = c.call("prompts/get", json!({ "name": "greet" })).await;
+    assert_eq!(r["error"]["code"], -32602, "missing required argument");
+
+    let resource = json!({ "name": "handbook", "uri": "docs://handbook", "mime_type": "text/markdown", "text": "# Welcome" });
+    assert_eq!(
+        send(
+            &app,
+            Method::POST,
+            "/tenants/acme/resources",
+            Some(resource.clone())
+        )
+        .await
+        .0,
+        201
+    );
+    let r = c
+        .result("resources/read", json!({ "uri": "docs://handbook" }))
+        .await;
+    assert_eq!(r["contents"][0]["text"], "# Welcome");
+    let dup = json!({ "name": "other", "uri": "docs://handbook", "mime_type": "text/plain", "text": "x" });
+    assert_eq!(
+        send(&app, Method::POST, "/tenants/acme/resources", Some(dup))
+            .await
+            .0,
+        409,
+        "URIs are unique per tenant"
+    );
+
+    let template = json!({ "name": "page", "uri_template": "docs://pages/{slug}", "mime_type": "text/plain", "resolver": { "type": "text", "text": "Page {slug}" } });
+    assert_eq!(
+        send(
+            &app,
+            Method::POST,
+            "/tenants/acme/resource-templates",
+            Some(template)
+        )
+        .await
+        .0,
+        201
+    );
+    let r = c
+        .result("resources/read", json!({ "uri": "docs://pages/intro" }))
+        .await;
+    assert_eq!(r["contents"][0]["text"], "Page intro");
+    let r = c.result("resources/templates/list", json!({})).await;
+    assert_eq!(
+        r["resourceTemplates"][0]["uriTemplate"],
+        "docs://pages/{slug}"
+    );
+
+    let mut changed = resource.clone();
+    changed["text"] = json!("# Welcome, v2");
+    assert_eq!(
+        send(
+            &app,
+            Method::PUT,
+            "/tenants/acme/resources/handbook",
+            Some(changed)
+        )
+        .await
+        .0,
+        200
+    );
+    let r = c
+        .result("resources/read", json!({ "uri": "docs://handbook" }))
+        .await;
+    assert_eq!(r["contents"][0]["text"], "# Welcome, v2");
+
+    let mut methods = Vec::new();
+    while let Some(e) = stream.next_event(Duration::from_millis(700)).await {
+        if let Some(m) = e.json() {
+            methods.push(m["method"].as_str().unwrap_or("").to_string());
+        }
+    }
+    assert!(
+        methods.contains(&"notifications/prompts/list_changed".to_string()),
+        "{methods:?}"
+    );
+    assert!(
+        methods.contains(&"notifications/resources/list_changed".to_string()),
+        "{methods:?}"
+    );
+    assert!(
+        methods.contains(&"notifications/resources/updated".to_string()),
+        "{methods:?}"
+    );
+
+    assert_eq!(
+        send(&app, Method::DELETE, "/tenants/acme/prompts/greet", None)
+            .await
+            .0,
+        204
+    );
+    let (r, _) = c
+        .call(
+            "prompts/get",
+            json!({ "name": "greet", "arguments": { "who": "x" } }),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], -32602);
+    assert_eq!(
+        send(&app, Method::GET, "/tenants/acme/prompts/greet", None)
+            .await
+            .0,
+        404
+    );
+}
+
+#[actix_rt::test]
+async fn tool_secrets_are_shown_once() {
+    let app = spawn_app().await;
+    create_tenant(&app, "acme", json!([])).await;
+    let tool = json!({ "name": "lookup", "description": "Looks things up", "webhook": { "url": "https://hooks.acme.example/lookup" } });
+    let (status, created) = send(
+        &app,
+        Method::POST,
+        "/tenants/acme/tools",
+        Some(tool.clone()),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let secret = created["webhook"]["secret"].as_str().unwrap().to_string();
+    assert!(
+        secret.starts_with("whsec_") && secret.len() > 20,
+        "a generated secret is returned on create"
+    );
+    let (_, got) = send(&app, Method::GET, "/tenants/acme/tools/lookup", None).await;
+    assert_ne!(got["webhook"]["secret"], json!(secret), "and never again");
+    assert_eq!(got["input_schema"], json!({ "type": "object" }));
+    // Replacing without a secret keeps the old one (not shown).
+    let (status, replaced) =
+        send(&app, Method::PUT, "/tenants/acme/tools/lookup", Some(tool)).await;
+    assert_eq!(status, 200);
+    assert_ne!(replaced["webhook"]["secret"], json!(secret));
+    let mut renamed = json!({ "name": "other", "description": "d", "webhook": { "url": "https://hooks.acme.example/x" } });
+    let (status, resp) = send(
+        &app,
+        Method::PUT,
+        "/tenants/acme/tools/lookup",
+        Some(renamed.clone()),
+    )
+    .await;
+    assert_eq!((status, &resp["error"]["field"]), (422, &json!("name")));
+    renamed["name"] = json!("lookup");
+    assert_eq!(
+        send(&app, Method::POST, "/tenants/acme/tools", Some(renamed))
+            .await
+            .0,
+        409
+    );
+}
+
+#[actix_rt::test]
+async fn suspension_refuses_requests_and_ends_streams() {
+    let app = spawn_app().await;
+    create_tenant(&app, "acme", json!(["demo"])).await;
+    let mut c = app.open_session("acme", "2025-11-25", json!({})).await;
+    let mut stream = SseReader::new(c.get_stream(None).await);
+    let _priming = stream.next_event(Duration::from_secs(2)).await;
+
+    let (status, body) = send(
+        &app,
+        Method::PATCH,
+        "/tenants/acme",
+        Some(json!({ "status": "suspended" })),
+    )
+    .await;
+    assert_eq!((status, &body["status"]), (200, &json!("suspended")));
+    assert!(
+        stream
+            .ends_within(Duration::from_secs(3), &mut Vec::new())
+            .await,
+        "the open stream ended"
+    );
+    let resp = c
+        .send(&json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }))
+        .await;
+    assert_eq!(resp.status(), 403);
+    let body: Value = resp.json().await.unwrap();
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("suspended"));
+    let resp = app
+        .post(
+            "acme",
+            None,
+            &common::initialize_body("2025-11-25", json!({})),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403, "no new sessions either");
+
+    send(
+        &app,
+        Method::PATCH,
+        "/tenants/acme",
+        Some(json!({ "status": "active" })),
+    )
+    .await;
+    let mut again = app.open_session("acme", "2025-11-25", json!({})).await;
+    again.result("ping", json!({})).await;
+    let _ = c.next_id();
+}
+
+#[actix_rt::test]
+async fn deleting_a_tenant_ends_its_sessions_and_removes_its_data() {
+    let app = spawn_app().await;
+    create_tenant(&app, "acme", json!(["demo"])).await;
+    send(
+        &app,
+        Method::POST,
+        "/tenants/acme/prompts",
+        Some(prompt("greet")),
+    )
+    .await;
+    let c = app.open_session("acme", "2025-11-25", json!({})).await;
+    assert_eq!(
+        send(&app, Method::DELETE, "/tenants/acme", None).await.0,
+        204
+    );
+    let resp = c
+        .send(&json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }))
+        .await;
+    assert_eq!(resp.status(), 404);
+    // Re-creating the slug starts from nothing.
+    create_tenant(&app, "acme", json!([])).await;
+    let (_, page) = send(&app, Method::GET, "/tenants/acme/prompts", None).await;
+    assert_eq!(page["items"], json!([]));
+}
+
+#[actix_rt::test]
+async fn tenants_see_nothing_of_each_other() {
+    let app = spawn_app().await;
+    create_tenant(&app, "alpha", json!([])).await;
+    create_tenant(&app, "beta", json!([])).await;
+    for kind in ["prompts", "resources"] {
+        let body = if kind == "prompts" {
+            prompt("secret_prompt")
+        } else {
+            json!({ "name": "secret_prompt", "uri": "alpha://secret", "mime_type": "text/plain", "text": "alpha only" })
+        };
+        assert_eq!(
+            send(
+                &app,
+                Method::POST,
+                &format!("/tenants/alpha/{kind}"),
+                Some(body)
+            )
+            .await
+            .0,
+            201
+        );
+        // beta's admin view: unknown.
+        assert_eq!(
+            send(
+                &app,
+                Method::GET,
+                &format!("/tenants/beta/{kind}/secret_prompt"),
+                None
+            )
+            .await
+            .0,
+            404
+        );
+        assert_eq!(
+            send(
+                &app,
+                Method::DELETE,
+                &format!("/tenants/beta/{kind}/secret_prompt"),
+                None
+            )
+            .await
+            .0,
+            404
+        );
+        let (_, page) = send(&app, Method::GET, &format!("/tenants/beta/{kind}"), None).await;
+        assert_eq!(page["items"], json!([]));
+    }
+    // beta's MCP view: unknown.
+    let mut beta = app.open_session("beta", "2025-11-25", json!({})).await;
+    let (r, _) = beta
+        .call(
+            "prompts/get",
+            json!({ "name": "secret_prompt", "arguments": { "who": "x" } }),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], -32602);
+    let (r, _) = beta
+        .call("resources/read", json!({ "uri": "alpha://secret" }))
+        .await;
+    assert_eq!(r["error"]["code"], -32002);
+    assert_eq!(
+        beta.result("prompts/list", json!({})).await["prompts"],
+        json!([])
+    );
+    // alpha's sessions are unknown at beta.
+    let alpha = app.open_session("alpha", "2025-11-25", json!({})).await;
+    let resp = app
+        .post(
+            "beta",
+            Some(&alpha.session),
+            &json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+}

@@ -1,0 +1,293 @@
+//! Webhook tools end to end: published through the admin API, called by an MCP client, served by
+//! a real local HTTP endpoint in this test that verifies every Standard Webhooks signature itself.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use base64::Engine;
+use common::{spawn_app, SseReader};
+use hmac::{KeyInit, Mac};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+#[derive(Default)]
+struct Endpoint {
+    calls: AtomicUsize,
+    bad_signatures: AtomicUsize,
+    finished: AtomicUsize,
+}
+
+/// Recomputes the signature from the headers and the raw body (independently of the server).
+fn verified(req: &HttpRequest, body: &[u8]) -> bool {
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let (id, ts, sig) = (
+        header("webhook-id"),
+        header("webhook-timestamp"),
+        header("webhook-signature"),
+    );
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(SECRET.trim_start_matches("whsec_"))
+        .unwrap();
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
+    mac.update(format!("{id}.{ts}.").as_bytes());
+    mac.update(body);
+    let expected = format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    );
+    !id.is_empty() && sig.split(' ').any(|s| s == expected)
+}
+
+async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>>) -> HttpResponse {
+    state.calls.fetch_add(1, Ordering::SeqCst);
+    if !verified(&req, &body) {
+        state.bad_signatures.fetch_add(1, Ordering::SeqCst);
+        return HttpResponse::Unauthorized().finish();
+    }
+    let call: Value = serde_json::from_slice(&body).unwrap();
+    let reply = match req.path() {
+        "/echo" => {
+            json!({ "content": [{ "type": "text", "text": format!("{} says {}", call["tenant"].as_str().unwrap(), call["arguments"]["text"].as_str().unwrap_or("")) }] })
+        }
+        "/ask" if call["round"] == 1 => json!({
+            "input_request": { "type": "elicitation", "message": "Which project?", "requested_schema": { "type": "object", "properties": { "project": { "type": "string" } }, "required": ["project"] } },
+            "state": { "step": "asked" } }),
+        "/ask" => {
+            json!({ "content": [{ "type": "text", "text": format!("state={} project={}", call["state"]["step"], call["input"]["content"]["project"]) }] })
+        }
+        "/slow" => {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            json!({ "content": [{ "type": "text", "text": "late" }] })
+        }
+        "/broken" => return HttpResponse::InternalServerError().body("database down"),
+        "/garbage" => {
+            return HttpResponse::Ok()
+                .content_type("application/json")
+                .body("{not json")
+        }
+        _ => return HttpResponse::NotFound().finish(),
+    };
+    HttpResponse::Ok().json(reply)
+}
+
+async fn start_endpoint() -> (String, Arc<Endpoint>) {
+    let state = Arc::new(Endpoint::default());
+    let data = web::Data::new(state.clone());
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .default_service(web::to(hook))
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let port = server.addrs()[0].port();
+    actix_rt::spawn(server.run());
+    (format!("http://127.0.0.1:{port}"), state)
+}
+
+async fn publish(app: &common::TestApp, tenant: &str, name: &str, url: String, timeout_ms: u64) {
+    let tool = json!({ "name": name, "description": format!("webhook tool {name}"),
+        "input_schema": { "type": "object", "properties": { "text": { "type": "string" } } },
+        "webhook": { "url": url, "secret": SECRET, "timeout_ms": timeout_ms } });
+    let resp = app
+        .admin(Method::POST, &format!("/tenants/{tenant}/tools"))
+        .json(&tool)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201, "{}", resp.text().await.unwrap());
+}
+
+#[actix_rt::test]
+async fn webhook_tools_answer_over_mcp() {
+    let app = spawn_app().await;
+    let (base, endpoint) = start_endpoint().await;
+    app.admin(Method::POST, "/tenants")
+        .json(&json!({ "slug": "acme" }))
+        .send()
+        .await
+        .unwrap();
+    let mut c = app
+        .open_session("acme", "2025-11-25", json!({ "elicitation": {} }))
+        .await;
+    let mut stream = SseReader::new(c.get_stream(None).await);
+    let _priming = stream.next_event(Duration::from_secs(2)).await;
+
+    publish(&app, "acme", "echo_hook", format!("{base}/echo"), 2000).await;
+    let listed = stream
+        .next_event(Duration::from_secs(3))
+        .await
+        .expect("list_changed arrives")
+        .json()
+        .unwrap();
+    assert_eq!(listed["method"], "notifications/tools/list_changed");
+    let tools = c.result("tools/list", json!({})).await;
+    assert_eq!(tools["tools"][0]["name"], "echo_hook");
+
+    let r = c
+        .result(
+            "tools/call",
+            json!({ "name": "echo_hook", "arguments": { "text": "hi" } }),
+        )
+        .await;
+    assert_eq!(r["content"][0]["text"], "acme says hi");
+    assert_eq!(
+        endpoint.bad_signatures.load(Ordering::SeqCst),
+        0,
+        "every request was signed correctly"
+    );
+
+    for (name, path, expect) in [
+        ("broken", "/broken", "500"),
+        ("garbage", "/garbage", "JSON"),
+        ("slow", "/slow", "timed out"),
+    ] {
+        publish(&app, "acme", name, format!("{base}{path}"), 300).await;
+        let r = c
+            .result("tools/call", json!({ "name": name, "arguments": {} }))
+            .await;
+        assert_eq!(r["isError"], true, "{name}: {r}");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains(expect), "{name}: {text}");
+    }
+    publish(&app, "acme", "down", "http://127.0.0.1:9/hook".into(), 1000).await;
+    let r = c
+        .result("tools/call", json!({ "name": "down", "arguments": {} }))
+        .await;
+    assert_eq!(r["isError"], true);
+}
+
+#[actix_rt::test]
+async fn an_input_request_is_relayed_to_the_client_as_an_elicitation() {
+    let app = spawn_app().await;
+    let (base, _endpoint) = start_endpoint().await;
+    app.admin(Method::POST, "/tenants")
+        .json(&json!({ "slug": "acme" }))
+        .send()
+        .await
+        .unwrap();
+    publish(&app, "acme", "ask", format!("{base}/ask"), 2000).await;
+    let c = app
+        .open_session("acme", "2025-11-25", json!({ "elicitation": {} }))
+        .await;
+    let resp = c.send(&json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "name": "ask", "arguments": {} } })).await;
+    let mut sse = SseReader::new(resp);
+    let request = loop {
+        if let Some(m) = sse
+            .next_event(Duration::from_secs(5))
+            .await
+            .expect("elicitation")
+            .json()
+        {
+            break m;
+        }
+    };
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["message"], "Which project?");
+    let answer = json!({ "jsonrpc": "2.0", "id": request["id"], "result": { "action": "accept", "content": { "project": "apollo" } } });
+    assert_eq!(c.send(&answer).await.status(), 202);
+    let result = sse
+        .next_event(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(
+        result["result"]["content"][0]["text"],
+        "state=\"asked\" project=\"apollo\""
+    );
+}
+
+/// A raw TCP endpoint that reads one request, never answers, and records when the caller hangs
+/// up (read returns 0): proof that the server abandoned the webhook request.
+async fn start_silent_endpoint() -> (String, Arc<Endpoint>) {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let state = Arc::new(Endpoint::default());
+    let seen = state.clone();
+    actix_rt::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut buf = vec![0u8; 65536];
+        let mut got_request = false;
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), socket.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => {
+                    seen.finished.fetch_add(1, Ordering::SeqCst);
+                    break;
+                }
+                Ok(Ok(_)) if !got_request => {
+                    got_request = true;
+                    seen.calls.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(Ok(_)) => {}
+                Err(_) => break,
+            }
+        }
+    });
+    (format!("http://127.0.0.1:{port}"), state)
+}
+
+#[actix_rt::test]
+async fn cancelling_a_call_stops_the_webhook_request() {
+    let app = spawn_app().await;
+    let (base, endpoint) = start_silent_endpoint().await;
+    app.admin(Method::POST, "/tenants")
+        .json(&json!({ "slug": "acme" }))
+        .send()
+        .await
+        .unwrap();
+    publish(&app, "acme", "slow", format!("{base}/slow"), 10_000).await;
+    let c = app.open_session("acme", "2025-11-25", json!({})).await;
+    let call = c.post(&json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": { "name": "slow", "arguments": {} } })).send();
+    let pending = actix_rt::spawn(call);
+    for _ in 0..100 {
+        if endpoint.calls.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        endpoint.calls.load(Ordering::SeqCst),
+        1,
+        "the endpoint was called"
+    );
+    assert_eq!(
+        endpoint.finished.load(Ordering::SeqCst),
+        0,
+        "and the call is still open"
+    );
+    let resp = c.send(&json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 9 } })).await;
+    assert_eq!(resp.status(), 202);
+    let answered = pending.await.unwrap().unwrap();
+    assert_eq!(
+        answered.status(),
+        202,
+        "a cancelled request gets no response"
+    );
+    let mut hung_up = false;
+    for _ in 0..100 {
+        if endpoint.finished.load(Ordering::SeqCst) > 0 {
+            hung_up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        hung_up,
+        "the server hung up on the webhook endpoint when the client cancelled"
+    );
+}
