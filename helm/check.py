@@ -4,25 +4,43 @@
   helm/install-check-deps.sh                              # once: venv with the two packages below
   ~/.cache/mcp-harbor/helmenv/bin/python helm/check.py    # [--binary target/release/mcp-harbor]
 
-For each scenario (default values; ingress with TLS, allowedHosts and extraEnv) it
+For each scenario (defaults: embedded SQLite on an emptyDir; ingress with TLS, allowedHosts and
+extraEnv; SQLite on a PersistentVolumeClaim; PostgreSQL from existing Secrets with the migration
+hook Job; the PostgreSQL URL inline in the chart-managed Secret; an inline admin token) it
   1. validates the values against values.schema.json and lints the chart (helm-python-sdk, which
      bundles Helm's own Go SDK),
-  2. renders the chart and validates every manifest against the Kubernetes OpenAPI schemas of the
-     oldest and newest Kubernetes versions checked (kubernetes-validate, strict: unknown fields fail),
+  2. renders the chart and validates every manifest, hooks included, against the Kubernetes
+     OpenAPI schemas of the oldest and newest Kubernetes versions checked (kubernetes-validate,
+     strict: unknown fields fail),
   3. checks what the chart promises: config mounted where MCP_HARBOR_CONFIG points, host 0.0.0.0,
-     probes on /healthz and /readyz, non-root read-only pod, config checksum, allowed hosts, ingress,
-  4. when a built server binary is found, boots it with the rendered config and environment and
-     checks /healthz, /readyz and that every allowed Host (and no other) may initialize a session.
+     probes on /healthz and /readyz, non-root read-only pod, config/secret checksums, allowed
+     hosts, ingress; storage (SQLite data dir on a writable volume: emptyDir or the PVC; or the
+     PostgreSQL URL from a Secret, migrate-on-start off and a pre-install/pre-upgrade Job running
+     `mcp-harbor migrate` with the same environment, reading only what exists before install);
+     the admin token from a Secret (secretKeyRef) or, without one, NOTES telling where the
+     generated token is printed,
+  4. when a built server binary is found, boots it with the rendered config and environment (the
+     container's volume mounts remapped to temporary directories, secretKeyRefs resolved) and
+     checks /healthz, /readyz, that every allowed Host (and no other) may initialize a session,
+     that the SQLite file lands on the data volume, and the admin API: GET /admin/v1/tenants
+     answers 200 with the token (configured, or the one the server printed) and 401 without;
+     a generated token survives a restart on the same data volume.
+     PostgreSQL scenarios use a fresh database on --postgres (created and dropped with psql;
+     skipped, saying why, when it is unreachable) and run `mcp-harbor migrate` with the Job's
+     environment first when the binary has that subcommand.
 It also checks that values.schema.json rejects bad values. Exit status 1 on any failure.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import http.client
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -43,7 +61,17 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CHART = HERE / "mcp-harbor"
 RELEASE, NAMESPACE = "harbor", "mcp"
-CONFIG_SECTIONS = {"server", "sessions", "log", "tenants"}  # src/config.rs, deny_unknown_fields
+# src/config.rs, deny_unknown_fields
+CONFIG_SECTIONS = {"server", "sessions", "log", "storage", "admin", "tenants"}
+DATA_MOUNT = "/var/lib/mcp-harbor"
+HOOK, HOOK_WEIGHT, HOOK_DELETE = ("helm.sh/hook", "helm.sh/hook-weight",
+                                  "helm.sh/hook-delete-policy")
+GENERATED_TOKEN = re.compile(r"generated the admin API token[^:]*: (\S+)")
+
+ADMIN_TOKEN = "helm-check-admin-token-0123456789"
+# Secrets an operator creates before `helm install` in the scenarios that name them.
+# "<database>" stands for the PostgreSQL URL (a fresh local database when booting).
+EXISTING_SECRETS = {"harbor-db": {"url": "<database>"}, "harbor-admin": {"token": ADMIN_TOKEN}}
 
 SCENARIOS: dict[str, dict] = {
     "defaults": {},
@@ -62,6 +90,23 @@ SCENARIOS: dict[str, dict] = {
         "extraEnv": [{"name": "MCP_HARBOR__SESSIONS__IDLE_TIMEOUT_SECS", "value": "600"}],
         "podAnnotations": {"example.com/team": "mcp"},
     },
+    "persistence": {
+        "persistence": {"enabled": True, "size": "5Gi", "storageClass": "fast-ssd",
+                        "accessModes": ["ReadWriteOnce"],
+                        "annotations": {"helm.sh/resource-policy": "keep"}},
+    },
+    "postgres": {
+        "storage": {"existingSecret": "harbor-db", "databaseUrlKey": "url", "maxConnections": 20},
+        "admin": {"existingSecret": "harbor-admin", "tokenKey": "token"},
+        "replicaCount": 2,
+        "migration": {"podAnnotations": {"sidecar.istio.io/inject": "false"}},
+    },
+    "postgres-inline": {
+        "storage": {"databaseUrl": "postgres://harbor:s3cret@postgres.db.svc:5432/harbor"},
+    },
+    "admin-token": {
+        "admin": {"token": ADMIN_TOKEN, "allowHttpLoopbackWebhooks": True},
+    },
 }
 
 # Values the schema must refuse.
@@ -73,6 +118,17 @@ BAD_VALUES: dict[str, dict] = {
     "ingress enabled without a host": {"ingress": {"enabled": True, "host": ""}},
     "allowedHosts entry with a port": {"allowedHosts": ["mcp.example.com:443"]},
     "config is not a string": {"config": 8080},
+    "storage.databaseUrl that is not postgres://": {"storage": {"databaseUrl": "mysql://db/x"}},
+    "storage.databaseUrl and storage.existingSecret together":
+        {"storage": {"databaseUrl": "postgres://db/x", "existingSecret": "db"}},
+    "unknown storage key": {"storage": {"dataDir": "/data"}},
+    "storage.maxConnections 0": {"storage": {"maxConnections": 0}},
+    "persistence.size that is not a quantity": {"persistence": {"enabled": True, "size": "lots"}},
+    "unknown persistence.accessModes entry": {"persistence": {"accessModes": ["ReadWriteSometimes"]}},
+    "admin.token shorter than 16 characters": {"admin": {"token": "short-token"}},
+    "admin.token and admin.existingSecret together":
+        {"admin": {"token": ADMIN_TOKEN, "existingSecret": "harbor-admin"}},
+    "admin.allowHttpLoopbackWebhooks as a string": {"admin": {"allowHttpLoopbackWebhooks": "no"}},
 }
 
 
@@ -101,12 +157,52 @@ class Report:
         return result
 
 
+def is_hook(doc: dict) -> bool:
+    return HOOK in (doc["metadata"].get("annotations") or {})
+
+
 def by_kind(docs: list[dict]) -> dict[str, dict]:
     return {d["kind"]: d for d in docs}
 
 
-def env_of(container: dict) -> dict[str, str]:
-    return {e["name"]: e.get("value", "") for e in container.get("env", [])}
+def secret_data(secret: dict) -> dict[str, str]:
+    data = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+    return data | (secret.get("stringData") or {})
+
+
+def resolve_env(container: dict, secrets: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The container's environment with secretKeyRefs resolved; raises on a dangling one."""
+    env = {}
+    for e in container.get("env", []):
+        if "valueFrom" in e:
+            ref = e["valueFrom"].get("secretKeyRef")
+            if ref is None:
+                raise ValueError(f"{e['name']}: unsupported valueFrom {e['valueFrom']}")
+            if ref["key"] not in secrets.get(ref["name"], {}):
+                raise ValueError(f"{e['name']}: no key {ref['key']!r} in Secret {ref['name']!r}")
+            env[e["name"]] = secrets[ref["name"]][ref["key"]]
+        else:
+            env[e["name"]] = e.get("value", "")
+    return env
+
+
+def secret_refs(container: dict) -> dict[str, tuple[str, str]]:
+    return {e["name"]: (e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
+            for e in container.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})}
+
+
+def mount_of(container: dict, pod_spec: dict, path: str) -> tuple[dict, dict] | None:
+    """The volume mount (and its volume) that holds `path`: the longest mountPath prefix."""
+    best = None
+    for m in container.get("volumeMounts", []):
+        mp = m["mountPath"].rstrip("/")
+        if path == mp or path.startswith(mp + "/"):
+            if best is None or len(mp) > len(best["mountPath"].rstrip("/")):
+                best = m
+    if best is None:
+        return None
+    volume = next((v for v in pod_spec.get("volumes", []) if v["name"] == best["name"]), {})
+    return best, volume
 
 
 def check_lint(r: Report, chart_dir: Path, values: dict, kube_version: str) -> None:
@@ -121,7 +217,8 @@ def check_lint(r: Report, chart_dir: Path, values: dict, kube_version: str) -> N
 def check_manifests(r: Report, docs: list[dict], kube_versions: list[str]) -> None:
     for doc in docs:
         for v in kube_versions:
-            name = f"{doc['kind']}/{doc['metadata']['name']} valid for Kubernetes {v} (strict)"
+            hook = " (hook)" if is_hook(doc) else ""
+            name = f"{doc['kind']}/{doc['metadata']['name']}{hook} valid for Kubernetes {v} (strict)"
             try:
                 kubernetes_validate.validate(doc, v, strict=True)
                 r.check(name, True)
@@ -137,16 +234,33 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
                          docs: list[dict]) -> dict:
     """The chart-specific assertions; returns what the boot check needs."""
     merged = chart.merge_values(values)
-    kinds = by_kind(docs)
+    storage, persistence, admin = merged["storage"], merged["persistence"], merged["admin"]
+    postgres = bool(storage["databaseUrl"] or storage["existingSecret"])
+    chart_secret = bool(admin["token"] or storage["databaseUrl"])
+    pvc_wanted = not postgres and persistence["enabled"] and not persistence["existingClaim"]
+    release_docs = [d for d in docs if not is_hook(d)]
+    hook_docs = [d for d in docs if is_hook(d)]
+    kinds = by_kind(release_docs)
     want = {"ConfigMap", "Deployment", "Service"} | ({"Ingress"} if merged["ingress"]["enabled"] else set())
-    r.check(f"renders exactly {sorted(want)}", set(kinds) == want and len(docs) == len(want),
-            f"got {[d['kind'] for d in docs]}")
+    want |= ({"Secret"} if chart_secret else set()) | ({"PersistentVolumeClaim"} if pvc_wanted else set())
+    r.check(f"renders exactly {sorted(want)} (besides hooks)",
+            set(kinds) == want and len(release_docs) == len(want),
+            f"got {[d['kind'] for d in release_docs]}")
+    want_hooks = ({"ConfigMap", "Job"} | ({"Secret"} if chart_secret else set())) if postgres else set()
+    r.check(f"hooks: exactly {sorted(want_hooks) or 'none'}",
+            sorted(d["kind"] for d in hook_docs) == sorted(want_hooks),
+            f"got {[d['kind'] for d in hook_docs]}")
     cm, dep, svc = kinds.get("ConfigMap"), kinds.get("Deployment"), kinds.get("Service")
     if not (cm and dep and svc):
         return {}
     pod = dep["spec"]["template"]
     (container,) = pod["spec"]["containers"]
-    env = env_of(container)
+    release_secrets = {d["metadata"]["name"]: secret_data(d) for d in release_docs if d["kind"] == "Secret"}
+    env = r.run("every env secretKeyRef names a chart-managed or pre-existing Secret key",
+                lambda: resolve_env(container, release_secrets | EXISTING_SECRETS))
+    if env is None:
+        return {}
+    refs = secret_refs(container)
 
     # Configuration file: valid TOML of known sections, mounted where MCP_HARBOR_CONFIG points.
     config_text = cm["data"].get("config.toml", "")
@@ -161,9 +275,10 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
     r.check("MCP_HARBOR_CONFIG names the mounted config.toml",
             any(config_path == f"{mounts.get(v)}/config.toml" for v in cm_volumes),
             f"MCP_HARBOR_CONFIG={config_path!r}, mounts {mounts}, configmap volumes {cm_volumes}")
+    annotations = pod["metadata"].get("annotations", {})
     want_sum = hashlib.sha256(rendered[f"{chart.name}/templates/configmap.yaml"].encode()).hexdigest()
     r.check("checksum/config annotation is the ConfigMap's sha256",
-            pod["metadata"].get("annotations", {}).get("checksum/config") == want_sum)
+            annotations.get("checksum/config") == want_sum)
 
     # Listening, probes, ports.
     r.check("MCP_HARBOR__SERVER__HOST=0.0.0.0", env.get("MCP_HARBOR__SERVER__HOST") == "0.0.0.0")
@@ -219,7 +334,167 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
                 and all(rule["host"] in t["hosts"] and t.get("secretName") for t in tls))
         r.check("Ingress keeps the annotations",
                 ingress["metadata"].get("annotations", {}) == merged["ingress"]["annotations"])
-    return {"config_text": config_text, "config": config or {}, "env": env, "hosts": hosts}
+
+    notes = rendered.get(f"{chart.name}/templates/NOTES.txt", "")
+    secret_values = [v for v in (admin["token"], storage["databaseUrl"]) if v]
+    r.check("NOTES.txt prints no secret value", not any(v in notes for v in secret_values))
+    if chart_secret:
+        secret = kinds.get("Secret", {})
+        want_sum = hashlib.sha256(rendered[f"{chart.name}/templates/secret.yaml"].encode()).hexdigest()
+        r.check("checksum/secret annotation is the chart-managed Secret's sha256 (pods roll on change)",
+                annotations.get("checksum/secret") == want_sum)
+        want_keys = {k for k, v in (("admin-token", admin["token"]), ("database-url", storage["databaseUrl"])) if v}
+        r.check(f"chart-managed Secret holds exactly {sorted(want_keys)}",
+                set(secret_data(secret)) == want_keys, f"got {sorted(secret_data(secret))}")
+    else:
+        r.check("no checksum/secret annotation without a chart-managed Secret",
+                "checksum/secret" not in annotations)
+
+    # Storage.
+    r.check("MCP_HARBOR__STORAGE__MAX_CONNECTIONS is storage.maxConnections",
+            env.get("MCP_HARBOR__STORAGE__MAX_CONNECTIONS") == str(storage["maxConnections"]))
+    strategy = dep["spec"].get("strategy", {}).get("type", "RollingUpdate")
+    data_dir = env.get("MCP_HARBOR__STORAGE__DATA_DIR")
+    if postgres:
+        want_ref = ((storage["existingSecret"], storage["databaseUrlKey"]) if storage["existingSecret"]
+                    else (dep["metadata"]["name"], "database-url"))
+        r.check(f"MCP_HARBOR__STORAGE__DATABASE_URL from secretKeyRef {want_ref}",
+                refs.get("MCP_HARBOR__STORAGE__DATABASE_URL") == want_ref,
+                f"got {refs.get('MCP_HARBOR__STORAGE__DATABASE_URL')}")
+        r.check("Deployment: MCP_HARBOR__STORAGE__MIGRATE_ON_START=false (the hook Job migrates)",
+                env.get("MCP_HARBOR__STORAGE__MIGRATE_ON_START") == "false")
+        r.check("no SQLite data dir or data volume with PostgreSQL",
+                data_dir is None and DATA_MOUNT not in mounts.values())
+        r.check("NOTES.txt names the migration Job", "-migrate" in notes and "mcp-harbor migrate" in notes)
+    else:
+        r.check("no MCP_HARBOR__STORAGE__DATABASE_URL: the embedded SQLite file",
+                "MCP_HARBOR__STORAGE__DATABASE_URL" not in env)
+        r.check(f"MCP_HARBOR__STORAGE__DATA_DIR={DATA_MOUNT}", data_dir == DATA_MOUNT, f"got {data_dir!r}")
+        r.check("migrate on start (no Job with SQLite)",
+                env.get("MCP_HARBOR__STORAGE__MIGRATE_ON_START") == "true")
+        held = mount_of(container, pod["spec"], data_dir or "/")
+        mount, volume = held if held else ({}, {})
+        r.check("DATA_DIR is on a writable volume mount, not the read-only root filesystem",
+                bool(mount) and mount["mountPath"] == DATA_MOUNT and not mount.get("readOnly", False)
+                and ("emptyDir" in volume or "persistentVolumeClaim" in volume), f"{mount} {volume}")
+        if persistence["enabled"]:
+            pvc = kinds.get("PersistentVolumeClaim")
+            claim = volume.get("persistentVolumeClaim", {}).get("claimName")
+            want_claim = persistence["existingClaim"] or (pvc or {}).get("metadata", {}).get("name")
+            r.check("data volume is the PersistentVolumeClaim", claim is not None and claim == want_claim,
+                    f"claimName {claim!r}, want {want_claim!r}")
+            if pvc:
+                spec = pvc["spec"]
+                sc = persistence["storageClass"]
+                r.check("PVC size, accessModes and storageClass from persistence",
+                        spec["resources"]["requests"]["storage"] == persistence["size"]
+                        and spec["accessModes"] == persistence["accessModes"]
+                        and spec.get("storageClassName") == ("" if sc == "-" else sc or None), json.dumps(spec))
+                r.check("PVC keeps persistence.annotations",
+                        (pvc["metadata"].get("annotations") or {}) == persistence["annotations"])
+            r.check("Recreate strategy: one pod at a time on the SQLite volume", strategy == "Recreate")
+            r.check("NOTES.txt names the PVC", bool(want_claim) and want_claim in notes)
+        else:
+            r.check("data volume is an emptyDir", "emptyDir" in volume, json.dumps(volume))
+            r.check("NOTES.txt warns that the emptyDir loses the database", "emptyDir" in notes
+                    and "persistence.enabled=true" in notes)
+        r.check("NOTES.txt says embedded SQLite needs replicaCount 1", "replicaCount at 1" in notes)
+
+    # Admin token.
+    token_ref = refs.get("MCP_HARBOR__ADMIN__TOKEN")
+    if admin["existingSecret"] or admin["token"]:
+        want_ref = ((admin["existingSecret"], admin["tokenKey"]) if admin["existingSecret"]
+                    else (dep["metadata"]["name"], "admin-token"))
+        r.check(f"MCP_HARBOR__ADMIN__TOKEN from secretKeyRef {want_ref}", token_ref == want_ref,
+                f"got {token_ref}")
+        r.check("the admin token resolves to the configured one",
+                env.get("MCP_HARBOR__ADMIN__TOKEN") == (admin["token"] or ADMIN_TOKEN))
+        r.check("NOTES.txt says where the admin token is", want_ref[0] in notes)
+    else:
+        r.check("no MCP_HARBOR__ADMIN__TOKEN without a configured token",
+                "MCP_HARBOR__ADMIN__TOKEN" not in env)
+        r.check("NOTES.txt says the generated token is printed in the pod log",
+                "generated the admin API token" in notes and "kubectl" in notes)
+    want_loopback = "true" if admin["allowHttpLoopbackWebhooks"] else "false"
+    r.check(f"MCP_HARBOR__ADMIN__ALLOW_HTTP_LOOPBACK_WEBHOOKS={want_loopback}",
+            env.get("MCP_HARBOR__ADMIN__ALLOW_HTTP_LOOPBACK_WEBHOOKS") == want_loopback)
+    if admin["allowHttpLoopbackWebhooks"]:
+        r.check("NOTES.txt warns about allowHttpLoopbackWebhooks", "allowHttpLoopbackWebhooks" in notes)
+
+    job_env = check_migration_job(r, merged, hook_docs, dep, container, env, svc, cm) if postgres else None
+    return {"config_text": config_text, "config": config or {}, "env": env, "hosts": hosts,
+            "container": container, "pod_spec": pod["spec"], "configmaps": {cm["metadata"]["name"]: cm},
+            "job_env": job_env, "postgres": postgres,
+            "admin_token": env.get("MCP_HARBOR__ADMIN__TOKEN"),
+            "persistent": not postgres and persistence["enabled"]}
+
+
+def check_migration_job(r: Report, merged: dict, hooks: list[dict], dep: dict, container: dict,
+                        env: dict[str, str], svc: dict, cm: dict) -> dict[str, str] | None:
+    """The pre-install/pre-upgrade Job: `migrate` with the Deployment's env, runnable before install."""
+    jobs = [d for d in hooks if d["kind"] == "Job"]
+    if not r.check("one migration Job", len(jobs) == 1, f"got {len(jobs)}"):
+        return None
+    job = jobs[0]
+    ann = job["metadata"].get("annotations", {})
+    r.check("Job hook: pre-install,pre-upgrade",
+            set(ann.get(HOOK, "").split(",")) == {"pre-install", "pre-upgrade"}, ann.get(HOOK, ""))
+    r.check("Job hook-delete-policy: before-hook-creation,hook-succeeded",
+            set(ann.get(HOOK_DELETE, "").split(",")) == {"before-hook-creation", "hook-succeeded"},
+            ann.get(HOOK_DELETE, ""))
+    pod = job["spec"]["template"]
+    (jc,) = pod["spec"]["containers"]
+    r.check("Job runs `mcp-harbor migrate` from the Deployment's image",
+            jc.get("args") == ["migrate"] and "command" not in jc and jc["image"] == container["image"],
+            f"args {jc.get('args')}, image {jc['image']}")
+    r.check("Job pod: restartPolicy Never, non-root, read-only root filesystem",
+            pod["spec"].get("restartPolicy") == "Never"
+            and pod["spec"].get("securityContext") == dep["spec"]["template"]["spec"].get("securityContext")
+            and jc.get("securityContext") == container.get("securityContext"))
+    r.check("Job pod annotations are migration.podAnnotations",
+            (pod["metadata"].get("annotations") or {}) == merged["migration"]["podAnnotations"])
+    selector = svc["spec"]["selector"]
+    r.check("the Service does not select the Job's pod",
+            not selector.items() <= pod["metadata"].get("labels", {}).items())
+
+    # Everything the Job reads exists before it: pre-existing Secrets, or hooks of the same events
+    # with a lower weight (pre-install runs before the release's own ConfigMap and Secret exist).
+    weight = int(ann.get(HOOK_WEIGHT, "0"))
+    earlier = {(d["kind"], d["metadata"]["name"]): d for d in hooks
+               if d is not job and set(d["metadata"]["annotations"][HOOK].split(",")) >= {"pre-install", "pre-upgrade"}
+               and int(d["metadata"]["annotations"].get(HOOK_WEIGHT, "0")) < weight}
+    for d in earlier.values():
+        policy = set(d["metadata"]["annotations"].get(HOOK_DELETE, "").split(","))
+        r.check(f"hook {d['kind']}/{d['metadata']['name']}: before-hook-creation,hook-succeeded",
+                policy == {"before-hook-creation", "hook-succeeded"}, str(policy))
+    refs = secret_refs(jc)
+    dangling = [f"{n}: {s}/{k}" for n, (s, k) in refs.items()
+                if s not in EXISTING_SECRETS and ("Secret", s) not in earlier]
+    r.check("Job secretKeyRefs name pre-existing Secrets or earlier hook Secrets", not dangling,
+            "; ".join(dangling))
+    hook_cms = {v["name"]: v["configMap"]["name"] for v in pod["spec"].get("volumes", []) if "configMap" in v}
+    r.check("Job's config volume is an earlier hook ConfigMap with the release's config.toml",
+            bool(hook_cms) and all(("ConfigMap", n) in earlier
+                                   and earlier[("ConfigMap", n)]["data"] == cm["data"] for n in hook_cms.values()),
+            str(hook_cms))
+    mounts = {m["name"]: m["mountPath"] for m in jc.get("volumeMounts", [])}
+    hook_secrets = {name: secret_data(d) for (kind, name), d in earlier.items() if kind == "Secret"}
+    job_env = r.run("Job env secretKeyRefs resolve", lambda: resolve_env(jc, hook_secrets | EXISTING_SECRETS))
+    if job_env is None:
+        return None
+    r.check("Job mounts its config where MCP_HARBOR_CONFIG points",
+            any(job_env.get("MCP_HARBOR_CONFIG") == f"{mounts.get(v)}/config.toml" for v in hook_cms))
+    names = [e["name"] for e in jc.get("env", [])]
+    r.check("Job env: the Deployment's variables, in the same order",
+            names == [e["name"] for e in container.get("env", [])])
+    differ = sorted(k for k in env.keys() | job_env.keys() if env.get(k) != job_env.get(k))
+    r.check("Job env: the Deployment's values (same Secret contents), except MIGRATE_ON_START=true",
+            differ == ["MCP_HARBOR__STORAGE__MIGRATE_ON_START"]
+            and job_env["MCP_HARBOR__STORAGE__MIGRATE_ON_START"] == "true", f"differ: {differ}")
+    kept = {n: ref for n, ref in refs.items() if ref[0] in EXISTING_SECRETS}
+    r.check("Job and Deployment read pre-existing Secrets through the same secretKeyRefs",
+            all(secret_refs(container).get(n) == ref for n, ref in kept.items()))
+    return job_env
 
 
 def _str_list(value: object) -> list[str]:
@@ -244,12 +519,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def http_status(port: int, method: str, path: str, host: str, body: dict | None = None) -> int:
+def http_status(port: int, method: str, path: str, host: str, body: dict | None = None,
+                token: str | None = None) -> int:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     headers = {"Host": host}
     if body is not None:
         headers |= {"Content-Type": "application/json",
                     "Accept": "application/json, text/event-stream"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
     try:
         conn.request(method, path, json.dumps(body) if body is not None else None, headers)
         return conn.getresponse().status
@@ -257,42 +535,152 @@ def http_status(port: int, method: str, path: str, host: str, body: dict | None 
         conn.close()
 
 
-def check_boot(r: Report, binary: Path, facts: dict) -> None:
-    """Run the real server with the rendered config file and container environment."""
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        config_file = Path(tmp) / "config.toml"
-        config_file.write_text(facts["config_text"])
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HARBOR")}
-        env |= facts["env"]
-        env |= {"MCP_HARBOR_CONFIG": str(config_file), "MCP_HARBOR__SERVER__HOST": "127.0.0.1",
-                "MCP_HARBOR__SERVER__PORT": str(port), "MCP_HARBOR__LOG__FILTER": "warn"}
-        env.pop("RUST_LOG", None)
-        log = Path(tmp) / "server.log"
-        with open(log, "wb") as out:
-            proc = subprocess.Popen([str(binary), "serve"], env=env, stdout=out, stderr=out)
+class Postgres:
+    """Fresh databases on a reachable PostgreSQL server, created and dropped with psql."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.why_not = self._probe()
+
+    def _psql(self, sql: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["psql", f"{self.base_url}/postgres", "-v", "ON_ERROR_STOP=1", "-qAtc", sql],
+                              capture_output=True, text=True, timeout=30,
+                              env=os.environ | {"PGCONNECT_TIMEOUT": "3"})
+
+    def _probe(self) -> str | None:
+        if shutil.which("psql") is None:
+            return "psql is not installed"
         try:
-            up = False
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and proc.poll() is None:
-                try:
-                    up = http_status(port, "GET", "/healthz", f"127.0.0.1:{port}") == 200
-                except OSError:
-                    pass
-                if up:
-                    break
-                time.sleep(0.1)
-            if not r.check(f"{binary.relative_to(ROOT) if binary.is_relative_to(ROOT) else binary} "
-                           "serves with the rendered config and env", up,
-                           log.read_text(errors="replace").strip()[-2000:]):
-                return
-            # kubelet probes send the pod IP as Host.
-            r.check("GET /healthz and /readyz answer 200 to a probe's Host",
-                    http_status(port, "GET", "/healthz", f"10.0.0.7:{port}") == 200
-                    and http_status(port, "GET", "/readyz", f"10.0.0.7:{port}") == 200)
-            tenants = facts["config"].get("tenants", [{"slug": "demo"}])
-            if not tenants:
-                return
+            done = self._psql("SELECT 1")
+        except subprocess.TimeoutExpired:
+            return f"{self.base_url} did not answer"
+        return None if done.returncode == 0 else f"{self.base_url}: {' '.join(done.stderr.split())}"
+
+    def create(self, name: str) -> str:
+        done = self._psql(f'CREATE DATABASE "{name}"')
+        if done.returncode:
+            raise RuntimeError(done.stderr.strip())
+        return f"{self.base_url}/{name}"
+
+    def drop(self, name: str) -> None:
+        self._psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def has_subcommand(binary: Path, name: str) -> bool:
+    done = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=10)
+    return re.search(rf"^\s+{re.escape(name)}\s", done.stdout, re.M) is not None
+
+
+class Server:
+    """The binary serving on a free loopback port, stopped on exit."""
+
+    def __init__(self, binary: Path, env: dict[str, str], log: Path) -> None:
+        self.binary, self.port, self.log = binary, free_port(), log
+        self.env = env | {"MCP_HARBOR__SERVER__HOST": "127.0.0.1",
+                          "MCP_HARBOR__SERVER__PORT": str(self.port)}
+
+    def __enter__(self) -> "Server":
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen([str(self.binary), "serve"], env=self.env,
+                                         stdout=out, stderr=out)
+        self.up = False
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                self.up = http_status(self.port, "GET", "/healthz", f"127.0.0.1:{self.port}") == 200
+            except OSError:
+                pass
+            if self.up:
+                break
+            time.sleep(0.1)
+        return self
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def host_env(facts: dict, tmp: Path, env: dict[str, str]) -> dict[str, str]:
+    """The container environment on this machine: every volume mount a directory under tmp
+    (ConfigMap volumes filled with their files), paths in the environment remapped to them."""
+    remap = {}
+    for m in facts["container"].get("volumeMounts", []):
+        host = tmp / "volumes" / m["name"]
+        host.mkdir(parents=True, exist_ok=True)
+        volume = next(v for v in facts["pod_spec"]["volumes"] if v["name"] == m["name"])
+        if "configMap" in volume:
+            cm = facts["configmaps"][volume["configMap"]["name"]]
+            for name, text in cm["data"].items():
+                (host / name).write_text(text)
+        remap[m["mountPath"].rstrip("/")] = str(host)
+    out = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HARBOR")}
+    out.pop("RUST_LOG", None)
+    for name, value in env.items():
+        # Once, by the longest mount path holding it (host paths may themselves be under /tmp).
+        held = [c for c in remap if value == c or value.startswith(c + "/")]
+        if held:
+            container_path = max(held, key=len)
+            value = remap[container_path] + value[len(container_path):]
+        out[name] = value
+    return out | {"MCP_HARBOR__LOG__FILTER": "warn"}
+
+
+def check_boot(r: Report, binary: Path, facts: dict, pg: Postgres | None, scenario: str) -> None:
+    """Run the real server with the rendered config file and container environment."""
+    label = binary.relative_to(ROOT) if binary.is_relative_to(ROOT) else binary
+    db_name = None
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        env = host_env(facts, tmp, facts["env"])
+        job_env = host_env(facts, tmp, facts["job_env"]) if facts.get("job_env") else None
+        try:
+            if facts["postgres"]:
+                if pg is None or pg.why_not:
+                    print(f"  skip  boot check: no PostgreSQL ({pg.why_not if pg else '--no-postgres'})")
+                    return
+                db_name = f"mcp_harbor_helm_check_{os.getpid()}_{scenario.replace('-', '_')}"
+                url = r.run(f"fresh database {db_name} (stands for the rendered database URL)",
+                            lambda: pg.create(db_name))
+                if url is None:
+                    db_name = None
+                    return
+                env["MCP_HARBOR__STORAGE__DATABASE_URL"] = url
+                if job_env is not None:
+                    job_env["MCP_HARBOR__STORAGE__DATABASE_URL"] = url
+                if has_subcommand(binary, "migrate"):
+                    done = subprocess.run([str(binary), "migrate"], env=job_env, capture_output=True,
+                                          text=True, timeout=60)
+                    r.check("`mcp-harbor migrate` with the Job's env exits 0", done.returncode == 0,
+                            (done.stdout + done.stderr).strip()[-2000:])
+                else:
+                    print(f"  skip  migrate Job run: {label} has no `migrate` subcommand yet; "
+                          "booting with MCP_HARBOR__STORAGE__MIGRATE_ON_START=true instead")
+                    env["MCP_HARBOR__STORAGE__MIGRATE_ON_START"] = "true"
+            boot_once(r, binary, label, facts, env, tmp)
+        finally:
+            if db_name and pg:
+                pg.drop(db_name)
+
+
+def boot_once(r: Report, binary: Path, label, facts: dict, env: dict[str, str], tmp: Path) -> None:
+    with Server(binary, env, tmp / "server.log") as server:
+        port = server.port
+        if not r.check(f"{label} serves with the rendered config and env", server.up,
+                       server.output().strip()[-2000:]):
+            return
+        # kubelet probes send the pod IP as Host.
+        r.check("GET /healthz and /readyz answer 200 to a probe's Host",
+                http_status(port, "GET", "/healthz", f"10.0.0.7:{port}") == 200
+                and http_status(port, "GET", "/readyz", f"10.0.0.7:{port}") == 200)
+        tenants = facts["config"].get("tenants", [{"slug": "demo"}])
+        if tenants:
             path = f"/t/{tenants[0]['slug']}/mcp"
             init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                     "params": {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -303,13 +691,38 @@ def check_boot(r: Report, binary: Path, facts: dict) -> None:
                     all(s == 200 for s in statuses.values()), str(statuses))
             evil = http_status(port, "POST", path, "evil.example.com", init)
             r.check("an unlisted Host is refused (403)", evil == 403, f"got {evil}")
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+
+        data_dir = env.get("MCP_HARBOR__STORAGE__DATA_DIR")
+        if not facts["postgres"]:
+            r.check("the SQLite file is created on the data volume",
+                    data_dir is not None and data_dir.startswith(str(tmp / "volumes"))
+                    and (Path(data_dir) / "mcp-harbor.db").is_file(), f"DATA_DIR {data_dir}")
+
+        token = facts["admin_token"]
+        generated = GENERATED_TOKEN.search(server.output())
+        if token:
+            r.check("no admin token generated when one is configured", generated is None)
+        else:
+            r.check("without a configured token, one is generated and printed in the log",
+                    generated is not None, server.output().strip()[-1000:])
+            token = generated.group(1) if generated else None
+        if token:
+            host = f"127.0.0.1:{port}"
+            statuses = (http_status(port, "GET", "/admin/v1/tenants", host, token=token),
+                        http_status(port, "GET", "/admin/v1/tenants", host),
+                        http_status(port, "GET", "/admin/v1/tenants", host, token=token + "x"))
+            r.check("GET /admin/v1/tenants: 200 with the token, 401 without or with a wrong one",
+                    statuses == (200, 401, 401), f"got {statuses}")
+    if not facts["admin_token"] and token and not facts["postgres"]:
+        # A restart on the same volume (what the PVC, or an emptyDir across container restarts,
+        # gives) keeps the database, so the printed token stays valid and no new one is printed.
+        with Server(binary, env, tmp / "server-2.log") as again:
+            if r.check("restarts on the same data volume", again.up, again.output().strip()[-2000:]):
+                status = http_status(again.port, "GET", "/admin/v1/tenants",
+                                     f"127.0.0.1:{again.port}", token=token)
+                r.check("after a restart: no new token printed, the first one still answers 200",
+                        GENERATED_TOKEN.search(again.output()) is None and status == 200,
+                        f"status {status}")
 
 
 def main() -> int:
@@ -320,6 +733,12 @@ def main() -> int:
     ap.add_argument("--binary", help="mcp-harbor binary for the boot check "
                     "(default: $MCP_HARBOR_BIN, target/release, target/debug)")
     ap.add_argument("--no-boot", action="store_true", help="skip the boot check")
+    ap.add_argument("--postgres", default=os.environ.get("MCP_HARBOR_HELM_CHECK_POSTGRES",
+                                                         "postgres://postgres@127.0.0.1:5432"),
+                    help="PostgreSQL server for the PostgreSQL scenarios' boot check: a fresh "
+                         "database is created and dropped there (default: %(default)s)")
+    ap.add_argument("--no-postgres", action="store_true",
+                    help="skip booting the PostgreSQL scenarios")
     ap.add_argument("--chart", type=Path, default=CHART, help="chart directory (default: %(default)s)")
     args = ap.parse_args()
     chart_dir = args.chart.resolve()
@@ -327,10 +746,16 @@ def main() -> int:
     binary = None if args.no_boot else find_binary(args.binary)
     if args.binary and binary is None:
         sys.exit(f"helm/check.py: --binary {args.binary} is not an executable file")
+    pg = None if (binary is None or args.no_postgres) else Postgres(args.postgres)
 
     r = Report()
     print(f"helm-python-sdk {helm.__version__} (Helm SDK {helm.helm_sdk_version()}), "
           f"kubernetes-validate {kubernetes_validate.__version__}; chart {chart_dir}")
+    if binary is not None:
+        print(f"boot checks with {binary}"
+              + ("" if has_subcommand(binary, "migrate") else " (no `migrate` subcommand)")
+              + (f"; PostgreSQL {'unavailable: ' + pg.why_not if pg.why_not else 'at ' + pg.base_url}"
+                 if pg else "; PostgreSQL scenarios not booted (--no-postgres)"))
     with helm.Chart.load(chart_dir) as chart:
         meta = chart.metadata
         print(f"\n[chart] {meta['name']} {meta['version']} (appVersion {meta.get('appVersion')})")
@@ -365,7 +790,7 @@ def main() -> int:
                 print("  skip  boot check: no built mcp-harbor binary (cargo build --release, or --binary)"
                       if not args.no_boot else "  skip  boot check (--no-boot)")
             elif facts:
-                check_boot(r, binary, facts)
+                check_boot(r, binary, facts, pg, scenario)
 
     print(f"\nhelm-check: {r.passed} passed, {r.failed} failed")
     return 1 if r.failed else 0

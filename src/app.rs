@@ -103,10 +103,8 @@ impl Application {
         let (admin_auth, generated_admin_token) =
             AdminAuth::init(&store, &config.admin.token).await?;
         seed_tenants(&store, &config).await?;
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("mcp-harbor/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(5))
-            .build()
+        // Webhook calls: no redirects (a signed POST must not be re-sent elsewhere).
+        let http = crate::tools::webhook::http_client()
             .map_err(|e| StartError::Tenant(format!("HTTP client: {e}")))?;
         let tenants = TenantRegistry::default();
         let directory =

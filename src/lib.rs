@@ -10,6 +10,7 @@
 pub mod admin;
 pub mod app;
 pub mod catalog;
+pub mod cli;
 pub mod config;
 pub mod eventlog;
 pub mod protocol;

@@ -1,4 +1,5 @@
-//! The `mcp-harbor` command: `serve` (the default) and `healthcheck`.
+//! The `mcp-harbor` command: `serve` (the default), `migrate`, `healthcheck` and `admin` (the
+//! admin API client).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,6 +31,10 @@ enum Command {
         #[arg(long, default_value = "http://127.0.0.1:8080")]
         url: String,
     },
+    /// Apply the database migrations of the configured store, then exit.
+    Migrate,
+    /// Manage tenants and their published catalogs through a running server's admin API.
+    Admin(mcp_harbor::cli::AdminArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +42,8 @@ fn main() -> ExitCode {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.config),
         Command::Healthcheck { url } => healthcheck(&url),
+        Command::Migrate => migrate(cli.config),
+        Command::Admin(args) => mcp_harbor::cli::run(args),
     }
 }
 
@@ -71,6 +78,33 @@ fn serve(config_file: Option<PathBuf>) -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp-harbor: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn migrate(config_file: Option<PathBuf>) -> ExitCode {
+    let mut config = match Config::load(config_file.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mcp-harbor: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    telemetry::init_telemetry(&config.log);
+    config.storage.migrate_on_start = true;
+    let result = actix_web::rt::System::new().block_on(async move {
+        let store = mcp_harbor::app::open_store(&config).await?;
+        store.close().await;
+        Ok::<_, mcp_harbor::app::StartError>(())
+    });
+    match result {
+        Ok(()) => {
+            println!("mcp-harbor: migrations applied");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("mcp-harbor: {e}");
             ExitCode::FAILURE

@@ -31,6 +31,11 @@ pub struct AdminState {
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::scope("/admin/v1")
+            // Resources may carry 1 MiB of content (about 1.4 MiB as base64).
+            .app_data(web::PayloadConfig::new(4 * 1024 * 1024))
+            .app_data(web::QueryConfig::default().error_handler(|err, _| {
+                AdminError::bad_request(format!("invalid query string: {err}")).into()
+            }))
             .route("/openapi.json", web::get().to(openapi::document))
             .route("/tenants", web::post().to(tenants::create))
             .route("/tenants", web::get().to(tenants::list))

@@ -1,6 +1,7 @@
 //! Test databases: an SQLite file per test, and, when PostgreSQL is reachable, a fresh database
 //! per test. With `MCP_HARBOR_REQUIRE_POSTGRES=1` (CI) an unreachable PostgreSQL fails the test
 //! instead of skipping it.
+#![allow(dead_code)]
 
 use std::str::FromStr;
 

@@ -44,3 +44,108 @@ allowedHosts, the Service's in-cluster DNS names and, when the ingress is on, it
 {{- end }}
 {{- $hosts | uniq | toJson }}
 {{- end }}
+
+{{/* "<fullname>-<suffix>" within 63 characters. */}}
+{{- define "mcp-harbor.suffixed" -}}
+{{- printf "%s-%s" (include "mcp-harbor.fullname" .root | trunc (int (sub 62 (len .suffix))) | trimSuffix "-") .suffix }}
+{{- end }}
+
+{{/* Non-empty when the server uses PostgreSQL (storage.databaseUrl or storage.existingSecret). */}}
+{{- define "mcp-harbor.postgres" -}}
+{{- if or .Values.storage.databaseUrl .Values.storage.existingSecret }}true{{ end }}
+{{- end }}
+
+{{/* Non-empty when the chart manages a Secret (an inline admin token or database URL). */}}
+{{- define "mcp-harbor.hasSecret" -}}
+{{- if or .Values.admin.token .Values.storage.databaseUrl }}true{{ end }}
+{{- end }}
+
+{{/* The chart-managed Secret's data: the same in the release's Secret and the hook's copy. */}}
+{{- define "mcp-harbor.secretData" -}}
+{{- with .Values.admin.token }}
+admin-token: {{ . | b64enc | quote }}
+{{- end }}
+{{- with .Values.storage.databaseUrl }}
+database-url: {{ . | b64enc | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The PersistentVolumeClaim holding the embedded SQLite file. */}}
+{{- define "mcp-harbor.dataClaim" -}}
+{{- .Values.persistence.existingClaim | default (include "mcp-harbor.suffixed" (dict "root" . "suffix" "data")) }}
+{{- end }}
+
+{{/*
+The container environment, shared by the Deployment and the migration Job.
+Call with (dict "root" $ "resources" <name of the ConfigMap/Secret to read> "migrateOnStart" "true"|"false").
+*/}}
+{{- define "mcp-harbor.env" -}}
+{{- $v := .root.Values -}}
+- name: MCP_HARBOR_CONFIG
+  value: /etc/mcp-harbor/config.toml
+- name: MCP_HARBOR__SERVER__HOST
+  value: "0.0.0.0"
+- name: MCP_HARBOR__SERVER__PORT
+  value: {{ $v.containerPort | quote }}
+- name: MCP_HARBOR__SERVER__ALLOWED_HOSTS
+  value: {{ include "mcp-harbor.allowedHosts" .root | quote }}
+{{- if include "mcp-harbor.postgres" .root }}
+- name: MCP_HARBOR__STORAGE__DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      {{- if $v.storage.existingSecret }}
+      name: {{ $v.storage.existingSecret | quote }}
+      key: {{ $v.storage.databaseUrlKey | quote }}
+      {{- else }}
+      name: {{ .resources | quote }}
+      key: database-url
+      {{- end }}
+{{- else }}
+- name: MCP_HARBOR__STORAGE__DATA_DIR
+  value: /var/lib/mcp-harbor
+{{- end }}
+- name: MCP_HARBOR__STORAGE__MIGRATE_ON_START
+  value: {{ .migrateOnStart | quote }}
+- name: MCP_HARBOR__STORAGE__MAX_CONNECTIONS
+  value: {{ $v.storage.maxConnections | quote }}
+{{- if or $v.admin.existingSecret $v.admin.token }}
+- name: MCP_HARBOR__ADMIN__TOKEN
+  valueFrom:
+    secretKeyRef:
+      {{- if $v.admin.existingSecret }}
+      name: {{ $v.admin.existingSecret | quote }}
+      key: {{ $v.admin.tokenKey | quote }}
+      {{- else }}
+      name: {{ .resources | quote }}
+      key: admin-token
+      {{- end }}
+{{- end }}
+- name: MCP_HARBOR__ADMIN__ALLOW_HTTP_LOOPBACK_WEBHOOKS
+  value: {{ $v.admin.allowHttpLoopbackWebhooks | quote }}
+{{- with $v.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Pod-level settings shared by the Deployment and the migration Job. */}}
+{{- define "mcp-harbor.podCommon" -}}
+automountServiceAccountToken: false
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
