@@ -630,3 +630,36 @@ async fn tenants_see_nothing_of_each_other() {
         .unwrap();
     assert_eq!(resp.status(), 404);
 }
+
+#[actix_rt::test]
+async fn publishing_keeps_the_built_in_catalogs_state() {
+    let app = spawn_app().await;
+    create_tenant(&app, "acme", json!(["demo"])).await;
+    let mut c = app.open_session("acme", "2025-11-25", json!({})).await;
+    c.result(
+        "tools/call",
+        json!({ "name": "set_note", "arguments": { "text": "keep me" } }),
+    )
+    .await;
+    assert_eq!(
+        send(
+            &app,
+            Method::POST,
+            "/tenants/acme/prompts",
+            Some(prompt("greet"))
+        )
+        .await
+        .0,
+        201
+    );
+    let r = c
+        .result("resources/read", json!({ "uri": "demo://note" }))
+        .await;
+    assert_eq!(r["contents"][0]["text"], "keep me");
+    let tools = c.result("tools/list", json!({})).await;
+    assert!(tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "echo"));
+}

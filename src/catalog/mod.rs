@@ -117,6 +117,16 @@ impl TenantCatalog {
         Ok(catalogs)
     }
 
+    /// The catalogs other than the tenant's published one (kept across catalog rebuilds, so
+    /// built-in state such as the demo note survives a publish).
+    pub fn builtins(&self) -> Vec<Arc<dyn Catalog>> {
+        self.catalogs
+            .iter()
+            .filter(|c| c.name() != stored::PUBLISHED)
+            .cloned()
+            .collect()
+    }
+
     pub fn call_tool(
         &self,
         name: &str,

@@ -288,9 +288,12 @@ fn with_optional(mut v: Value, key: &str, value: &Option<impl Serialize>) -> Val
     v
 }
 
+/// The name of a tenant's published catalog.
+pub const PUBLISHED: &str = "published";
+
 impl Catalog for StoredCatalog {
     fn name(&self) -> &'static str {
-        "published"
+        PUBLISHED
     }
 
     fn tools(&self) -> Vec<Value> {

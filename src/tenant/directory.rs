@@ -59,10 +59,17 @@ impl TenantDirectory {
         Ok(count)
     }
 
-    async fn build_catalog(&self, record: &TenantRecord) -> Result<TenantCatalog, StoreError> {
+    /// The tenant's catalog: the given built-ins (fresh ones when `None`) plus what it published.
+    async fn build_catalog(
+        &self,
+        record: &TenantRecord,
+        builtins: Option<Vec<Arc<dyn Catalog>>>,
+    ) -> Result<TenantCatalog, StoreError> {
         let entries = self.store.all_entries(&record.slug).await?;
-        let mut catalogs: Vec<Arc<dyn Catalog>> =
-            TenantCatalog::builtin(&record.catalogs).map_err(StoreError::Corrupt)?;
+        let mut catalogs = match builtins {
+            Some(b) => b,
+            None => TenantCatalog::builtin(&record.catalogs).map_err(StoreError::Corrupt)?,
+        };
         let runtime = WebhookRuntime {
             client: self.http.clone(),
             tenant: record.slug.as_str().into(),
@@ -73,7 +80,7 @@ impl TenantDirectory {
 
     /// Starts serving a tenant (its supervisor, catalog and policy).
     pub async fn activate(&self, record: &TenantRecord) -> Result<TenantHandle, StoreError> {
-        let catalog = CatalogHandle::new(self.build_catalog(record).await?);
+        let catalog = CatalogHandle::new(self.build_catalog(record, None).await?);
         let slug: Arc<str> = record.slug.as_str().into();
         let sessions = Arc::new(TenantSessions::new(
             slug.clone(),
@@ -118,7 +125,9 @@ impl TenantDirectory {
             handle.supervisor.do_send(StopAll);
         }
         if catalogs_changed {
-            handle.catalog.replace(self.build_catalog(record).await?);
+            handle
+                .catalog
+                .replace(self.build_catalog(record, None).await?);
             for list in ["tools", "prompts", "resources"] {
                 handle
                     .supervisor
@@ -142,7 +151,10 @@ impl TenantDirectory {
         let Some(record) = self.store.get_tenant(slug).await? else {
             return Ok(());
         };
-        handle.catalog.replace(self.build_catalog(&record).await?);
+        let builtins = handle.catalog.current().builtins();
+        handle
+            .catalog
+            .replace(self.build_catalog(&record, Some(builtins)).await?);
         let list = match kind {
             CatalogKind::Tool => "tools",
             CatalogKind::Prompt => "prompts",
