@@ -104,11 +104,23 @@ impl Application {
             AdminAuth::init(&store, &config.admin.token).await?;
         seed_tenants(&store, &config).await?;
         // Webhook calls: no redirects (a signed POST must not be re-sent elsewhere).
-        let http = crate::tools::webhook::http_client()
-            .map_err(|e| StartError::Tenant(format!("HTTP client: {e}")))?;
+        let allow_private = config.admin.allow_http_loopback_webhooks;
+        let http = if allow_private {
+            crate::tools::webhook::http_client()
+        } else {
+            crate::tools::egress::public_http_client()
+        }
+        .map_err(|e| StartError::Tenant(format!("HTTP client: {e}")))?;
         let tenants = TenantRegistry::default();
-        let directory =
-            TenantDirectory::new(store.clone(), tenants.clone(), log, settings, limits, http);
+        let directory = TenantDirectory::new(
+            store.clone(),
+            tenants.clone(),
+            log,
+            settings,
+            limits,
+            http,
+            allow_private,
+        );
         directory.load_all().await?;
 
         let addr = format!("{}:{}", config.server.host, config.server.port);

@@ -52,7 +52,8 @@ pub struct AdminConfig {
     /// stored hashed. When set, it replaces the stored one.
     #[serde(default = "empty_secret", skip_serializing)]
     pub token: secrecy::SecretString,
-    /// Let webhook tools use plain http:// to loopback addresses (development only).
+    /// Development: webhook tools may use plain http:// to loopback hosts and reach private
+    /// addresses. Off in production: endpoints must be public (no SSRF into the service's network).
     pub allow_http_loopback_webhooks: bool,
 }
 

@@ -663,3 +663,32 @@ async fn publishing_keeps_the_built_in_catalogs_state() {
         .iter()
         .any(|t| t["name"] == "echo"));
 }
+
+#[actix_rt::test]
+async fn production_webhooks_cannot_reach_private_addresses() {
+    let app = common::spawn_app_with(|c| c.admin.allow_http_loopback_webhooks = false).await;
+    create_tenant(&app, "acme", json!([])).await;
+    for url in [
+        "https://127.0.0.1/hook",
+        "https://10.0.0.7/hook",
+        "https://169.254.169.254/latest",
+        "https://localhost/hook",
+        "http://127.0.0.1/hook",
+    ] {
+        let tool = json!({ "name": "t", "description": "d", "webhook": { "url": url } });
+        let (status, body) = send(&app, Method::POST, "/tenants/acme/tools", Some(tool)).await;
+        assert_eq!(
+            (status, &body["error"]["field"]),
+            (422, &json!("webhook.url")),
+            "{url}: {body}"
+        );
+    }
+    let tool = json!({ "name": "t", "description": "d", "webhook": { "url": "https://hooks.acme.example/x" } });
+    assert_eq!(
+        send(&app, Method::POST, "/tenants/acme/tools", Some(tool))
+            .await
+            .0,
+        201,
+        "public names are accepted"
+    );
+}

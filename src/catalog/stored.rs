@@ -227,6 +227,8 @@ fn render_template_text(text: &str, vars: &HashMap<String, String>) -> String {
 pub struct WebhookRuntime {
     pub client: reqwest::Client,
     pub tenant: Arc<str>,
+    /// Development: endpoints on loopback and private addresses may be called.
+    pub allow_private: bool,
 }
 
 /// A tenant's published entries, ready to serve.
@@ -317,6 +319,14 @@ impl Catalog for StoredCatalog {
         let tool = self.tools.iter().find(|t| t.name == name)?.clone();
         let runtime = self.runtime.clone();
         Some(Box::pin(async move {
+            if !runtime.allow_private {
+                if let Err(e) = crate::tools::egress::check_public_url(&tool.webhook.url) {
+                    return Ok(crate::protocol::mcp::tool_error(format!(
+                        "The `{}` tool failed: its endpoint is not allowed ({e})",
+                        tool.name
+                    )));
+                }
+            }
             let call = WebhookCall {
                 tenant: runtime.tenant.to_string(),
                 tool: tool.name.clone(),

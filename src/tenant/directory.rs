@@ -22,6 +22,8 @@ pub struct TenantDirectory {
     settings: Arc<SessionSettings>,
     defaults: SessionLimits,
     http: reqwest::Client,
+    /// Development: webhook tools may reach loopback and private addresses.
+    allow_private_webhooks: bool,
 }
 
 impl TenantDirectory {
@@ -32,6 +34,7 @@ impl TenantDirectory {
         settings: Arc<SessionSettings>,
         defaults: SessionLimits,
         http: reqwest::Client,
+        allow_private_webhooks: bool,
     ) -> Self {
         TenantDirectory {
             store,
@@ -40,6 +43,7 @@ impl TenantDirectory {
             settings,
             defaults,
             http,
+            allow_private_webhooks,
         }
     }
 
@@ -73,6 +77,7 @@ impl TenantDirectory {
         let runtime = WebhookRuntime {
             client: self.http.clone(),
             tenant: record.slug.as_str().into(),
+            allow_private: self.allow_private_webhooks,
         };
         catalogs.push(Arc::new(StoredCatalog::new(runtime, &entries)));
         Ok(TenantCatalog::new(catalogs))

@@ -1,0 +1,148 @@
+//! Where webhook calls may go. A hosted service must not let a tenant point a tool at the
+//! service's own network (cloud metadata at 169.254.169.254, databases on 10.x, loopback): with
+//! private egress off, URLs naming such addresses are refused, and host names are resolved by a
+//! resolver that drops every non-public address (so a name cannot rebind to one at call time).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+/// Whether an address is on the public internet.
+pub fn is_public_ip(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => is_public_v4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => is_public_v4(v4),
+            None => is_public_v6(v6),
+        },
+    }
+}
+
+fn is_public_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, ..] = ip.octets();
+    !(ip.is_private()
+        || ip.is_loopback()
+        || ip.is_link_local()
+        || ip.is_broadcast()
+        || ip.is_documentation()
+        || ip.is_unspecified()
+        || ip.is_multicast()
+        || a == 0
+        || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
+        || (a == 192 && b == 0 && ip.octets()[2] == 0) // IETF protocol assignments
+        || (a == 198 && (18..20).contains(&b)) // benchmarking
+        || a >= 240)
+}
+
+fn is_public_v6(ip: Ipv6Addr) -> bool {
+    let first = ip.segments()[0];
+    !(ip.is_loopback()
+        || ip.is_unspecified()
+        || ip.is_multicast()
+        || (first & 0xfe00) == 0xfc00 // unique local
+        || (first & 0xffc0) == 0xfe80 // link local
+        || first == 0x2001 && ip.segments()[1] == 0x0db8) // documentation
+}
+
+/// Refuses URLs that name a non-public address or `localhost` outright (IP literals never reach
+/// the resolver, so they are checked here).
+pub fn check_public_url(url: &str) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url.trim()).map_err(|e| format!("not a valid URL ({e})"))?;
+    let public = match parsed.host() {
+        Some(url::Host::Ipv4(ip)) => is_public_v4(ip),
+        Some(url::Host::Ipv6(ip)) => is_public_ip(IpAddr::V6(ip)),
+        Some(url::Host::Domain(d)) => {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            d != "localhost" && !d.ends_with(".localhost")
+        }
+        None => false,
+    };
+    if public {
+        Ok(())
+    } else {
+        Err("webhook endpoints must be on the public internet (private, loopback and link-local addresses are refused)".into())
+    }
+}
+
+/// Resolves names to their public addresses only.
+struct PublicOnlyResolver;
+
+impl Resolve for PublicOnlyResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        Box::pin(async move {
+            let host = name.as_str().to_string();
+            let all: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let public: Vec<SocketAddr> =
+                all.into_iter().filter(|a| is_public_ip(a.ip())).collect();
+            if public.is_empty() {
+                return Err(format!("{host} resolves to no public address; webhook endpoints must be on the public internet").into());
+            }
+            Ok(Box::new(public.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// Like [`super::webhook::http_client`], but connects to public addresses only.
+pub fn public_http_client() -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("mcp-harbor/", env!("CARGO_PKG_VERSION")))
+        .dns_resolver(Arc::new(PublicOnlyResolver))
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_addresses() {
+        for private in [
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "127.0.0.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "100.64.0.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(!is_public_ip(private.parse().unwrap()), "{private}");
+        }
+        for public in ["1.1.1.1", "93.184.216.34", "2606:4700:4700::1111"] {
+            assert!(is_public_ip(public.parse().unwrap()), "{public}");
+        }
+    }
+
+    #[test]
+    fn urls_naming_private_hosts_are_refused() {
+        assert!(check_public_url("https://hooks.example.com/x").is_ok());
+        assert!(check_public_url("https://1.1.1.1/x").is_ok());
+        for bad in [
+            "https://127.0.0.1/x",
+            "https://10.0.0.5/x",
+            "https://[::1]/x",
+            "https://localhost/x",
+            "https://api.localhost/x",
+            "https://169.254.169.254/latest",
+        ] {
+            assert!(check_public_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[actix_rt::test]
+    async fn the_resolver_drops_private_addresses() {
+        let err = PublicOnlyResolver
+            .resolve("localhost".parse().unwrap())
+            .await
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("no public address"));
+    }
+}
