@@ -406,6 +406,24 @@ async fn check_uri_free(
     Ok(())
 }
 
+/// Tells the tenant's live sessions that `existing` was replaced or removed: the list changed,
+/// and a resource's subscribers hear about it (under its old URI, if that changed too).
+async fn announce_change(
+    state: &AdminState,
+    slug: &str,
+    existing: &CatalogEntry,
+) -> Result<(), AdminError> {
+    let updated_uri = match existing.kind {
+        CatalogKind::Resource => existing.body["uri"].as_str(),
+        _ => None,
+    };
+    state
+        .directory
+        .catalog_changed(slug, existing.kind, updated_uri)
+        .await?;
+    Ok(())
+}
+
 pub async fn create(
     _: Admin,
     state: web::Data<AdminState>,
@@ -521,17 +539,7 @@ pub async fn replace(
         ..existing.clone()
     };
     state.directory.store.replace_entry(&entry).await?;
-    // Subscribers of a changed resource hear about it (under its old URI if that changed too).
-    let updated_uri = (kind == CatalogKind::Resource).then(|| {
-        existing.body["uri"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    });
-    state
-        .directory
-        .catalog_changed(&slug, kind, updated_uri.as_deref())
-        .await?;
+    announce_change(&state, &slug, &existing).await?;
     tracing::info!(tenant = %slug, kind = kind.as_str(), name = %name, "catalog entry replaced");
     Ok(HttpResponse::Ok().json(v.shown))
 }
@@ -549,16 +557,7 @@ pub async fn delete(
         .store
         .delete_entry(&slug, kind, &name)
         .await?;
-    let updated_uri = (kind == CatalogKind::Resource).then(|| {
-        existing.body["uri"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    });
-    state
-        .directory
-        .catalog_changed(&slug, kind, updated_uri.as_deref())
-        .await?;
+    announce_change(&state, &slug, &existing).await?;
     tracing::info!(tenant = %slug, kind = kind.as_str(), name = %name, "catalog entry removed");
     Ok(HttpResponse::NoContent().finish())
 }

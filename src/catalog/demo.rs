@@ -4,7 +4,7 @@
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 
-use super::{str_arg, CallFuture, Catalog, RequestContext};
+use super::{ready, str_arg, CallFuture, Catalog, RequestContext};
 use crate::protocol::mcp::{text_content, tool_text};
 use crate::protocol::RpcError;
 
@@ -14,10 +14,6 @@ pub const NOTE_URI: &str = "demo://note";
 #[derive(Default)]
 pub struct DemoCatalog {
     note: Mutex<String>,
-}
-
-fn ready(result: Result<Value, RpcError>) -> CallFuture {
-    Box::pin(std::future::ready(result))
 }
 
 impl Catalog for DemoCatalog {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::{str_arg, CallFuture, Catalog, RequestContext};
+use super::{ready, str_arg, CallFuture, Catalog, RequestContext};
 use crate::protocol::mcp::{text_content, tool_error, tool_text, LogLevel};
 use crate::protocol::RpcError;
 
@@ -24,10 +24,6 @@ fn tool(name: &str, description: &str, input_schema: Value) -> Value {
 
 fn no_args() -> Value {
     json!({ "type": "object", "properties": {} })
-}
-
-fn ready(result: Result<Value, RpcError>) -> CallFuture {
-    Box::pin(std::future::ready(result))
 }
 
 async fn pause() {

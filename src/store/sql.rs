@@ -115,6 +115,15 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
     }
 }
 
+/// An insert's outcome: a unique-key violation means the row already exists.
+fn inserted<T>(result: Result<T, sqlx::Error>) -> Result<(), StoreError> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict),
+        Err(e) => Err(e.into()),
+    }
+}
+
 fn tenant_from_row(row: &AnyRow) -> Result<TenantRecord, StoreError> {
     let status: String = row.try_get("status")?;
     let catalogs: String = row.try_get("catalogs")?;
@@ -180,11 +189,7 @@ impl TenantStore for SqlStore {
         .bind(tenant.updated_at)
         .execute(&self.pool)
         .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict),
-            Err(e) => Err(e.into()),
-        }
+        inserted(result)
     }
 
     #[tracing::instrument(skip(self))]
@@ -270,11 +275,7 @@ impl CatalogStore for SqlStore {
         .bind(entry.updated_at)
         .execute(&self.pool)
         .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict),
-            Err(e) => Err(e.into()),
-        }
+        inserted(result)
     }
 
     #[tracing::instrument(skip(self, entry), fields(tenant = %entry.tenant, kind = entry.kind.as_str(), name = %entry.name))]

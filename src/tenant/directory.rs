@@ -63,20 +63,21 @@ impl TenantDirectory {
         Ok(count)
     }
 
-    /// The tenant's catalog: the given built-ins (fresh ones when `None`) plus what it published.
+    /// Fresh instances of the built-in catalogs a tenant enabled.
+    fn builtins(record: &TenantRecord) -> Result<Vec<Arc<dyn Catalog>>, StoreError> {
+        TenantCatalog::builtin(&record.catalogs).map_err(StoreError::Corrupt)
+    }
+
+    /// The tenant's catalog: these built-ins plus what it published.
     async fn build_catalog(
         &self,
-        record: &TenantRecord,
-        builtins: Option<Vec<Arc<dyn Catalog>>>,
+        slug: &str,
+        mut catalogs: Vec<Arc<dyn Catalog>>,
     ) -> Result<TenantCatalog, StoreError> {
-        let entries = self.store.all_entries(&record.slug).await?;
-        let mut catalogs = match builtins {
-            Some(b) => b,
-            None => TenantCatalog::builtin(&record.catalogs).map_err(StoreError::Corrupt)?,
-        };
+        let entries = self.store.all_entries(slug).await?;
         let runtime = WebhookRuntime {
             client: self.http.clone(),
-            tenant: record.slug.as_str().into(),
+            tenant: slug.into(),
             allow_private: self.allow_private_webhooks,
         };
         catalogs.push(Arc::new(StoredCatalog::new(runtime, &entries)));
@@ -85,7 +86,10 @@ impl TenantDirectory {
 
     /// Starts serving a tenant (its supervisor, catalog and policy).
     pub async fn activate(&self, record: &TenantRecord) -> Result<TenantHandle, StoreError> {
-        let catalog = CatalogHandle::new(self.build_catalog(record, None).await?);
+        let catalog = CatalogHandle::new(
+            self.build_catalog(&record.slug, Self::builtins(record)?)
+                .await?,
+        );
         let slug: Arc<str> = record.slug.as_str().into();
         let sessions = Arc::new(TenantSessions::new(
             slug.clone(),
@@ -130,9 +134,10 @@ impl TenantDirectory {
             handle.supervisor.do_send(StopAll);
         }
         if catalogs_changed {
-            handle
-                .catalog
-                .replace(self.build_catalog(record, None).await?);
+            handle.catalog.replace(
+                self.build_catalog(&record.slug, Self::builtins(record)?)
+                    .await?,
+            );
             for list in ["tools", "prompts", "resources"] {
                 handle
                     .supervisor
@@ -153,13 +158,10 @@ impl TenantDirectory {
         let Some(handle) = self.registry.get(slug) else {
             return Ok(());
         };
-        let Some(record) = self.store.get_tenant(slug).await? else {
-            return Ok(());
-        };
         let builtins = handle.catalog.current().builtins();
         handle
             .catalog
-            .replace(self.build_catalog(&record, Some(builtins)).await?);
+            .replace(self.build_catalog(slug, builtins).await?);
         let list = match kind {
             CatalogKind::Tool => "tools",
             CatalogKind::Prompt => "prompts",

@@ -121,8 +121,7 @@ pub async fn get(
     super::admit(&edge, &req, &tenant)?;
     check_sse_accept(&req)?;
     check_version_header(&req)?;
-    let id = session_header(&req)?
-        .ok_or_else(|| HttpError::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
+    let id = required_session_header(&req)?;
     let last_event_id = match req.headers().get("last-event-id") {
         None => None,
         Some(v) => Some(
@@ -147,8 +146,7 @@ pub async fn delete(
 ) -> Result<HttpResponse, HttpError> {
     super::admit(&edge, &req, &tenant)?;
     check_version_header(&req)?;
-    let id = session_header(&req)?
-        .ok_or_else(|| HttpError::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
+    let id = required_session_header(&req)?;
     let entry = find_session(&tenant, id, TransportKind::Streamable)?;
     entry
         .addr
@@ -166,6 +164,12 @@ fn session_header(req: &HttpRequest) -> Result<Option<&str>, HttpError> {
             .map(Some)
             .map_err(|_| HttpError::bad_request("Bad Request: malformed Mcp-Session-Id")),
     }
+}
+
+/// GET and DELETE always name a session.
+fn required_session_header(req: &HttpRequest) -> Result<&str, HttpError> {
+    session_header(req)?
+        .ok_or_else(|| HttpError::bad_request("Bad Request: Mcp-Session-Id header is required"))
 }
 
 fn is_initialize(payload: &Payload) -> bool {
