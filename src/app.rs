@@ -1,6 +1,8 @@
-//! Application startup: builds tenants and their supervisors from configuration, binds the
-//! listener (port 0 picks a free one) and serves the routes. Tests build an `Application` and talk
-//! HTTP to it.
+//! Application startup: picks the shared-state backends (in-process, or Redis for several
+//! replicas), binds the listener (port 0 picks a free one), starts tenants and their supervisors,
+//! keeps this replica's heartbeat and bus subscription running, and serves the routes. On SIGTERM
+//! it drains: not ready, no new sessions, running requests finish, sessions are handed over.
+//! Tests build an `Application` and talk HTTP to it.
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -10,14 +12,15 @@ use actix_web::dev::Server;
 use actix_web::{web, App, HttpResponse, HttpServer};
 
 use crate::admin::{self, AdminAuth, AdminState};
+use crate::cluster::{Backends, ReplicaInfo, Retention};
 use crate::config::Config;
-use crate::eventlog::{EventLog, InMemoryEventLog};
-use crate::session::supervisor::StopAll;
-use crate::session::{SessionLimits, SessionSettings};
+use crate::session::supervisor::HandOverAll;
+use crate::session::{Replica, SessionLimits, SessionSettings};
 use crate::store::{
     now_millis, SqlStore, StoreError, TenantLimits, TenantRecord, TenantStatus, TenantStore,
 };
 use crate::tenant::{TenantDirectory, TenantRegistry};
+use crate::transport::forward::Forwarder;
 use crate::transport::{self, EdgePolicy};
 
 pub struct Application {
@@ -25,6 +28,8 @@ pub struct Application {
     host: String,
     server: Server,
     tenants: TenantRegistry,
+    replica: Arc<Replica>,
+    drain_grace: Duration,
     generated_admin_token: Option<String>,
 }
 
@@ -41,6 +46,8 @@ pub enum StartError {
     Store(#[from] StoreError),
     #[error("could not create the data directory {dir}: {source}")]
     DataDir { dir: String, source: std::io::Error },
+    #[error("shared session state: {0}")]
+    Shared(#[from] crate::cluster::BackendError),
 }
 
 /// Connects to the configured database (creating the embedded SQLite file's directory) and
@@ -96,8 +103,55 @@ impl Application {
             max_sessions: config.sessions.max_per_tenant,
             idle_timeout: Duration::from_secs_f64(config.sessions.idle_timeout_secs),
         };
-        let log: Arc<dyn EventLog> =
-            Arc::new(InMemoryEventLog::new(config.sessions.event_log_capacity));
+
+        let addr = format!("{}:{}", config.server.host, config.server.port);
+        let listener = TcpListener::bind(&addr).map_err(|source| StartError::Bind {
+            addr: addr.clone(),
+            source,
+        })?;
+        let port = listener
+            .local_addr()
+            .map_err(|source| StartError::Bind { addr, source })?
+            .port();
+
+        let retention = Retention {
+            max_events: config.sessions.event_log_capacity,
+            max_age: Duration::from_secs(config.sessions.event_log_max_age_secs),
+        };
+        let backends = if config.redis.url.is_empty() {
+            Backends::in_process(retention)
+        } else {
+            Backends::redis(&config.redis.url, &config.redis.key_prefix, retention).await?
+        };
+        let replica_id = if config.cluster.replica_id.is_empty() {
+            format!("r-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+        } else {
+            config.cluster.replica_id.clone()
+        };
+        let advertise_url = if config.cluster.advertise_url.is_empty() {
+            format!("http://{}:{port}", config.server.host)
+        } else {
+            config.cluster.advertise_url.clone()
+        };
+        let liveness_ttl = Duration::from_millis(config.cluster.liveness_ttl_ms);
+        let replica = Arc::new(Replica::new(
+            ReplicaInfo {
+                id: replica_id.as_str().into(),
+                url: advertise_url,
+            },
+            backends,
+            liveness_ttl,
+        ));
+        // Alive before serving, so no other replica takes this one's sessions for dead.
+        replica
+            .backends
+            .leases
+            .heartbeat(&replica.info, liveness_ttl)
+            .await?;
+        spawn_heartbeat(
+            replica.clone(),
+            Duration::from_millis(config.cluster.heartbeat_ms),
+        );
 
         let store = open_store(&config).await?;
         let (admin_auth, generated_admin_token) =
@@ -115,44 +169,48 @@ impl Application {
         let directory = TenantDirectory::new(
             store.clone(),
             tenants.clone(),
-            log,
+            replica.clone(),
             settings,
             limits,
             http,
             allow_private,
         );
         directory.load_all().await?;
+        actix_rt::spawn(directory.clone().listen());
+        let forwarder = web::Data::new(
+            Forwarder::new(&replica_id)
+                .map_err(|e| StartError::Tenant(format!("HTTP client: {e}")))?,
+        );
 
-        let addr = format!("{}:{}", config.server.host, config.server.port);
-        let listener = TcpListener::bind(&addr).map_err(|source| StartError::Bind {
-            addr: addr.clone(),
-            source,
-        })?;
-        let port = listener
-            .local_addr()
-            .map_err(|source| StartError::Bind { addr, source })?
-            .port();
         let edge = web::Data::new(EdgePolicy::from_config(&config.server));
         let registry = web::Data::new(tenants.clone());
+        let directory_data = web::Data::new(directory.clone());
         let admin_state = web::Data::new(AdminState {
             directory,
             allow_http_loopback_webhooks: config.admin.allow_http_loopback_webhooks,
         });
         let admin_auth = web::Data::new(admin_auth);
-        let ready_store = web::Data::new(store.clone());
+        let ready = web::Data::new(Readiness {
+            store: store.clone(),
+            replica: replica.clone(),
+        });
+        let scope_replica = replica_id.clone();
         let mut server = HttpServer::new(move || {
             App::new()
                 .app_data(edge.clone())
                 .app_data(registry.clone())
                 .app_data(admin_state.clone())
                 .app_data(admin_auth.clone())
-                .app_data(ready_store.clone())
+                .app_data(directory_data.clone())
+                .app_data(forwarder.clone())
+                .app_data(ready.clone())
                 .route("/healthz", web::get().to(healthz))
                 .route("/readyz", web::get().to(readyz))
                 .configure(admin::configure)
                 // /t/{tenant}/mcp (Streamable HTTP), /t/{tenant}/sse and /t/{tenant}/messages
-                // (legacy HTTP+SSE), routed without a pattern matcher.
-                .default_service(web::to(transport::tenant_endpoint))
+                // (legacy HTTP+SSE).
+                .configure(|cfg| transport::configure(cfg, &scope_replica))
+                .default_service(web::to(transport::not_found))
         })
         .on_connect(|conn, _| {
             // Nagle would hold the second half of a streamed reply for the peer's delayed ACK.
@@ -161,7 +219,7 @@ impl Application {
             }
         })
         .disable_signals()
-        .shutdown_timeout(5)
+        .shutdown_timeout(config.cluster.drain_grace_secs.max(1))
         .backlog(4096)
         .max_connection_rate(1024);
         if config.server.workers > 0 {
@@ -179,6 +237,8 @@ impl Application {
             host: config.server.host.clone(),
             server,
             tenants,
+            replica,
+            drain_grace: Duration::from_secs(config.cluster.drain_grace_secs),
             generated_admin_token,
         })
     }
@@ -196,6 +256,11 @@ impl Application {
         &self.tenants
     }
 
+    /// This replica (its id, shared-state backends, drain state).
+    pub fn replica(&self) -> &Arc<Replica> {
+        &self.replica
+    }
+
     /// The admin token generated at this start (first start without a configured token): to be
     /// shown to the operator once.
     pub fn generated_admin_token(&self) -> Option<&str> {
@@ -206,23 +271,94 @@ impl Application {
         self.server.handle()
     }
 
-    /// Serves until SIGTERM or Ctrl-C, then shuts down gracefully: every session ends (so its SSE
-    /// streams close and clients reconnect elsewhere), in-flight responses drain, then it returns.
+    /// A handle that drains this replica (as SIGTERM does) and stops it.
+    pub fn drainer(&self) -> Drainer {
+        Drainer {
+            tenants: self.tenants.clone(),
+            replica: self.replica.clone(),
+            server: self.server.handle(),
+            grace: self.drain_grace,
+        }
+    }
+
+    /// Serves until SIGTERM or Ctrl-C, then drains (see `Drainer::drain`) and returns.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        let handle = self.server.handle();
-        let tenants = self.tenants.clone();
+        let drainer = self.drainer();
         actix_rt::spawn(async move {
             shutdown_signal().await;
-            tracing::info!("shutting down: ending sessions, draining connections");
-            for slug in tenants.slugs() {
-                if let Some(tenant) = tenants.get(&slug) {
-                    let _ = tenant.supervisor.send(StopAll).await;
-                }
-            }
-            handle.stop(true).await;
+            drainer.drain().await;
         });
         self.server.await
     }
+}
+
+/// Drains a replica: it reports not ready, refuses new sessions, lets running requests finish
+/// (most of the grace period), tells SSE clients to reconnect, hands every session over
+/// (snapshot written, lease released, so the next replica to see it restores it at once),
+/// retires from the cluster and stops.
+#[derive(Clone)]
+pub struct Drainer {
+    tenants: TenantRegistry,
+    replica: Arc<Replica>,
+    server: actix_web::dev::ServerHandle,
+    grace: Duration,
+}
+
+impl Drainer {
+    pub async fn drain(&self) {
+        tracing::info!(replica = %self.replica.info.id, "draining: handing sessions over, then stopping");
+        self.replica.start_draining();
+        let deadline = tokio::time::Instant::now() + self.grace.mul_f64(0.7);
+        let handovers = self
+            .tenants
+            .slugs()
+            .into_iter()
+            .filter_map(|slug| self.tenants.get(&slug))
+            .map(|t| t.supervisor.send(HandOverAll { deadline }));
+        futures_util::future::join_all(handovers).await;
+        if let Err(e) = self
+            .replica
+            .backends
+            .leases
+            .retire(&self.replica.info.id)
+            .await
+        {
+            tracing::warn!(error = %e, "could not retire this replica from the cluster");
+        }
+        self.server.stop(true).await;
+    }
+}
+
+/// Keeps this replica alive in the cluster's eyes.
+fn spawn_heartbeat(replica: Arc<Replica>, every: Duration) {
+    actix_rt::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failing = false;
+        loop {
+            tick.tick().await;
+            if replica.is_draining() {
+                continue;
+            }
+            match replica
+                .backends
+                .leases
+                .heartbeat(&replica.info, replica.liveness_ttl)
+                .await
+            {
+                Ok(()) if failing => {
+                    failing = false;
+                    tracing::info!("heartbeat restored");
+                }
+                Ok(()) => {}
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, "heartbeat failed; retrying");
+                }
+                Err(_) => {}
+            }
+        }
+    });
 }
 
 async fn shutdown_signal() {
@@ -243,14 +379,32 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-/// Ready when the database answers.
-async fn readyz(store: web::Data<SqlStore>) -> HttpResponse {
-    if store.ping().await {
-        HttpResponse::Ok().json(serde_json::json!({ "status": "ready" }))
-    } else {
-        HttpResponse::ServiceUnavailable()
-            .json(serde_json::json!({ "status": "database unreachable" }))
+/// What `/readyz` checks.
+struct Readiness {
+    store: SqlStore,
+    replica: Arc<Replica>,
+}
+
+/// Ready when not draining and the database and shared state answer (each within a second, so
+/// a probe is never left waiting).
+async fn readyz(ready: web::Data<Readiness>) -> HttpResponse {
+    let unready = |status: &str| {
+        HttpResponse::ServiceUnavailable().json(serde_json::json!({ "status": status }))
+    };
+    if ready.replica.is_draining() {
+        return unready("draining");
     }
+    let within = Duration::from_millis(800);
+    let db = tokio::time::timeout(within, ready.store.ping()).await;
+    if !matches!(db, Ok(true)) {
+        return unready("database unreachable");
+    }
+    let me = &ready.replica.info.id;
+    let shared = tokio::time::timeout(within, ready.replica.backends.leases.replica_url(me)).await;
+    if !matches!(shared, Ok(Ok(_))) {
+        return unready("shared session state unreachable");
+    }
+    HttpResponse::Ok().json(serde_json::json!({ "status": "ready" }))
 }
 
 async fn healthz() -> HttpResponse {

@@ -15,6 +15,8 @@ pub struct Config {
     pub log: LogConfig,
     pub storage: StorageConfig,
     pub admin: AdminConfig,
+    pub redis: RedisConfig,
+    pub cluster: ClusterConfig,
     /// Tenants created at start when they do not exist yet (the admin API manages them after).
     pub tenants: Vec<TenantConfig>,
 }
@@ -43,6 +45,34 @@ impl StorageConfig {
             self.database_url.clone()
         }
     }
+}
+
+/// Redis: shared session state (event logs, snapshots, leases, bus) for several replicas.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisConfig {
+    /// `redis://host:port[/db]`; empty means in-process state (one replica, nothing to install).
+    pub url: String,
+    /// Prefix of every key and channel (several deployments can share one Redis).
+    pub key_prefix: String,
+}
+
+/// This replica among the others.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// A name unique among the replicas (the pod name); empty: generated at start.
+    pub replica_id: String,
+    /// Where other replicas reach this one (`http://10.0.0.7:8080`); empty:
+    /// `http://{server.host}:{port}`.
+    pub advertise_url: String,
+    /// How often this replica says it is alive, in milliseconds.
+    pub heartbeat_ms: u64,
+    /// A replica silent for this long is dead and its sessions are taken over, in milliseconds.
+    pub liveness_ttl_ms: u64,
+    /// On SIGTERM: how long to wait for running requests before handing sessions over, and
+    /// for connections to close, in seconds.
+    pub drain_grace_secs: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -83,8 +113,10 @@ pub struct SessionConfig {
     pub max_per_tenant: usize,
     /// A session with no client activity for this long ends.
     pub idle_timeout_secs: f64,
-    /// SSE events kept per session for resumption.
+    /// SSE events kept per stream for resumption (the oldest go first).
     pub event_log_capacity: usize,
+    /// A stream's events are kept this long after its last event, in seconds.
+    pub event_log_max_age_secs: u64,
     /// Reconnection delay announced in priming events (`retry:`), in milliseconds.
     pub sse_retry_ms: u64,
     /// Items per page of a list.
@@ -124,6 +156,7 @@ impl Default for Config {
                 max_per_tenant: 10_000,
                 idle_timeout_secs: 1800.0,
                 event_log_capacity: 512,
+                event_log_max_age_secs: 3600,
                 sse_retry_ms: 1000,
                 page_size: 50,
             },
@@ -140,6 +173,17 @@ impl Default for Config {
             admin: AdminConfig {
                 token: empty_secret(),
                 allow_http_loopback_webhooks: true,
+            },
+            redis: RedisConfig {
+                url: String::new(),
+                key_prefix: "mcp-harbor".into(),
+            },
+            cluster: ClusterConfig {
+                replica_id: String::new(),
+                advertise_url: String::new(),
+                heartbeat_ms: 1000,
+                liveness_ttl_ms: 3000,
+                drain_grace_secs: 20,
             },
             tenants: vec![TenantConfig {
                 slug: "demo".into(),
@@ -229,6 +273,41 @@ impl Config {
                     "admin.token must be at least 16 characters (or empty to generate one)".into(),
                 );
             }
+        }
+        let redis = &self.redis.url;
+        if !(redis.is_empty() || redis.starts_with("redis://") || redis.starts_with("rediss://")) {
+            return bad("redis.url must start with redis:// or rediss:// (or be empty)".into());
+        }
+        if self.redis.key_prefix.is_empty() || self.redis.key_prefix.contains(char::is_whitespace) {
+            return bad("redis.key_prefix must be non-empty, without spaces".into());
+        }
+        if self.sessions.event_log_max_age_secs == 0 {
+            return bad("sessions.event_log_max_age_secs must be at least 1".into());
+        }
+        if !self.cluster.replica_id.is_empty()
+            && !self
+                .cluster
+                .replica_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        {
+            return bad(
+                "cluster.replica_id may hold only letters, digits, '-', '_' and '.'".into(),
+            );
+        }
+        let advertise = &self.cluster.advertise_url;
+        if !(advertise.is_empty()
+            || advertise.starts_with("http://")
+            || advertise.starts_with("https://"))
+        {
+            return bad("cluster.advertise_url must start with http:// or https://".into());
+        }
+        if self.cluster.heartbeat_ms == 0
+            || self.cluster.liveness_ttl_ms < 2 * self.cluster.heartbeat_ms
+        {
+            return bad(
+                "cluster.liveness_ttl_ms must be at least twice cluster.heartbeat_ms (and both positive)".into(),
+            );
         }
         if !matches!(self.log.format.as_str(), "plain" | "json") {
             return bad(format!(

@@ -4,16 +4,20 @@
 //! - `session`: the session state machine, its actor, and the per-tenant supervisor
 //! - `transport`: the HTTP edge (Streamable HTTP and the legacy HTTP+SSE transport)
 //! - `catalog`: what tenants serve (built-in `reference` and `demo` catalogs)
-//! - `eventlog`: SSE event storage for resumable streams
+//! - `cluster`: session state shared between replicas (event log, snapshots, leases, bus)
+//! - `request`: the context of one request (who, which revision, a port back to the client)
+//! - `methods`: the handling of MCP methods that need no session
 //! - `tenant`, `config`, `telemetry`, `app`: wiring
 
 pub mod admin;
 pub mod app;
 pub mod catalog;
 pub mod cli;
+pub mod cluster;
 pub mod config;
-pub mod eventlog;
+pub mod methods;
 pub mod protocol;
+pub mod request;
 pub mod session;
 pub mod store;
 pub mod telemetry;

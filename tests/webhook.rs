@@ -355,11 +355,13 @@ impl SessionPort for TestPort {
 }
 
 fn context(id: RequestId, capabilities: Value, port: Arc<TestPort>) -> RequestContext {
+    let call_key = format!("acme/session-{}/{id}", uuid::Uuid::new_v4().simple());
     RequestContext::new(
         id,
         ProtocolVersion::V2025_11_25,
         Arc::new(capabilities),
         None,
+        call_key.into(),
         port,
     )
 }
@@ -852,4 +854,22 @@ fn targets_serialize_without_a_default_timeout() {
     assert_eq!(v, json!({ "url": "https://a.example/h", "secret": SECRET }));
     let back: WebhookTarget = serde_json::from_value(v).unwrap();
     assert_eq!(back, t);
+}
+
+#[test]
+fn webhook_ids_are_stable_per_call_and_round() {
+    use mcp_harbor::tools::webhook::message_id;
+    let a = message_id("acme/s1/7", 1);
+    assert_eq!(
+        a,
+        message_id("acme/s1/7", 1),
+        "a re-sent round keeps its id"
+    );
+    assert_ne!(a, message_id("acme/s1/7", 2), "each round has its own id");
+    assert_ne!(
+        a,
+        message_id("acme/s2/7", 1),
+        "calls of other sessions differ"
+    );
+    assert!(a.starts_with("msg_") && a.len() == 36, "{a}");
 }

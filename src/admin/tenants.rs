@@ -215,7 +215,7 @@ pub async fn delete(
             slug.as_str()
         )));
     }
-    state.directory.deactivate(&slug);
+    state.directory.deactivate(&slug).await;
     tracing::info!(tenant = %slug, "tenant deleted");
     Ok(HttpResponse::NoContent().finish())
 }

@@ -40,6 +40,11 @@ impl Catalog for DemoCatalog {
             json!({ "name": "client_roots", "title": "Client roots", "description": "Asks the client which filesystem roots it exposes (roots/list)",
                 "inputSchema": { "type": "object", "properties": {} },
                 "annotations": { "readOnlyHint": true, "openWorldHint": false } }),
+            json!({ "name": "slow_count", "title": "Count slowly", "description": "Counts to `steps`, one step every `interval_ms`, reporting progress; for trying out resumable streams and failover",
+                "inputSchema": { "type": "object", "properties": {
+                    "steps": { "type": "integer", "minimum": 1, "maximum": 100 },
+                    "interval_ms": { "type": "integer", "minimum": 0, "maximum": 10000 } }, "required": ["steps"] },
+                "annotations": { "readOnlyHint": true, "idempotentHint": true, "openWorldHint": false } }),
             json!({ "name": "set_note", "title": "Set the note", "description": "Replaces the text of the demo://note resource; subscribers are notified",
                 "inputSchema": { "type": "object", "properties": { "text": { "type": "string" } }, "required": ["text"] },
                 "annotations": { "readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false } }),
@@ -80,6 +85,20 @@ impl Catalog for DemoCatalog {
                         Err(e) => crate::protocol::mcp::tool_error(format!("Could not list the client's roots: {}", e.message)),
                     })
                 }))
+            }
+            "slow_count" => {
+                let steps = args.get("steps").and_then(Value::as_u64).filter(|n| (1..=100).contains(n));
+                let interval = args.get("interval_ms").and_then(Value::as_u64).unwrap_or(200).min(10_000);
+                let Some(steps) = steps else {
+                    return Some(ready(Err(RpcError::invalid_params("steps must be an integer from 1 to 100"))));
+                };
+                return Some(Box::pin(async move {
+                    for step in 1..=steps {
+                        tokio::time::sleep(std::time::Duration::from_millis(interval)).await;
+                        ctx.progress(step as f64, Some(steps as f64), Some(&format!("step {step} of {steps}")));
+                    }
+                    Ok(tool_text(format!("counted {steps}")))
+                }));
             }
             "set_note" => str_arg(&args, "text").map(|text| {
                 *self.note.lock() = text.to_string();

@@ -2,7 +2,6 @@
 //! source of them (the built-in `reference` and `demo` catalogs today); a `TenantCatalog` merges
 //! the catalogs a tenant has enabled and is what sessions list and call through.
 
-pub mod context;
 pub mod demo;
 pub mod reference;
 pub mod stored;
@@ -14,7 +13,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use serde_json::{Map, Value};
 
-pub use context::{RequestContext, SessionPort};
+pub use crate::request::{RequestContext, SessionPort};
 
 use crate::protocol::RpcError;
 
@@ -54,6 +53,11 @@ pub trait Catalog: Send + Sync + 'static {
     ) -> Option<Result<Value, RpcError>> {
         None
     }
+    /// Whether a call of this tool may be run again after a failover interrupted it, beyond what
+    /// its annotations say (read-only or idempotent tools always may).
+    fn reruns_safely(&self, _tool: &str) -> bool {
+        false
+    }
     /// Completion values for a prompt argument or template variable; `None` when the reference
     /// is not this catalog's.
     fn complete(&self, _reference: &Value, _argument: &str, _value: &str) -> Option<Vec<String>> {
@@ -66,6 +70,8 @@ pub struct TenantCatalog {
     catalogs: Vec<Arc<dyn Catalog>>,
     /// Tool name → index of the catalog that serves it.
     tool_owner: std::collections::HashMap<String, usize>,
+    /// Tools whose interrupted calls may run again after a failover.
+    rerunnable: std::collections::HashSet<String>,
     pub tools: Vec<Value>,
     pub resources: Vec<Value>,
     pub resource_templates: Vec<Value>,
@@ -78,15 +84,25 @@ impl TenantCatalog {
             catalogs.iter().flat_map(|c| f(c.as_ref())).collect()
         };
         let mut tool_owner = std::collections::HashMap::new();
+        let mut rerunnable = std::collections::HashSet::new();
         for (i, c) in catalogs.iter().enumerate() {
             for t in c.tools() {
-                if let Some(name) = t["name"].as_str() {
-                    tool_owner.entry(name.to_string()).or_insert(i);
+                let Some(name) = t["name"].as_str() else {
+                    continue;
+                };
+                if tool_owner.contains_key(name) {
+                    continue;
+                }
+                tool_owner.insert(name.to_string(), i);
+                let hint = |h: &str| t["annotations"][h] == Value::Bool(true);
+                if hint("readOnlyHint") || hint("idempotentHint") || c.reruns_safely(name) {
+                    rerunnable.insert(name.to_string());
                 }
             }
         }
         TenantCatalog {
             tool_owner,
+            rerunnable,
             tools: collect(&|c| c.tools()),
             resources: collect(&|c| c.resources()),
             resource_templates: collect(&|c| c.resource_templates()),
@@ -135,6 +151,11 @@ impl TenantCatalog {
     ) -> Option<CallFuture> {
         let owner = self.tool_owner.get(name)?;
         self.catalogs[*owner].call_tool(name, arguments, ctx)
+    }
+
+    /// Whether an interrupted call of `tool` may run again (see `Catalog::reruns_safely`).
+    pub fn is_rerunnable(&self, tool: &str) -> bool {
+        self.rerunnable.contains(tool)
     }
 
     pub fn read_resource(&self, uri: &str) -> Option<Result<Value, RpcError>> {

@@ -298,6 +298,11 @@ impl Catalog for StoredCatalog {
         PUBLISHED
     }
 
+    /// Webhook calls are re-sent with the same `webhook-id`, so the endpoint can de-duplicate.
+    fn reruns_safely(&self, tool: &str) -> bool {
+        self.tools.iter().any(|t| t.name == tool)
+    }
+
     fn tools(&self) -> Vec<Value> {
         self.tools
             .iter()
@@ -331,7 +336,7 @@ impl Catalog for StoredCatalog {
                 tenant: runtime.tenant.to_string(),
                 tool: tool.name.clone(),
                 arguments,
-                principal: None,
+                principal: ctx.principal.as_deref().cloned(),
                 output_schema: tool.output_schema.clone(),
             };
             Ok(webhook::invoke(&runtime.client, &tool.webhook, call, ctx).await)

@@ -1,7 +1,9 @@
 //! `SessionActor`: one actix actor per MCP session. It is a thin shell around `Session`: messages
-//! in, the session's frames out. It runs the futures the session hands back (tool calls) and
-//! turns a panic into a restart by the tenant's supervisor instead of a lost session.
+//! in, typed stream items out. It runs the futures the session hands back (tool calls), queues a
+//! snapshot after every message that changed the session, and turns a panic into a restart from
+//! the session's snapshot (same id, same lease) instead of a lost session.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -10,55 +12,71 @@ use futures_util::FutureExt;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::core::{FrameReceiver, Invocation, Refusal, Reply, Session, SessionSnapshot};
-use super::supervisor::{SessionCrashed, SessionEnded, TenantBroadcast, TenantSupervisor};
+use super::core::{Invocation, Refusal, Reply, Session, SessionSnapshot, StreamReceiver};
+use super::supervisor::{TenantBroadcast, TenantSessions};
 use crate::catalog::SessionPort;
-use crate::eventlog::EventId;
+use crate::cluster::{EventId, StreamId};
 use crate::protocol::{Payload, RequestId, RpcError};
+
+/// How the actor stopped, which decides what happens to the session's shared state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// The session ended (DELETE, idle expiry, tenant gone): forget it everywhere.
+    Ended,
+    /// It lives on elsewhere (handed over, taken over by another replica, or restarted here).
+    Moved,
+}
 
 pub struct SessionActor {
     core: Session,
     /// Which start of this session this is (a restart after a crash gets a new one).
     instance: u64,
-    supervisor: Addr<TenantSupervisor>,
+    sessions: Arc<TenantSessions>,
     port: Option<Arc<dyn SessionPort>>,
-    crashed: bool,
+    ending: Ending,
 }
 
 impl SessionActor {
-    pub fn new(core: Session, instance: u64, supervisor: Addr<TenantSupervisor>) -> Self {
+    pub fn new(core: Session, instance: u64, sessions: Arc<TenantSessions>) -> Self {
         SessionActor {
             core,
             instance,
-            supervisor,
+            sessions,
             port: None,
-            crashed: false,
+            ending: Ending::Ended,
         }
     }
 
-    fn port(&self) -> Arc<dyn SessionPort> {
-        self.port
-            .clone()
-            .expect("port is set when the actor starts")
+    fn port(&self, ctx: &Context<Self>) -> Arc<dyn SessionPort> {
+        match &self.port {
+            Some(p) => p.clone(),
+            None => Arc::new(ActorPort {
+                addr: ctx.address(),
+                sessions: self.sessions.clone(),
+            }),
+        }
     }
 
-    /// Runs `f` on the session; a panic stops this actor and asks the supervisor for a restart
-    /// from the session's snapshot.
+    /// Runs `f` on the session; a panic stops this actor and restarts the session from its
+    /// snapshot in a new actor (registered before this one's mailbox closes).
     fn guarded<R>(
         &mut self,
         ctx: &mut Context<Self>,
         f: impl FnOnce(&mut Session) -> R,
     ) -> Option<R> {
         match catch_unwind(AssertUnwindSafe(|| f(&mut self.core))) {
-            Ok(r) => Some(r),
+            Ok(r) => {
+                self.core.save_if_changed();
+                Some(r)
+            }
             Err(_) => {
                 tracing::error!(session = %self.core.id(), "session actor crashed; restarting it from its snapshot");
-                self.crashed = true;
-                self.supervisor.do_send(SessionCrashed {
-                    id: self.core.id().into(),
-                    instance: self.instance,
-                    snapshot: self.core.snapshot(),
-                });
+                self.ending = Ending::Moved;
+                let snapshot = self.core.snapshot();
+                let seqs = self.core.stream_seqs();
+                let outbox = self.core.outbox().fork();
+                self.core.stop_local();
+                self.sessions.restart(self.instance, snapshot, seqs, outbox);
                 ctx.stop();
                 None
             }
@@ -100,6 +118,7 @@ impl SessionActor {
                     .complete(&id, Err(RpcError::internal("the tool failed unexpectedly"))),
             }
         }
+        self.core.save_if_changed();
     }
 }
 
@@ -107,27 +126,31 @@ impl Actor for SessionActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        let addr = ctx.address();
         self.port = Some(Arc::new(ActorPort {
-            addr: ctx.address(),
-            supervisor: self.supervisor.clone(),
+            addr: addr.clone(),
+            sessions: self.sessions.clone(),
         }));
+        // Losing the lease (another replica took the session over) stops this copy.
+        self.core
+            .outbox()
+            .set_on_fenced(Arc::new(move || addr.do_send(Fenced)));
+        self.core.save_if_changed();
     }
 
     fn stopped(&mut self, _ctx: &mut Context<Self>) {
-        if !self.crashed {
-            self.core.shutdown();
+        match self.ending {
+            Ending::Ended => self.core.shutdown(),
+            Ending::Moved => self.core.stop_local(),
         }
-        self.supervisor.do_send(SessionEnded {
-            id: self.core.id().into(),
-            instance: self.instance,
-        });
+        self.sessions.ended(self.core.id(), self.instance);
     }
 }
 
 /// The session side seen by tool calls: everything goes through the actor's mailbox, in order.
 struct ActorPort {
     addr: Addr<SessionActor>,
-    supervisor: Addr<TenantSupervisor>,
+    sessions: Arc<TenantSessions>,
 }
 
 impl SessionPort for ActorPort {
@@ -158,65 +181,60 @@ impl SessionPort for ActorPort {
         });
     }
     fn resource_updated(&self, uri: &str) {
-        self.supervisor
-            .do_send(TenantBroadcast::ResourceUpdated(uri.to_string()));
+        self.sessions.resource_updated(uri);
     }
 }
 
+fn failed() -> Refusal {
+    Refusal::Failed(RpcError::internal("The session failed; retry the request"))
+}
+
 /// A POST body for this session.
-#[derive(Message, Clone)]
+#[derive(Message)]
 #[rtype(result = "Reply")]
 pub struct Post(pub Payload);
 
 impl Handler<Post> for SessionActor {
     type Result = MessageResult<Post>;
     fn handle(&mut self, msg: Post, ctx: &mut Context<Self>) -> Self::Result {
-        let port = self.port();
+        let port = self.port(ctx);
         match self.guarded(ctx, |s| s.handle_post(msg.0, &port)) {
             Some((reply, jobs)) => {
                 self.run(jobs, ctx);
                 MessageResult(reply)
             }
-            None => MessageResult(Reply::Refused(Refusal::new(
-                500,
-                RpcError::internal("The session failed; retry the request"),
-            ))),
+            None => MessageResult(Reply::Refused(failed())),
         }
     }
 }
 
-/// A GET: the standalone stream, or the resumption of a stream after `Last-Event-ID`.
-#[derive(Message, Clone)]
-#[rtype(result = "Result<FrameReceiver, Refusal>")]
+/// A GET: the standalone stream, or the resumption of a stream after `Last-Event-ID` (whose
+/// first item says whether the event was known).
+#[derive(Message)]
+#[rtype(result = "Option<StreamReceiver>")]
 pub struct OpenStream {
     pub last_event_id: Option<EventId>,
 }
 
 impl Handler<OpenStream> for SessionActor {
-    type Result = Result<FrameReceiver, Refusal>;
+    type Result = Option<StreamReceiver>;
     fn handle(&mut self, msg: OpenStream, ctx: &mut Context<Self>) -> Self::Result {
         self.guarded(ctx, |s| match msg.last_event_id {
             Some(last) => s.resume(last),
-            None => Ok(s.open_standalone()),
-        })
-        .unwrap_or_else(|| {
-            Err(Refusal::new(
-                500,
-                RpcError::internal("The session failed; retry the request"),
-            ))
+            None => s.open_standalone(),
         })
     }
 }
 
 /// Opens the legacy (2024-11-05) SSE stream, announcing where to POST.
 #[derive(Message)]
-#[rtype(result = "Option<FrameReceiver>")]
+#[rtype(result = "Option<StreamReceiver>")]
 pub struct OpenLegacy {
     pub endpoint: String,
 }
 
 impl Handler<OpenLegacy> for SessionActor {
-    type Result = Option<FrameReceiver>;
+    type Result = Option<StreamReceiver>;
     fn handle(&mut self, msg: OpenLegacy, ctx: &mut Context<Self>) -> Self::Result {
         self.guarded(ctx, |s| s.open_legacy_stream(&msg.endpoint))
     }
@@ -246,6 +264,67 @@ impl Handler<ExpireIfIdle> for SessionActor {
             tracing::info!(session = %self.core.id(), "session expired after being idle");
             ctx.stop();
         }
+    }
+}
+
+/// Whether requests are running (the drain waits for them).
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct IsRunning;
+
+impl Handler<IsRunning> for SessionActor {
+    type Result = bool;
+    fn handle(&mut self, _: IsRunning, _: &mut Context<Self>) -> bool {
+        self.core.has_inflight()
+    }
+}
+
+/// This replica is draining: tell clients to reconnect, save the session, release its lease
+/// and stop. Answered once the shared state is written.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct HandOver;
+
+impl Handler<HandOver> for SessionActor {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, _: HandOver, ctx: &mut Context<Self>) -> Self::Result {
+        self.core.hand_over();
+        let flushed = self.core.outbox().flush();
+        self.ending = Ending::Moved;
+        ctx.stop();
+        Box::pin(async move {
+            let _ = flushed.await;
+        })
+    }
+}
+
+/// After a restore: re-run or answer the requests the previous owner left running.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Recover {
+    pub last_seqs: HashMap<StreamId, u64>,
+}
+
+impl Handler<Recover> for SessionActor {
+    type Result = ();
+    fn handle(&mut self, msg: Recover, ctx: &mut Context<Self>) {
+        let port = self.port(ctx);
+        if let Some(jobs) = self.guarded(ctx, |s| s.recover(&msg.last_seqs, &port)) {
+            self.run(jobs, ctx);
+        }
+    }
+}
+
+/// Another replica owns the session now: stop this copy without touching shared state.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Fenced;
+
+impl Handler<Fenced> for SessionActor {
+    type Result = ();
+    fn handle(&mut self, _: Fenced, ctx: &mut Context<Self>) {
+        self.ending = Ending::Moved;
+        ctx.stop();
     }
 }
 
@@ -332,7 +411,7 @@ impl Handler<InjectPanic> for SessionActor {
     }
 }
 
-/// The snapshot, for the supervisor.
+/// The snapshot, for tests and the supervisor.
 #[derive(Message)]
 #[rtype(result = "SessionSnapshot")]
 pub struct GetSnapshot;

@@ -1,6 +1,8 @@
-//! The session state machine, in plain Rust: lifecycle and version negotiation, request routing,
-//! in-flight requests and cancellation, server→client requests, log level, subscriptions, and the
-//! session's streams (which message goes on which stream, JSON or SSE, the event log). The actor in
+//! The session state machine, in plain Rust: lifecycle and version negotiation, in-flight
+//! requests and cancellation, server→client requests, log level, subscriptions, and the session's
+//! streams (which message goes on which stream, JSON or SSE). Methods that need no session are
+//! handled by `methods`; this module only builds their scope. It hands out typed stream items
+//! (SSE framing is the transport's job) and writes shared state through its `Outbox`. The actor in
 //! `session::actor` only feeds it messages and runs the futures it hands back.
 
 use std::collections::{HashMap, HashSet};
@@ -12,14 +14,15 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
+use super::outbox::{Outbox, OutboxItem};
 use crate::catalog::{CallFuture, CatalogHandle, RequestContext, SessionPort};
-use crate::eventlog::{EventId, EventLog, StreamId};
-use crate::protocol::jsonrpc::{self, RESOURCE_NOT_FOUND};
-use crate::protocol::mcp::{paginate, server_capabilities, LogLevel};
+use crate::cluster::{EventId, StoredEvent, StreamId};
+use crate::methods::{self, Handled, RequestScope};
+use crate::protocol::jsonrpc;
+use crate::protocol::mcp::{server_capabilities, LogLevel};
 use crate::protocol::{
     Message, Notification, Payload, ProtocolVersion, Request, RequestId, Response, RpcError,
 };
-use crate::transport::sse;
 
 /// How the client reaches this session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,27 +56,35 @@ impl Default for SessionSettings {
     }
 }
 
-/// One piece of an HTTP response body: the whole JSON answer, or one SSE event.
+/// One item of a response body, typed until the transport frames it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Frame {
+pub enum StreamItem {
+    /// The whole answer, as a JSON body.
     Json(Bytes),
-    Sse(Bytes),
+    /// A logged JSON-RPC message (an SSE event with its id).
+    Event { id: EventId, data: Bytes },
+    /// The priming event of SSE polling: an id, empty data, and the reconnection delay.
+    Priming { id: EventId, retry_ms: u64 },
+    /// The legacy transport's first event: where to POST.
+    Endpoint(String),
+    /// A resumption was accepted (written as nothing; replayed events follow).
+    Resumed,
+    /// A resumption named an event the log does not know.
+    UnknownEvent(EventId),
+    /// The server is going away: reconnect after this delay (then the stream ends).
+    Reconnect { retry_ms: u64 },
 }
 
-pub type FrameReceiver = mpsc::UnboundedReceiver<Frame>;
-type Sink = mpsc::UnboundedSender<Frame>;
+pub type StreamSink = mpsc::UnboundedSender<StreamItem>;
+pub type StreamReceiver = mpsc::UnboundedReceiver<StreamItem>;
 
-/// A refusal that maps to an HTTP status with a JSON-RPC error body.
+/// Why the session refused a message (the transport picks the HTTP status).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Refusal {
-    pub status: u16,
-    pub error: RpcError,
-}
-
-impl Refusal {
-    pub fn new(status: u16, error: RpcError) -> Self {
-        Refusal { status, error }
-    }
+pub enum Refusal {
+    /// The message is not acceptable here (HTTP 400).
+    Invalid(RpcError),
+    /// The session could not handle it (HTTP 500); the client may retry.
+    Failed(RpcError),
 }
 
 /// What the transport should answer to a POST.
@@ -83,8 +94,8 @@ pub enum Reply {
     Accepted,
     /// 200 with this JSON body (the whole answer was ready at once).
     Json(Bytes),
-    /// A body: its first frame decides JSON or SSE.
-    Stream(FrameReceiver),
+    /// A body: its first item decides JSON or SSE.
+    Stream(StreamReceiver),
     Refused(Refusal),
 }
 
@@ -96,7 +107,19 @@ pub struct Invocation {
     pub ctx: RequestContext,
 }
 
-/// What survives a session actor's crash: enough to go on serving the same session.
+/// A request that was running when the snapshot was taken: enough to run it again (or to tell
+/// the client it was interrupted) on another replica.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InFlightRecord {
+    pub id: RequestId,
+    /// The SSE stream its answer goes to (`None`: not an SSE stream yet, nobody can resume it).
+    pub stream: Option<u64>,
+    pub method: String,
+    pub params: Value,
+    pub rerunnable: bool,
+}
+
+/// What another replica (or a restarted actor) needs to go on serving the session.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionSnapshot {
     pub id: String,
@@ -109,33 +132,48 @@ pub struct SessionSnapshot {
     pub log_level: String,
     pub subscriptions: Vec<String>,
     pub standalone_stream: Option<u64>,
+    /// Streams opened in the current ownership epoch.
+    #[serde(default)]
+    pub streams_opened: u64,
+    #[serde(default)]
+    pub next_server_request: i64,
+    #[serde(default)]
+    pub inflight: Vec<InFlightRecord>,
+}
+
+impl SessionSnapshot {
+    /// The streams a restored session continues (whose numbering it must pick up).
+    pub fn live_streams(&self) -> Vec<StreamId> {
+        let mut streams: Vec<StreamId> = self
+            .standalone_stream
+            .into_iter()
+            .chain(self.inflight.iter().filter_map(|f| f.stream))
+            .map(StreamId)
+            .collect();
+        streams.sort();
+        streams.dedup();
+        streams
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct StreamKey(u64);
 
-/// Where a stream's frames go.
+/// Where a stream's items go.
 enum Outlet {
-    /// The POST that opened the stream is still being handled: frames wait here, so an answer
-    /// that is ready before the handler returns goes out as plain JSON with no channel at all.
-    Unclaimed(Vec<Frame>),
-    Open(Sink),
+    /// The POST that opened the stream is still being handled and it is not SSE (yet): a JSON
+    /// answer ready before the handler returns goes out with no channel at all.
+    Unclaimed(Vec<StreamItem>),
+    Open(StreamSink),
     /// No client connected: it left, or the server closed the connection (SSE polling).
     Detached,
 }
 
 impl Outlet {
-    /// Writes a frame; a closed connection just means the client is gone (the log keeps the
-    /// event for a resumption).
-    fn send(&mut self, frame: Frame) {
+    fn sink(&self) -> Option<StreamSink> {
         match self {
-            Outlet::Unclaimed(frames) => frames.push(frame),
-            Outlet::Open(sink) => {
-                if sink.send(frame).is_err() {
-                    *self = Outlet::Detached;
-                }
-            }
-            Outlet::Detached => {}
+            Outlet::Open(sink) if !sink.is_closed() => Some(sink.clone()),
+            _ => None,
         }
     }
 
@@ -146,9 +184,12 @@ impl Outlet {
 
 struct Stream {
     outlet: Outlet,
-    /// Set once the stream is SSE (its log id); `None` while the first message may still be sent
-    /// as a plain JSON answer.
+    /// Set once the stream is SSE; `None` while the first message may still be a JSON answer.
     log_id: Option<StreamId>,
+    /// The last event seq given out on this stream.
+    seq: u64,
+    /// The receiving end of an SSE stream whose POST is not claimed yet.
+    unclaimed_rx: Option<StreamReceiver>,
     /// Responses this stream still owes (requests of its POST not yet answered).
     owed: usize,
     /// For a batch answered as JSON: the responses gathered so far.
@@ -160,6 +201,8 @@ struct Stream {
 struct InFlight {
     stream: StreamKey,
     abort: Option<AbortHandle>,
+    /// Kept while the call runs on its own, so a snapshot can hand it to another replica.
+    record: Option<(String, Value, bool)>,
 }
 
 struct PendingRequest {
@@ -183,11 +226,17 @@ pub struct Session {
     next_server_request: i64,
     streams: HashMap<StreamKey, Stream>,
     next_stream: u64,
+    /// Streams opened in this ownership epoch (the low bits of their ids).
+    streams_opened: u64,
     standalone: Option<StreamKey>,
     /// What a stream finished while its POST was still being handled said (see `claim`).
-    finished: Option<Vec<Frame>>,
+    finished: Option<Vec<StreamItem>>,
+    /// Requests of a restored snapshot, to run again or to answer as interrupted.
+    recovered: Vec<InFlightRecord>,
+    /// Something a snapshot holds changed since the last one was queued.
+    dirty: bool,
     catalog: CatalogHandle,
-    log: Arc<dyn EventLog>,
+    outbox: Outbox,
     settings: Arc<SessionSettings>,
 }
 
@@ -197,7 +246,7 @@ impl Session {
         tenant: Arc<str>,
         transport: TransportKind,
         catalog: CatalogHandle,
-        log: Arc<dyn EventLog>,
+        outbox: Outbox,
         settings: Arc<SessionSettings>,
     ) -> Self {
         Session {
@@ -215,20 +264,28 @@ impl Session {
             next_server_request: 0,
             streams: HashMap::new(),
             next_stream: 0,
+            streams_opened: 0,
             standalone: None,
             finished: None,
+            recovered: Vec::new(),
+            dirty: true,
             catalog,
-            log,
+            outbox,
             settings,
         }
     }
 
-    /// Rebuilds a session from its snapshot (after its actor crashed). Streams and in-flight
-    /// requests are gone; their events stay in the event log for the client to resume.
+    /// Rebuilds a session from its snapshot: after its actor crashed (same lease: `same_epoch`)
+    /// or on another replica that took it over (a new lease). `last_seqs` are the last event
+    /// seqs the log holds for the streams it continues, so numbering goes on without a gap or a
+    /// repeat. Connections are gone; clients resume with `Last-Event-ID`. In-flight requests are
+    /// kept for `recover`.
     pub fn restore(
         snapshot: &SessionSnapshot,
+        same_epoch: bool,
+        last_seqs: &HashMap<StreamId, u64>,
         catalog: CatalogHandle,
-        log: Arc<dyn EventLog>,
+        outbox: Outbox,
         settings: Arc<SessionSettings>,
     ) -> Self {
         let mut s = Session::new(
@@ -236,7 +293,7 @@ impl Session {
             snapshot.tenant.as_str().into(),
             snapshot.transport,
             catalog,
-            log,
+            outbox,
             settings,
         );
         s.version = snapshot.version.as_deref().and_then(ProtocolVersion::parse);
@@ -245,27 +302,117 @@ impl Session {
         s.client_info = snapshot.client_info.clone();
         s.log_level = LogLevel::parse(&snapshot.log_level).unwrap_or(LogLevel::Info);
         s.subscriptions = snapshot.subscriptions.iter().cloned().collect();
+        s.next_server_request = snapshot.next_server_request;
+        if same_epoch {
+            s.streams_opened = snapshot.streams_opened;
+        }
         if let Some(standalone) = snapshot.standalone_stream {
-            // Keep the standalone stream's identity so its events can still be resumed.
-            let key = s.new_stream_key();
-            s.streams.insert(
-                key,
-                Stream {
-                    outlet: Outlet::Detached,
-                    log_id: Some(StreamId(standalone)),
-                    owed: 0,
-                    batch: None,
-                    standalone: true,
-                },
-            );
+            let key = s.restored_stream(StreamId(standalone), last_seqs, true);
             s.standalone = Some(key);
         }
+        s.recovered = snapshot.inflight.clone();
         s
+    }
+
+    /// A stream of a snapshot, detached until its client resumes it.
+    fn restored_stream(
+        &mut self,
+        id: StreamId,
+        last_seqs: &HashMap<StreamId, u64>,
+        standalone: bool,
+    ) -> StreamKey {
+        if let Some((key, _)) = self.streams.iter().find(|(_, s)| s.log_id == Some(id)) {
+            return *key;
+        }
+        let key = self.new_stream_key();
+        self.streams.insert(
+            key,
+            Stream {
+                outlet: Outlet::Detached,
+                log_id: Some(id),
+                seq: last_seqs.get(&id).copied().unwrap_or(0),
+                unclaimed_rx: None,
+                owed: 0,
+                batch: None,
+                standalone,
+            },
+        );
+        key
+    }
+
+    /// After a restore: runs again the interrupted requests that may safely run twice (their
+    /// answers go to their original streams) and answers the others with an error saying they
+    /// were interrupted. Returns the invocations to run.
+    pub fn recover(
+        &mut self,
+        last_seqs: &HashMap<StreamId, u64>,
+        port: &Arc<dyn SessionPort>,
+    ) -> Vec<Invocation> {
+        let mut jobs = Vec::new();
+        for record in std::mem::take(&mut self.recovered) {
+            let Some(stream) = record.stream else {
+                continue; // Never became SSE: no client can receive its answer.
+            };
+            let key = self.restored_stream(StreamId(stream), last_seqs, false);
+            if let Some(s) = self.streams.get_mut(&key) {
+                s.owed += 1;
+            }
+            if record.rerunnable {
+                tracing::info!(session = %self.id, id = %record.id, method = %record.method,
+                    "re-running a request interrupted by a failover");
+                let params = match record.params {
+                    Value::Null => None,
+                    p => Some(p),
+                };
+                let req = Request {
+                    id: record.id,
+                    method: record.method,
+                    params,
+                };
+                self.dispatch(req, key, port, &mut jobs);
+            } else {
+                self.inflight.insert(
+                    record.id.clone(),
+                    InFlight {
+                        stream: key,
+                        abort: None,
+                        record: None,
+                    },
+                );
+                let error = RpcError::internal(
+                    "The request was interrupted: the server running it stopped before it \
+                     finished. It may or may not have taken effect; retry it if that is safe.",
+                )
+                .with_data(json!({ "interrupted": true }));
+                self.complete(&record.id, Err(error));
+            }
+        }
+        self.dirty = true;
+        jobs
     }
 
     pub fn snapshot(&self) -> SessionSnapshot {
         let mut subscriptions: Vec<String> = self.subscriptions.iter().cloned().collect();
         subscriptions.sort();
+        let mut inflight: Vec<InFlightRecord> = self
+            .inflight
+            .iter()
+            .filter_map(|(id, f)| {
+                let (method, params, rerunnable) = f.record.clone()?;
+                Some(InFlightRecord {
+                    id: id.clone(),
+                    stream: self
+                        .streams
+                        .get(&f.stream)
+                        .and_then(|s| s.log_id)
+                        .map(|s| s.0),
+                    method,
+                    params,
+                    rerunnable,
+                })
+            })
+            .collect();
+        inflight.extend(self.recovered.iter().cloned());
         SessionSnapshot {
             id: self.id.to_string(),
             tenant: self.tenant.to_string(),
@@ -281,7 +428,34 @@ impl Session {
                 .and_then(|k| self.streams.get(&k))
                 .and_then(|s| s.log_id)
                 .map(|s| s.0),
+            streams_opened: self.streams_opened,
+            next_server_request: self.next_server_request,
+            inflight,
         }
+    }
+
+    /// Queues a snapshot when something it holds changed (called after each message).
+    pub fn save_if_changed(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        self.dirty = false;
+        match serde_json::to_vec(&self.snapshot()) {
+            Ok(bytes) => self.outbox.push(OutboxItem::Snapshot(Bytes::from(bytes))),
+            Err(e) => tracing::error!(session = %self.id, error = %e, "snapshot not serializable"),
+        }
+    }
+
+    /// The last seq given out on each SSE stream (for a restart of this session in place).
+    pub fn stream_seqs(&self) -> HashMap<StreamId, u64> {
+        self.streams
+            .values()
+            .filter_map(|s| Some((s.log_id?, s.seq)))
+            .collect()
+    }
+
+    pub fn outbox(&mut self) -> &mut Outbox {
+        &mut self.outbox
     }
 
     pub fn id(&self) -> &str {
@@ -301,6 +475,11 @@ impl Session {
         !self.inflight.is_empty() || self.streams.values().any(|s| s.outlet.is_connected())
     }
 
+    /// Whether requests are running.
+    pub fn has_inflight(&self) -> bool {
+        !self.inflight.is_empty()
+    }
+
     /// Handles one POST body. Invocations returned must be run and their outcomes passed to
     /// `complete`.
     pub fn handle_post(
@@ -313,7 +492,7 @@ impl Session {
             Payload::Single(Message::Request(req)) => {
                 let key = self.open_request_stream(1, false);
                 self.dispatch(req, key, port, &mut jobs);
-                self.claim(key)
+                self.claim(key, !jobs.is_empty())
             }
             Payload::Single(Message::Notification(n)) => {
                 self.on_notification(n);
@@ -339,14 +518,14 @@ impl Session {
             Some(v) => {
                 let msg = format!("JSON-RPC batches are not supported in protocol version {v}");
                 return (
-                    Reply::Refused(Refusal::new(400, RpcError::invalid_request(msg))),
+                    Reply::Refused(Refusal::Invalid(RpcError::invalid_request(msg))),
                     jobs,
                 );
             }
             None => {
                 let msg = "JSON-RPC batches are not accepted before initialization (initialize cannot be batched)";
                 return (
-                    Reply::Refused(Refusal::new(400, RpcError::invalid_request(msg))),
+                    Reply::Refused(Refusal::Invalid(RpcError::invalid_request(msg))),
                     jobs,
                 );
             }
@@ -372,40 +551,56 @@ impl Session {
                 }
             }
         }
-        let reply = stream.map_or(Reply::Accepted, |key| self.claim(key));
+        let reply = stream.map_or(Reply::Accepted, |key| self.claim(key, !jobs.is_empty()));
         (reply, jobs)
     }
 
     /// Hands a POST's stream to the transport once the POST is handled: plain JSON when the
     /// whole answer is already there, else a channel that carries what was said so far and what
-    /// follows. (Legacy sessions answer on their one SSE stream, so the POST gets no body.)
-    fn claim(&mut self, key: StreamKey) -> Reply {
+    /// follows. On revisions with SSE polling, an answer still being computed is made an SSE
+    /// stream at once (priming event first), so the client can resume it from any replica if the
+    /// connection breaks. (Legacy sessions answer on their one SSE stream: no body here.)
+    fn claim(&mut self, key: StreamKey, running: bool) -> Reply {
         if self.transport == TransportKind::Legacy && self.standalone == Some(key) {
             return Reply::Accepted;
         }
-        let frames = match self.streams.get_mut(&key) {
-            Some(stream) => match std::mem::replace(&mut stream.outlet, Outlet::Detached) {
-                Outlet::Unclaimed(frames) => {
-                    let (tx, rx) = mpsc::unbounded_channel();
-                    for frame in frames {
-                        let _ = tx.send(frame);
-                    }
-                    stream.outlet = Outlet::Open(tx);
+        if running && self.polling() {
+            self.ensure_sse(key);
+        }
+        let items = match self.streams.get_mut(&key) {
+            Some(stream) => {
+                if let Some(rx) = stream.unclaimed_rx.take() {
                     return Reply::Stream(rx);
                 }
-                other => {
-                    stream.outlet = other;
-                    return Reply::Accepted;
+                match std::mem::replace(&mut stream.outlet, Outlet::Detached) {
+                    Outlet::Unclaimed(items) => {
+                        let (tx, rx) = mpsc::unbounded_channel();
+                        for item in items {
+                            let _ = tx.send(item);
+                        }
+                        stream.outlet = Outlet::Open(tx);
+                        return Reply::Stream(rx);
+                    }
+                    other => {
+                        stream.outlet = other;
+                        return Reply::Accepted;
+                    }
                 }
-            },
+            }
             None => self.finished.take().unwrap_or_default(),
         };
-        match <[Frame; 1]>::try_from(frames) {
-            Ok([Frame::Json(body)]) => Reply::Json(body),
-            Ok(frames) => Reply::Stream(closed_channel(frames.into())),
-            Err(frames) if frames.is_empty() => Reply::Accepted,
-            Err(frames) => Reply::Stream(closed_channel(frames)),
+        match <[StreamItem; 1]>::try_from(items) {
+            Ok([StreamItem::Json(body)]) => Reply::Json(body),
+            Ok(items) => Reply::Stream(closed_channel(items.into())),
+            Err(items) if items.is_empty() => Reply::Accepted,
+            Err(items) => Reply::Stream(closed_channel(items)),
         }
+    }
+
+    /// Whether streams of this session use SSE polling (priming events, server-side close).
+    fn polling(&self) -> bool {
+        self.transport == TransportKind::Streamable
+            && self.version.is_some_and(ProtocolVersion::has_sse_polling)
     }
 
     /// The stream a POST's requests are answered on: its own for Streamable HTTP, the one SSE
@@ -423,6 +618,8 @@ impl Session {
             Stream {
                 outlet: Outlet::Unclaimed(Vec::new()),
                 log_id: None,
+                seq: 0,
+                unclaimed_rx: None,
                 owed,
                 batch,
                 standalone: false,
@@ -434,8 +631,8 @@ impl Session {
     /// Removes a finished stream; what it said before its POST was claimed is kept for `claim`.
     fn finish(&mut self, key: StreamKey) {
         if let Some(stream) = self.streams.remove(&key) {
-            if let Outlet::Unclaimed(frames) = stream.outlet {
-                self.finished = Some(frames);
+            if let Outlet::Unclaimed(items) = stream.outlet {
+                self.finished = Some(items);
             }
         }
     }
@@ -469,26 +666,50 @@ impl Session {
             InFlight {
                 stream,
                 abort: None,
+                record: None,
             },
         );
-        match self.route(&mut req, port) {
-            Routed::Done(outcome) => self.complete(&req.id, outcome),
-            Routed::Run(future, ctx) => jobs.push(Invocation {
-                id: req.id,
+        let progress_token = req.progress_token();
+        // Tool calls may outlive this replica: keep what it takes to run them again.
+        let replay = (req.method == "tools/call").then(|| req.params.clone());
+        let params = match req.take_params() {
+            Ok(p) => p,
+            Err(e) => return self.complete(&req.id, Err(e)),
+        };
+        match self.route(&req, params, progress_token, port) {
+            Handled::Done(outcome) => self.complete(&req.id, outcome),
+            Handled::Run {
                 future,
                 ctx,
-            }),
+                rerunnable,
+            } => {
+                if let Some(f) = self.inflight.get_mut(&req.id) {
+                    let params = replay.flatten().unwrap_or(Value::Null);
+                    f.record = Some((req.method.clone(), params, rerunnable));
+                }
+                jobs.push(Invocation {
+                    id: req.id,
+                    future,
+                    ctx,
+                });
+            }
+            Handled::Unknown => {
+                let method = req.method.clone();
+                self.complete(&req.id, Err(RpcError::method_not_found(&method)))
+            }
         }
     }
 
-    fn route(&mut self, req: &mut Request, port: &Arc<dyn SessionPort>) -> Routed {
-        let progress_token = req.progress_token();
-        let mut params = match req.take_params() {
-            Ok(p) => p,
-            Err(e) => return Routed::Done(Err(e)),
-        };
+    /// Session-only methods here; everything else through `methods` with this session's scope.
+    fn route(
+        &mut self,
+        req: &Request,
+        params: Map<String, Value>,
+        progress_token: Option<Value>,
+        port: &Arc<dyn SessionPort>,
+    ) -> Handled {
         let Some(version) = self.version else {
-            return Routed::Done(match req.method.as_str() {
+            return Handled::Done(match req.method.as_str() {
                 "initialize" => self.initialize(&params),
                 "ping" => Ok(json!({})),
                 _ => Err(RpcError::invalid_request(
@@ -496,128 +717,68 @@ impl Session {
                 )),
             });
         };
-        let catalog = self.catalog.current();
-        let page = |list: &str, items: &[Value]| -> Result<Value, RpcError> {
-            let (page, next) =
-                paginate(list, items, params.get("cursor"), self.settings.page_size)?;
-            let mut result = json!({ list: page });
-            if let Some(next) = next {
-                result["nextCursor"] = json!(next);
+        let uri = || params.get("uri").and_then(Value::as_str);
+        match req.method.as_str() {
+            "initialize" => {
+                return Handled::Done(Err(RpcError::invalid_request(
+                    "Session already initialized",
+                )))
             }
-            Ok(result)
-        };
-        Routed::Done(match req.method.as_str() {
-            "initialize" => Err(RpcError::invalid_request("Session already initialized")),
-            "ping" => Ok(json!({})),
-            "tools/list" => page("tools", &catalog.tools),
-            "resources/list" => page("resources", &catalog.resources),
-            "resources/templates/list" => page("resourceTemplates", &catalog.resource_templates),
-            "prompts/list" => page("prompts", &catalog.prompts),
-            "tools/call" => {
-                let arguments = match params.remove("arguments") {
-                    None | Some(Value::Null) => Map::new(),
-                    Some(Value::Object(m)) => m,
-                    Some(_) => {
-                        return Routed::Done(Err(RpcError::invalid_params(
-                            "tools/call \"arguments\" must be an object",
-                        )))
+            "resources/subscribe" => {
+                return Handled::Done(match uri() {
+                    Some(uri) => {
+                        self.subscriptions.insert(uri.to_string());
+                        self.dirty = true;
+                        Ok(json!({}))
                     }
-                };
-                let name = match params.get("name").and_then(Value::as_str) {
-                    Some(n) => n,
-                    None => {
-                        return Routed::Done(Err(RpcError::invalid_params(
-                            "tools/call needs a string \"name\"",
-                        )))
-                    }
-                };
-                let ctx = RequestContext::new(
-                    req.id.clone(),
-                    version,
-                    self.client_capabilities.clone(),
-                    progress_token,
-                    port.clone(),
-                );
-                match catalog.call_tool(name, arguments, ctx.clone()) {
-                    Some(future) => return Routed::Run(future, ctx),
-                    None => Err(RpcError::invalid_params(format!("Unknown tool: {name}"))),
-                }
+                    None => Err(RpcError::invalid_params(
+                        "resources/subscribe needs a string \"uri\"",
+                    )),
+                })
             }
-            "resources/read" => match params.get("uri").and_then(Value::as_str) {
-                Some(uri) => catalog.read_resource(uri).unwrap_or_else(|| {
-                    Err(RpcError::new(RESOURCE_NOT_FOUND, "Resource not found")
-                        .with_data(json!({ "uri": uri })))
-                }),
-                None => Err(RpcError::invalid_params(
-                    "resources/read needs a string \"uri\"",
-                )),
-            },
-            "resources/subscribe" => match params.get("uri").and_then(Value::as_str) {
-                Some(uri) => {
-                    self.subscriptions.insert(uri.to_string());
-                    Ok(json!({}))
-                }
-                None => Err(RpcError::invalid_params(
-                    "resources/subscribe needs a string \"uri\"",
-                )),
-            },
-            "resources/unsubscribe" => match params.get("uri").and_then(Value::as_str) {
-                Some(uri) => {
-                    self.subscriptions.remove(uri);
-                    Ok(json!({}))
-                }
-                None => Err(RpcError::invalid_params(
-                    "resources/unsubscribe needs a string \"uri\"",
-                )),
-            },
-            "prompts/get" => match params.get("name").and_then(Value::as_str) {
-                Some(name) => {
-                    let arguments = match params.get("arguments") {
-                        None | Some(Value::Null) => Map::new(),
-                        Some(Value::Object(m)) => m.clone(),
-                        Some(_) => {
-                            return Routed::Done(Err(RpcError::invalid_params(
-                                "prompts/get \"arguments\" must be an object",
-                            )))
+            "resources/unsubscribe" => {
+                return Handled::Done(match uri() {
+                    Some(uri) => {
+                        self.subscriptions.remove(uri);
+                        self.dirty = true;
+                        Ok(json!({}))
+                    }
+                    None => Err(RpcError::invalid_params(
+                        "resources/unsubscribe needs a string \"uri\"",
+                    )),
+                })
+            }
+            "logging/setLevel" => {
+                return Handled::Done(
+                    match params
+                        .get("level")
+                        .and_then(Value::as_str)
+                        .and_then(LogLevel::parse)
+                    {
+                        Some(level) => {
+                            self.log_level = level;
+                            self.dirty = true;
+                            Ok(json!({}))
                         }
-                    };
-                    catalog.get_prompt(name, &arguments).unwrap_or_else(|| {
-                        Err(RpcError::invalid_params(format!("Unknown prompt: {name}")))
-                    })
-                }
-                None => Err(RpcError::invalid_params(
-                    "prompts/get needs a string \"name\"",
-                )),
-            },
-            "logging/setLevel" => match params
-                .get("level")
-                .and_then(Value::as_str)
-                .and_then(LogLevel::parse)
-            {
-                Some(level) => {
-                    self.log_level = level;
-                    Ok(json!({}))
-                }
-                None => Err(RpcError::invalid_params(
-                    "logging/setLevel needs a valid \"level\" (debug … emergency)",
-                )),
-            },
-            "completion/complete" => {
-                let reference = params.get("ref").cloned().unwrap_or(Value::Null);
-                let argument = params.get("argument");
-                match (reference.get("type").and_then(Value::as_str), argument.and_then(|a| a["name"].as_str())) {
-                    (Some("ref/prompt" | "ref/resource"), Some(name)) => {
-                        let value = argument.and_then(|a| a["value"].as_str()).unwrap_or("");
-                        let mut values = catalog.complete(&reference, name, value).unwrap_or_default();
-                        let total = values.len();
-                        values.truncate(100);
-                        Ok(json!({ "completion": { "values": values, "total": total, "hasMore": total > 100 } }))
-                    }
-                    _ => Err(RpcError::invalid_params("completion/complete needs \"ref\" (ref/prompt or ref/resource) and \"argument.name\"")),
-                }
+                        None => Err(RpcError::invalid_params(
+                            "logging/setLevel needs a valid \"level\" (debug … emergency)",
+                        )),
+                    },
+                )
             }
-            other => Err(RpcError::method_not_found(other)),
-        })
+            _ => {}
+        }
+        let catalog = self.catalog.current();
+        let scope = RequestScope {
+            version,
+            client_capabilities: &self.client_capabilities,
+            principal: None,
+            catalog: &catalog,
+            page_size: self.settings.page_size,
+            call_key: format!("{}/{}/{}", self.tenant, self.id, req.id).into(),
+            port,
+        };
+        methods::handle(&req.id, &req.method, params, progress_token, &scope)
     }
 
     fn initialize(&mut self, params: &Map<String, Value>) -> Result<Value, RpcError> {
@@ -637,6 +798,7 @@ impl Session {
                 .unwrap_or_else(|| json!({})),
         );
         self.client_info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
+        self.dirty = true;
         let mut server_info =
             json!({ "name": self.settings.server_name, "version": self.settings.server_version });
         if version >= ProtocolVersion::V2025_06_18 {
@@ -656,7 +818,10 @@ impl Session {
 
     fn on_notification(&mut self, n: Notification) {
         match n.method.as_str() {
-            "notifications/initialized" => self.initialized = true,
+            "notifications/initialized" => {
+                self.initialized = true;
+                self.dirty = true;
+            }
             "notifications/cancelled" => {
                 let id = n
                     .params
@@ -690,6 +855,9 @@ impl Session {
         if let Some(abort) = inflight.abort {
             abort.abort();
         }
+        if inflight.record.is_some() {
+            self.dirty = true;
+        }
         self.pending.retain(|_, p| &p.origin != id);
         if let Some(stream) = self.streams.get_mut(&inflight.stream) {
             if !stream.standalone {
@@ -703,7 +871,12 @@ impl Session {
     /// Records how to abort an invocation that is now running on its own.
     pub fn set_abort(&mut self, id: &RequestId, abort: AbortHandle) {
         match self.inflight.get_mut(id) {
-            Some(f) => f.abort = Some(abort),
+            Some(f) => {
+                f.abort = Some(abort);
+                if f.record.is_some() {
+                    self.dirty = true;
+                }
+            }
             None => abort.abort(),
         }
     }
@@ -713,6 +886,9 @@ impl Session {
         let Some(inflight) = self.inflight.remove(id) else {
             return;
         };
+        if inflight.abort.is_some() {
+            self.dirty = true;
+        }
         let message = Bytes::from(jsonrpc::encode_response(id, &outcome));
         self.emit(inflight.stream, message, true);
     }
@@ -754,6 +930,7 @@ impl Session {
             return;
         };
         self.next_server_request += 1;
+        self.dirty = true;
         let id = RequestId::Number(self.next_server_request);
         self.pending.insert(
             id.clone(),
@@ -773,9 +950,7 @@ impl Session {
     /// follows is logged and delivered when the client resumes with `Last-Event-ID`. Only for
     /// revisions that have SSE polling, on Streamable HTTP.
     pub fn close_stream(&mut self, origin: &RequestId) {
-        if self.transport != TransportKind::Streamable
-            || !self.version.is_some_and(ProtocolVersion::has_sse_polling)
-        {
+        if !self.polling() {
             return;
         }
         let Some(key) = self.inflight.get(origin).map(|f| f.stream) else {
@@ -784,6 +959,7 @@ impl Session {
         self.ensure_sse(key);
         if let Some(stream) = self.streams.get_mut(&key) {
             stream.outlet = Outlet::Detached;
+            stream.unclaimed_rx = None;
         }
     }
 
@@ -821,7 +997,7 @@ impl Session {
 
     /// Opens the standalone stream (GET without `Last-Event-ID`, or the legacy SSE stream). A
     /// new one replaces the previous one, so no message goes to two streams.
-    pub fn open_standalone(&mut self) -> FrameReceiver {
+    pub fn open_standalone(&mut self) -> StreamReceiver {
         if let Some(old) = self.standalone.take() {
             self.streams.remove(&old);
         }
@@ -832,6 +1008,8 @@ impl Session {
             Stream {
                 outlet: Outlet::Open(tx),
                 log_id: None,
+                seq: 0,
+                unclaimed_rx: None,
                 owed: 0,
                 batch: None,
                 standalone: true,
@@ -839,36 +1017,61 @@ impl Session {
         );
         self.standalone = Some(key);
         self.ensure_sse(key);
+        self.dirty = true;
         rx
     }
 
-    /// Resumes the stream that `last` belongs to: replays its later events, then (if the stream
-    /// is still live) goes on delivering.
-    pub fn resume(&mut self, last: EventId) -> Result<FrameReceiver, Refusal> {
-        let events = self.log.replay_after(&self.id, last).ok_or_else(|| {
-            Refusal::new(
-                400,
-                RpcError::invalid_request(format!(
-                    "Unknown Last-Event-ID {last}: nothing to resume"
-                )),
-            )
-        })?;
+    /// Resumes the stream that `last` belongs to: the outbox replays its later events (every one
+    /// queued before this call, exactly once), then, if the stream is live here, what follows is
+    /// delivered as it is logged. The first item is `Resumed`, or `UnknownEvent` when the log does
+    /// not know `last`.
+    pub fn resume(&mut self, last: EventId) -> StreamReceiver {
         let (tx, rx) = mpsc::unbounded_channel();
-        for e in events.iter().filter(|e| !e.data.is_empty()) {
-            let _ = tx.send(Frame::Sse(sse::event(&e.id.to_string(), &e.data)));
-        }
-        if let Some(stream) = self
+        let live = self
             .streams
             .values_mut()
-            .find(|s| s.log_id == Some(last.stream))
-        {
-            stream.outlet = Outlet::Open(tx);
-        }
-        Ok(rx)
+            .find(|s| s.log_id == Some(last.stream));
+        let upto = match live {
+            Some(stream) => {
+                stream.outlet = Outlet::Open(tx.clone());
+                stream.unclaimed_rx = None;
+                Some(stream.seq)
+            }
+            None => None,
+        };
+        self.outbox.push(OutboxItem::Resume {
+            after: last,
+            upto,
+            sink: tx,
+        });
+        rx
     }
 
-    /// Ends the session: running requests stop, connections close, its events are forgotten.
+    /// Ends the session: running requests stop, connections close, its shared state (events,
+    /// snapshot, lease) is forgotten.
     pub fn shutdown(&mut self) {
+        self.stop_local();
+        self.outbox.push(OutboxItem::Remove);
+    }
+
+    /// Hands the session over (this replica is draining): clients are told to reconnect, the
+    /// latest snapshot is queued and then the lease released, so the next replica to see the
+    /// session restores it. Running requests stay in the snapshot.
+    pub fn hand_over(&mut self) {
+        self.dirty = true;
+        self.save_if_changed();
+        let retry_ms = self.settings.sse_retry_ms;
+        for stream in self.streams.values_mut() {
+            if let Outlet::Open(sink) = &stream.outlet {
+                let _ = sink.send(StreamItem::Reconnect { retry_ms });
+            }
+            stream.outlet = Outlet::Detached;
+        }
+        self.outbox.push(OutboxItem::Release);
+    }
+
+    /// Stops local work without touching shared state (the session lives on elsewhere).
+    pub fn stop_local(&mut self) {
         for (_, f) in self.inflight.drain() {
             if let Some(abort) = f.abort {
                 abort.abort();
@@ -877,7 +1080,6 @@ impl Session {
         self.pending.clear();
         self.streams.clear();
         self.standalone = None;
-        self.log.remove_session(&self.id);
     }
 
     /// Sends `message` on `key`. A stream whose first message is its (last) response answers
@@ -892,14 +1094,22 @@ impl Session {
         if stream.log_id.is_none() && is_response && !stream.standalone {
             match &mut stream.batch {
                 None => {
-                    stream.outlet.send(Frame::Json(message));
+                    if let Outlet::Unclaimed(items) = &mut stream.outlet {
+                        items.push(StreamItem::Json(message));
+                    } else if let Outlet::Open(sink) = &stream.outlet {
+                        let _ = sink.send(StreamItem::Json(message));
+                    }
                     self.finish(key);
                 }
                 Some(gathered) => {
                     gathered.push(message);
                     if stream.owed == 0 {
                         let all = json_array(&std::mem::take(gathered));
-                        stream.outlet.send(Frame::Json(all));
+                        if let Outlet::Unclaimed(items) = &mut stream.outlet {
+                            items.push(StreamItem::Json(all));
+                        } else if let Outlet::Open(sink) = &stream.outlet {
+                            let _ = sink.send(StreamItem::Json(all));
+                        }
                         self.finish(key);
                     }
                 }
@@ -924,38 +1134,66 @@ impl Session {
                     .take()
                     .filter(|g| !g.is_empty() && stream.log_id.is_none())
                 {
-                    stream.outlet.send(Frame::Json(json_array(&gathered)));
+                    let all = StreamItem::Json(json_array(&gathered));
+                    match &mut stream.outlet {
+                        Outlet::Unclaimed(items) => items.push(all),
+                        Outlet::Open(sink) => {
+                            let _ = sink.send(all);
+                        }
+                        Outlet::Detached => {}
+                    }
                 }
             }
             self.finish(key);
         }
     }
 
-    /// Turns a stream into an SSE stream: gives it a log id and sends the priming event (an id
-    /// and empty data, with `retry:`) on revisions with SSE polling; responses gathered for a
-    /// batch go out first.
+    /// Turns a stream into an SSE stream: gives it a log id (and, for a POST not claimed yet,
+    /// the channel its body will read) and sends the priming event on revisions with SSE
+    /// polling; responses gathered for a batch go out first.
     fn ensure_sse(&mut self, key: StreamKey) {
-        let polling = self.version.is_some_and(ProtocolVersion::has_sse_polling)
-            && self.transport == TransportKind::Streamable;
+        let polling = self.polling();
+        if self.streams.get(&key).is_none_or(|s| s.log_id.is_some()) {
+            return;
+        }
+        self.streams_opened += 1;
+        let log_id = StreamId::new(self.outbox.epoch(), self.streams_opened);
+        let retry_ms = self.settings.sse_retry_ms;
         let Some(stream) = self.streams.get_mut(&key) else {
             return;
         };
-        if stream.log_id.is_some() {
-            return;
-        }
-        let log_id = self.log.open_stream(&self.id);
         stream.log_id = Some(log_id);
+        if let Outlet::Unclaimed(items) = &mut stream.outlet {
+            let (tx, rx) = mpsc::unbounded_channel();
+            for item in items.drain(..) {
+                let _ = tx.send(item);
+            }
+            stream.outlet = Outlet::Open(tx);
+            stream.unclaimed_rx = Some(rx);
+        }
         let gathered = stream
             .batch
             .as_mut()
             .map(std::mem::take)
             .unwrap_or_default();
+        if stream.standalone || !self.inflight.is_empty() {
+            self.dirty = true;
+        }
         if polling {
-            let id = self.log.append(&self.id, log_id, Bytes::new());
-            stream.outlet.send(Frame::Sse(sse::priming(
-                &id.to_string(),
-                self.settings.sse_retry_ms,
-            )));
+            stream.seq += 1;
+            let id = EventId {
+                stream: log_id,
+                seq: stream.seq,
+            };
+            let sink = stream.outlet.sink();
+            self.outbox.push(OutboxItem::Event {
+                event: StoredEvent {
+                    id,
+                    data: Bytes::new(),
+                },
+                item: StreamItem::Priming { id, retry_ms },
+                sink,
+            });
         }
         for message in gathered {
             self.write_event(key, message);
@@ -967,27 +1205,32 @@ impl Session {
             return;
         };
         let Some(log_id) = stream.log_id else { return };
-        let id = self.log.append(&self.id, log_id, data.clone());
-        stream
-            .outlet
-            .send(Frame::Sse(sse::event(&id.to_string(), &data)));
+        stream.seq += 1;
+        let id = EventId {
+            stream: log_id,
+            seq: stream.seq,
+        };
+        let sink = stream.outlet.sink();
+        self.outbox.push(OutboxItem::Event {
+            event: StoredEvent {
+                id,
+                data: data.clone(),
+            },
+            item: StreamItem::Event { id, data },
+            sink,
+        });
     }
 
     /// The legacy transport's single stream: opened with the `endpoint` event.
-    pub fn open_legacy_stream(&mut self, endpoint: &str) -> FrameReceiver {
+    pub fn open_legacy_stream(&mut self, endpoint: &str) -> StreamReceiver {
         let rx = self.open_standalone();
         if let Some(stream) = self.standalone.and_then(|k| self.streams.get_mut(&k)) {
-            stream
-                .outlet
-                .send(Frame::Sse(sse::named_event("endpoint", endpoint)));
+            if let Outlet::Open(sink) = &stream.outlet {
+                let _ = sink.send(StreamItem::Endpoint(endpoint.to_string()));
+            }
         }
         rx
     }
-}
-
-enum Routed {
-    Done(Result<Value, RpcError>),
-    Run(CallFuture, RequestContext),
 }
 
 /// A JSON array of already-serialized messages (a batch answer).
@@ -1008,11 +1251,11 @@ fn to_bytes(v: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(v).unwrap_or_default())
 }
 
-/// A receiver that yields `frames` and then ends.
-fn closed_channel(frames: Vec<Frame>) -> FrameReceiver {
+/// A receiver that yields `items` and then ends.
+fn closed_channel(items: Vec<StreamItem>) -> StreamReceiver {
     let (tx, rx) = mpsc::unbounded_channel();
-    for frame in frames {
-        let _ = tx.send(frame);
+    for item in items {
+        let _ = tx.send(item);
     }
     rx
 }

@@ -1,11 +1,17 @@
-//! Sessions: the plain-Rust session state machine (`core`), the actor that hosts one session
-//! (`actor`) and the per-tenant supervisor that owns them (`supervisor`).
+//! Sessions: the plain-Rust session state machine (`core`) and its ordered writer to shared state
+//! (`outbox`), the actor that hosts one session (`actor`), the per-tenant supervisor and index
+//! (`supervisor`), and the one way in for the HTTP edge (`locate`: start, find or restore,
+//! deliver).
 
 pub mod actor;
 pub mod core;
+pub mod locate;
+pub mod outbox;
 pub mod supervisor;
 
 pub use self::core::{
-    Frame, Refusal, Reply, Session, SessionSettings, SessionSnapshot, TransportKind,
+    Refusal, Reply, Session, SessionSettings, SessionSnapshot, StreamItem, StreamReceiver,
+    TransportKind,
 };
+pub use locate::{Located, Replica, SessionError};
 pub use supervisor::{SessionLimits, TenantSessions, TenantSupervisor};

@@ -1,9 +1,10 @@
-//! `TenantSupervisor`: one actor per tenant that starts, indexes and stops the tenant's session
-//! actors. It enforces the per-tenant session cap and the idle timeout, relays tenant-wide
-//! changes to every session, and restarts a crashed session actor from its snapshot.
+//! `TenantSupervisor`: one actor per tenant per replica that watches the tenant's session actors:
+//! it expires idle sessions, keeps the shared state of active ones alive, relays tenant-wide
+//! changes to every session, and ends or hands over all of them (tenant removal, drain).
 //!
-//! HTTP handlers find sessions through `SessionIndex` (read-only for them; only the supervisor
-//! writes it), so a request to a live session costs no extra actor hop.
+//! `TenantSessions` is the tenant's index of the sessions this replica holds and what it takes
+//! to start, restore (after a takeover) and restart (after a crash) one. The HTTP edge reaches it
+//! through `session::locate` only.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -12,12 +13,14 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use actix_rt::ArbiterHandle;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
-use super::actor::{ExpireIfIdle, SessionActor, Terminate};
+use super::actor::{ExpireIfIdle, HandOver, IsRunning, Recover, SessionActor, Terminate};
 use super::core::{Session, SessionSettings, SessionSnapshot, TransportKind};
+use super::locate::{Replica, SessionError};
+use super::outbox::Outbox;
 use crate::catalog::CatalogHandle;
-use crate::eventlog::EventLog;
+use crate::cluster::{Acquired, Lease, SessionKey, StreamId};
 
 /// Milliseconds since the process started (cheap monotonic clock for activity stamps).
 pub fn now_ms() -> u64 {
@@ -29,6 +32,8 @@ pub fn now_ms() -> u64 {
 #[derive(Debug, Default)]
 pub struct Activity {
     last_active_ms: AtomicU64,
+    /// The activity stamp when shared state was last kept alive.
+    kept_ms: AtomicU64,
 }
 
 impl Activity {
@@ -47,40 +52,76 @@ pub struct SessionEntry {
     pub transport: TransportKind,
     instance: u64,
     arbiter: ArbiterHandle,
+    lease: Lease,
 }
 
-/// The tenant's live sessions by id, and what it takes to start one. Shared by the supervisor
-/// (which expires, restarts and stops sessions) and the HTTP edge (which finds sessions and
-/// starts new ones on its own worker thread, under the same cap, with no actor hop).
+/// Called when a tool changed a resource: every session of the tenant (on every replica)
+/// subscribed to it must hear.
+pub type ResourceHook = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// The tenant's sessions on this replica, and what it takes to start one.
 pub struct TenantSessions {
-    tenant: Arc<str>,
+    pub tenant: Arc<str>,
     index: RwLock<HashMap<Arc<str>, SessionEntry>>,
+    /// Sessions being restored here, so concurrent requests wait for one restore.
+    restoring: Mutex<HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>>,
     catalog: CatalogHandle,
-    log: Arc<dyn EventLog>,
+    pub replica: Arc<Replica>,
     settings: Arc<SessionSettings>,
     limits: SessionLimits,
     /// The cap in force (the tenant's own, or the server default); changes while running.
     max_sessions: AtomicUsize,
     next_instance: AtomicU64,
+    on_resource_updated: OnceLock<ResourceHook>,
+    supervisor: OnceLock<Addr<TenantSupervisor>>,
 }
 
 impl TenantSessions {
     pub fn new(
         tenant: Arc<str>,
         catalog: CatalogHandle,
-        log: Arc<dyn EventLog>,
+        replica: Arc<Replica>,
         settings: Arc<SessionSettings>,
         limits: SessionLimits,
     ) -> Self {
         TenantSessions {
             tenant,
             index: RwLock::new(HashMap::new()),
+            restoring: Mutex::new(HashMap::new()),
             catalog,
-            log,
+            replica,
             settings,
             max_sessions: AtomicUsize::new(limits.max_sessions),
             limits,
             next_instance: AtomicU64::new(0),
+            on_resource_updated: OnceLock::new(),
+            supervisor: OnceLock::new(),
+        }
+    }
+
+    /// Starts the tenant's supervisor (once).
+    pub fn start_supervisor(self: &Arc<Self>) -> Addr<TenantSupervisor> {
+        self.supervisor
+            .get_or_init(|| TenantSupervisor::new(self.clone()).start())
+            .clone()
+    }
+
+    /// Where resource changes made by tools are announced (set once by the tenant directory).
+    pub fn set_resource_hook(&self, hook: ResourceHook) {
+        let _ = self.on_resource_updated.set(hook);
+    }
+
+    pub(super) fn resource_updated(&self, uri: &str) {
+        match self.on_resource_updated.get() {
+            Some(hook) => hook(uri),
+            None => self.broadcast(TenantBroadcast::ResourceUpdated(uri.to_string())),
+        }
+    }
+
+    /// Tells every session of the tenant on this replica.
+    pub fn broadcast(&self, msg: TenantBroadcast) {
+        for entry in self.index.read().values() {
+            entry.addr.do_send(msg.clone());
         }
     }
 
@@ -102,43 +143,228 @@ impl TenantSessions {
         self.len() == 0
     }
 
-    /// Starts a session actor on the calling thread's arbiter, unless the tenant's cap is reached.
-    pub fn start(
-        &self,
+    /// How long shared state of an untouched session lives.
+    fn ttl(&self) -> Duration {
+        self.limits.idle_timeout + Duration::from_secs(60)
+    }
+
+    fn key(&self, id: &str) -> SessionKey {
+        SessionKey::new(self.tenant.clone(), id)
+    }
+
+    fn outbox(self: &Arc<Self>, key: SessionKey, lease: Lease) -> Outbox {
+        Outbox::new(
+            key,
+            lease,
+            self.replica.backends.clone(),
+            self.ttl(),
+            Arc::new(|| {}),
+        )
+    }
+
+    fn at_capacity(&self) -> Result<(), SessionError> {
+        let max = self.max_sessions.load(Ordering::Relaxed);
+        if self.index.read().len() >= max {
+            return Err(SessionError::AtCapacity(max));
+        }
+        Ok(())
+    }
+
+    /// Starts a new session on the calling thread's arbiter, unless the tenant's cap is reached
+    /// or this replica is draining. Its lease is taken first (no round trip in-process).
+    pub async fn start(
+        self: &Arc<Self>,
         transport: TransportKind,
-        supervisor: Addr<TenantSupervisor>,
-    ) -> Result<(Arc<str>, Addr<SessionActor>), AtCapacity> {
+    ) -> Result<(Arc<str>, Addr<SessionActor>), SessionError> {
+        self.replica.admit_new()?;
+        self.at_capacity()?;
         let id: Arc<str> = new_session_id().into();
+        let key = self.key(&id);
+        let lease = match self
+            .replica
+            .backends
+            .leases
+            .acquire(&key, &self.replica.info.id, None, self.ttl())
+            .await?
+        {
+            Acquired::Granted(lease) => lease,
+            Acquired::HeldBy(_) => {
+                return Err(SessionError::Unavailable(
+                    "session id collision; retry".into(),
+                ))
+            }
+        };
         let core = Session::new(
             id.clone(),
             self.tenant.clone(),
             transport,
             self.catalog.clone(),
-            self.log.clone(),
+            self.outbox(key, lease.clone()),
             self.settings.clone(),
         );
-        let ctx = Context::new();
-        let addr = ctx.address();
+        let addr = self.launch(id.clone(), core, transport, lease, None)?;
+        Ok((id, addr))
+    }
+
+    /// Starts an actor for `core` (on `arbiter`, or this thread's) and registers it.
+    fn launch(
+        self: &Arc<Self>,
+        id: Arc<str>,
+        core: Session,
+        transport: TransportKind,
+        lease: Lease,
+        arbiter: Option<ArbiterHandle>,
+    ) -> Result<Addr<SessionActor>, SessionError> {
+        let restart = arbiter.is_some();
+        if !restart && !self.index.read().contains_key(&id) {
+            self.at_capacity()?;
+        }
         let instance = self.next_instance.fetch_add(1, Ordering::Relaxed) + 1;
-        {
-            let mut index = self.index.write();
-            let max = self.max_sessions.load(Ordering::Relaxed);
-            if index.len() >= max {
-                return Err(AtCapacity(max));
-            }
-            let activity = Arc::new(Activity::default());
-            activity.touch();
-            let entry = SessionEntry {
+        let actor = SessionActor::new(core, instance, self.clone());
+        let (addr, arbiter) = match arbiter {
+            Some(arbiter) => (
+                SessionActor::start_in_arbiter(&arbiter, move |_| actor),
+                arbiter,
+            ),
+            None => (actor.start(), actix_rt::Arbiter::current()),
+        };
+        let activity = Arc::new(Activity::default());
+        activity.touch();
+        self.index.write().insert(
+            id,
+            SessionEntry {
                 addr: addr.clone(),
                 activity,
                 transport,
                 instance,
-                arbiter: actix_rt::Arbiter::current(),
-            };
-            index.insert(id.clone(), entry);
+                arbiter,
+                lease,
+            },
+        );
+        Ok(addr)
+    }
+
+    /// Restores a session this replica does not hold: takes its lease over from `expected` (its
+    /// previous holder, `None` when nobody holds it), loads its snapshot, continues its streams'
+    /// numbering from the event log and starts it here. `Ok(None)` when there is no such
+    /// session (never existed, ended, expired).
+    pub async fn restore(
+        self: &Arc<Self>,
+        id: &str,
+        expected: Option<Lease>,
+    ) -> Result<Option<SessionEntry>, SessionError> {
+        let gate = self
+            .restoring
+            .lock()
+            .entry(id.into())
+            .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(())))
+            .clone();
+        let _turn = gate.lock().await;
+        let result = self.restore_once(id, expected).await;
+        self.restoring.lock().remove(id);
+        result
+    }
+
+    async fn restore_once(
+        self: &Arc<Self>,
+        id: &str,
+        expected: Option<Lease>,
+    ) -> Result<Option<SessionEntry>, SessionError> {
+        if let Some(entry) = self.get(id) {
+            return Ok(Some(entry));
         }
-        ctx.run(SessionActor::new(core, instance, supervisor));
-        Ok((id, addr))
+        self.replica.admit_new()?;
+        let key = self.key(id);
+        let backends = &self.replica.backends;
+        let Some(bytes) = backends.snapshots.load(&key).await? else {
+            return Ok(None);
+        };
+        let snapshot: SessionSnapshot = serde_json::from_slice(&bytes)
+            .map_err(|e| SessionError::Unavailable(format!("unreadable snapshot: {e}")))?;
+        if snapshot.tenant != *self.tenant || snapshot.id != id {
+            return Ok(None);
+        }
+        if snapshot.transport == TransportKind::Legacy {
+            // A legacy session is its one SSE connection: it cannot move.
+            return Ok(None);
+        }
+        let lease = match backends
+            .leases
+            .acquire(&key, &self.replica.info.id, expected.as_ref(), self.ttl())
+            .await?
+        {
+            Acquired::Granted(lease) => lease,
+            Acquired::HeldBy(other) => return Err(SessionError::Moved(other)),
+        };
+        let mut last_seqs = HashMap::new();
+        for stream in snapshot.live_streams() {
+            let last = backends.events.last_seq(&key, stream).await?.unwrap_or(0);
+            last_seqs.insert(stream, last);
+        }
+        let core = Session::restore(
+            &snapshot,
+            false,
+            &last_seqs,
+            self.catalog.clone(),
+            self.outbox(key, lease.clone()),
+            self.settings.clone(),
+        );
+        tracing::info!(tenant = %self.tenant, session = %id, token = lease.token,
+            previous = ?expected.as_ref().map(|l| l.replica.to_string()), "session taken over");
+        let addr = self.launch(id.into(), core, snapshot.transport, lease, None)?;
+        addr.do_send(Recover { last_seqs });
+        Ok(self.get(id))
+    }
+
+    /// Restarts a crashed session actor from its snapshot, under the same id and lease, in a new
+    /// actor registered before the old one's mailbox closes (so a request retried at once finds
+    /// it).
+    pub(super) fn restart(
+        self: &Arc<Self>,
+        instance: u64,
+        snapshot: SessionSnapshot,
+        seqs: HashMap<StreamId, u64>,
+        outbox: Outbox,
+    ) {
+        let Some(entry) = self.get(&snapshot.id).filter(|e| e.instance == instance) else {
+            return;
+        };
+        let core = Session::restore(
+            &snapshot,
+            true,
+            &seqs,
+            self.catalog.clone(),
+            outbox,
+            self.settings.clone(),
+        );
+        let id: Arc<str> = snapshot.id.as_str().into();
+        match self.launch(
+            id,
+            core,
+            entry.transport,
+            entry.lease.clone(),
+            Some(entry.arbiter.clone()),
+        ) {
+            Ok(addr) => {
+                addr.do_send(Recover { last_seqs: seqs });
+                tracing::warn!(tenant = %self.tenant, session = %snapshot.id, "session actor restarted");
+            }
+            Err(e) => {
+                tracing::error!(tenant = %self.tenant, session = %snapshot.id, error = %e, "session actor could not be restarted")
+            }
+        }
+    }
+
+    /// An actor stopped: forget it (unless a newer instance replaced it).
+    pub(super) fn ended(&self, id: &str, instance: u64) {
+        let mut index = self.index.write();
+        if index.get(id).is_some_and(|e| e.instance == instance) {
+            index.remove(id);
+        }
+    }
+
+    fn entries(&self) -> Vec<SessionEntry> {
+        self.index.read().values().cloned().collect()
     }
 }
 
@@ -157,14 +383,34 @@ impl TenantSupervisor {
         TenantSupervisor { sessions }
     }
 
-    fn sweep_idle(&mut self) {
+    /// Ends idle sessions, and keeps the shared state (snapshot, lease) of sessions active since
+    /// the last sweep alive, in one batch.
+    fn sweep(&mut self, ctx: &mut Context<Self>) {
         let now = now_ms();
         let idle_ms = self.sessions.limits.idle_timeout.as_millis() as u64;
-        for entry in self.sessions.index.read().values() {
+        let mut active = Vec::new();
+        for (id, entry) in self.sessions.index.read().iter() {
             if entry.activity.idle_for_ms(now) >= idle_ms {
                 entry.addr.do_send(ExpireIfIdle);
             }
+            let last = entry.activity.last_active_ms.load(Ordering::Relaxed);
+            if entry.activity.kept_ms.swap(last, Ordering::Relaxed) != last {
+                active.push(self.sessions.key(id));
+            }
         }
+        if active.is_empty() {
+            return;
+        }
+        let snapshots = self.sessions.replica.backends.snapshots.clone();
+        let ttl = self.sessions.ttl();
+        ctx.spawn(
+            async move {
+                if let Err(e) = snapshots.touch(&active, ttl).await {
+                    tracing::warn!(error = %e, "could not keep session state alive");
+                }
+            }
+            .into_actor(self),
+        );
     }
 }
 
@@ -174,75 +420,13 @@ impl Actor for TenantSupervisor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         let every = (self.sessions.limits.idle_timeout / 4)
             .clamp(Duration::from_millis(50), Duration::from_secs(30));
-        ctx.run_interval(every, |me, _| me.sweep_idle());
+        ctx.run_interval(every, |me, ctx| me.sweep(ctx));
     }
 }
-
-/// The session cap was reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AtCapacity(pub usize);
 
 /// A cryptographically random session id: 128 bits from the OS RNG, as 32 hex characters.
 pub fn new_session_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
-}
-
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SessionEnded {
-    pub id: Arc<str>,
-    pub instance: u64,
-}
-
-impl Handler<SessionEnded> for TenantSupervisor {
-    type Result = ();
-    fn handle(&mut self, msg: SessionEnded, _: &mut Context<Self>) {
-        let mut index = self.sessions.index.write();
-        if index
-            .get(&msg.id)
-            .is_some_and(|e| e.instance == msg.instance)
-        {
-            index.remove(&msg.id);
-        }
-    }
-}
-
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SessionCrashed {
-    pub id: Arc<str>,
-    pub instance: u64,
-    pub snapshot: SessionSnapshot,
-}
-
-impl Handler<SessionCrashed> for TenantSupervisor {
-    type Result = ();
-    fn handle(&mut self, msg: SessionCrashed, ctx: &mut Context<Self>) {
-        let sessions = &self.sessions;
-        let Some(entry) = sessions.get(&msg.id).filter(|e| e.instance == msg.instance) else {
-            return;
-        };
-        let core = Session::restore(
-            &msg.snapshot,
-            sessions.catalog.clone(),
-            sessions.log.clone(),
-            sessions.settings.clone(),
-        );
-        let instance = sessions.next_instance.fetch_add(1, Ordering::Relaxed) + 1;
-        let me = ctx.address();
-        let addr = SessionActor::start_in_arbiter(&entry.arbiter, move |_| {
-            SessionActor::new(core, instance, me)
-        });
-        tracing::warn!(tenant = %sessions.tenant, session = %msg.id, "session actor restarted");
-        sessions.index.write().insert(
-            msg.id,
-            SessionEntry {
-                addr,
-                instance,
-                ..entry
-            },
-        );
-    }
 }
 
 /// A change every session of the tenant should hear about.
@@ -256,13 +440,11 @@ pub enum TenantBroadcast {
 impl Handler<TenantBroadcast> for TenantSupervisor {
     type Result = ();
     fn handle(&mut self, msg: TenantBroadcast, _: &mut Context<Self>) {
-        for entry in self.sessions.index.read().values() {
-            entry.addr.do_send(msg.clone());
-        }
+        self.sessions.broadcast(msg);
     }
 }
 
-/// Ends every session of the tenant (shutdown, tenant removal).
+/// Ends every session of the tenant (tenant removal or suspension).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct StopAll;
@@ -273,5 +455,40 @@ impl Handler<StopAll> for TenantSupervisor {
         for entry in self.sessions.index.write().drain().map(|(_, e)| e) {
             entry.addr.do_send(Terminate);
         }
+    }
+}
+
+/// Drain: waits (until `deadline`) for running requests to finish, then hands every session
+/// over (clients told to reconnect, snapshots written, leases released).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct HandOverAll {
+    pub deadline: tokio::time::Instant,
+}
+
+impl Handler<HandOverAll> for TenantSupervisor {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, msg: HandOverAll, _: &mut Context<Self>) -> Self::Result {
+        let sessions = self.sessions.clone();
+        Box::pin(async move {
+            loop {
+                let mut running = false;
+                for entry in sessions.entries() {
+                    if entry.addr.send(IsRunning).await.unwrap_or(false) {
+                        running = true;
+                        break;
+                    }
+                }
+                if !running || tokio::time::Instant::now() >= msg.deadline {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let handovers = sessions
+                .entries()
+                .into_iter()
+                .map(|e| e.addr.send(HandOver));
+            futures_util::future::join_all(handovers).await;
+        })
     }
 }

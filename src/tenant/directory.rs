@@ -1,36 +1,94 @@
 //! `TenantDirectory`: keeps the live tenants (registry, supervisors, catalogs, policies) in step
-//! with the store. The admin API writes the store, then tells the directory, which rebuilds what
-//! changed and tells live sessions (list_changed, resources/updated, streams ended).
+//! with the store and with the other replicas. The admin API writes the store, then tells the
+//! directory, which rebuilds what changed, tells live sessions (list_changed, resources/updated,
+//! streams ended) and announces the change on the bus so every other replica does the same. A
+//! request for a tenant this replica has not heard of yet is resolved from the store.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use actix::Actor;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
 
 use super::{TenantHandle, TenantPolicy, TenantRegistry};
 use crate::catalog::stored::{StoredCatalog, WebhookRuntime};
 use crate::catalog::{Catalog, CatalogHandle, TenantCatalog};
-use crate::eventlog::EventLog;
+use crate::protocol::jsonrpc;
+use crate::session::actor::Post;
 use crate::session::supervisor::{StopAll, TenantBroadcast};
-use crate::session::{SessionLimits, SessionSettings, TenantSessions, TenantSupervisor};
+use crate::session::{locate, Replica, SessionLimits, SessionSettings, TenantSessions};
 use crate::store::{CatalogKind, CatalogStore, SqlStore, StoreError, TenantRecord, TenantStore};
+
+/// The bus topic every replica listens to for tenant changes.
+pub const TENANTS_TOPIC: &str = "tenants";
+
+/// The bus topic of one replica: messages for sessions it owns.
+pub fn owner_topic(replica: &str) -> String {
+    format!("replica.{replica}")
+}
+
+/// A change to a tenant, announced to every replica.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TenantEvent {
+    /// Created, or its status, limits or built-in catalogs changed: reload it from the store.
+    Changed {
+        origin: String,
+        slug: String,
+        catalogs_changed: bool,
+    },
+    /// A published catalog entry changed.
+    Catalog {
+        origin: String,
+        slug: String,
+        kind: CatalogKind,
+        updated_uri: Option<String>,
+    },
+    Deleted {
+        origin: String,
+        slug: String,
+    },
+    /// A tool changed a resource: its subscribers must hear.
+    ResourceUpdated {
+        origin: String,
+        slug: String,
+        uri: String,
+    },
+}
+
+/// A message for a session held by another replica (a client's answer or notification).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OwnerMessage {
+    pub tenant: String,
+    pub session: String,
+    /// The JSON-RPC body as the client sent it.
+    pub body: String,
+}
+
+/// How long "no such tenant" is remembered before the store is asked again.
+const UNKNOWN_TENANT_TTL: Duration = Duration::from_secs(2);
 
 #[derive(Clone)]
 pub struct TenantDirectory {
     pub store: SqlStore,
     pub registry: TenantRegistry,
-    log: Arc<dyn EventLog>,
+    replica: Arc<Replica>,
     settings: Arc<SessionSettings>,
     defaults: SessionLimits,
     http: reqwest::Client,
     /// Development: webhook tools may reach loopback and private addresses.
     allow_private_webhooks: bool,
+    /// Slugs recently looked up and not found (bounded).
+    unknown: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
 impl TenantDirectory {
     pub fn new(
         store: SqlStore,
         registry: TenantRegistry,
-        log: Arc<dyn EventLog>,
+        replica: Arc<Replica>,
         settings: Arc<SessionSettings>,
         defaults: SessionLimits,
         http: reqwest::Client,
@@ -39,12 +97,17 @@ impl TenantDirectory {
         TenantDirectory {
             store,
             registry,
-            log,
+            replica,
             settings,
             defaults,
             http,
             allow_private_webhooks,
+            unknown: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    pub fn replica(&self) -> &Arc<Replica> {
+        &self.replica
     }
 
     /// Starts every stored tenant (at boot).
@@ -56,11 +119,49 @@ impl TenantDirectory {
             let Some(last) = page.last() else { break };
             after = Some(last.slug.clone());
             for record in &page {
-                self.activate(record).await?;
+                self.start_tenant(record).await?;
                 count += 1;
             }
         }
         Ok(count)
+    }
+
+    /// The live tenant of this slug: known here, or just created through another replica (read
+    /// from the store). `Ok(None)` for unknown slugs (remembered briefly, so unknown slugs cannot
+    /// make every request a database query).
+    pub async fn resolve(&self, slug: &str) -> Result<Option<TenantHandle>, StoreError> {
+        if let Some(handle) = self.registry.get(slug) {
+            return Ok(Some(handle));
+        }
+        if !crate::config::is_valid_slug(slug) {
+            return Ok(None);
+        }
+        {
+            let unknown = self.unknown.lock();
+            if unknown
+                .get(slug)
+                .is_some_and(|at| at.elapsed() < UNKNOWN_TENANT_TTL)
+            {
+                return Ok(None);
+            }
+        }
+        match self.store.get_tenant(slug).await? {
+            Some(record) => {
+                self.unknown.lock().remove(slug);
+                Ok(Some(self.start_tenant(&record).await?))
+            }
+            None => {
+                let mut unknown = self.unknown.lock();
+                if unknown.len() >= 10_000 {
+                    unknown.retain(|_, at| at.elapsed() < UNKNOWN_TENANT_TTL);
+                    if unknown.len() >= 10_000 {
+                        unknown.clear();
+                    }
+                }
+                unknown.insert(slug.to_string(), Instant::now());
+                Ok(None)
+            }
+        }
     }
 
     /// Fresh instances of the built-in catalogs a tenant enabled.
@@ -84,8 +185,8 @@ impl TenantDirectory {
         Ok(TenantCatalog::new(catalogs))
     }
 
-    /// Starts serving a tenant (its supervisor, catalog and policy).
-    pub async fn activate(&self, record: &TenantRecord) -> Result<TenantHandle, StoreError> {
+    /// Starts serving a tenant here (its supervisor, catalog and policy).
+    async fn start_tenant(&self, record: &TenantRecord) -> Result<TenantHandle, StoreError> {
         let catalog = CatalogHandle::new(
             self.build_catalog(&record.slug, Self::builtins(record)?)
                 .await?,
@@ -94,12 +195,33 @@ impl TenantDirectory {
         let sessions = Arc::new(TenantSessions::new(
             slug.clone(),
             catalog.clone(),
-            self.log.clone(),
+            self.replica.clone(),
             self.settings.clone(),
             self.defaults.clone(),
         ));
         sessions.set_max_sessions(record.limits.max_sessions.map(|m| m as usize));
-        let supervisor = TenantSupervisor::new(sessions.clone()).start();
+        let supervisor = sessions.start_supervisor();
+        // A tool changed a resource: subscribers here hear at once, other replicas via the bus.
+        let hook_sessions = Arc::downgrade(&sessions);
+        let bus = self.replica.backends.bus.clone();
+        let origin = self.replica.info.id.to_string();
+        let hook_slug = record.slug.clone();
+        sessions.set_resource_hook(Arc::new(move |uri: &str| {
+            if let Some(sessions) = hook_sessions.upgrade() {
+                sessions.broadcast(TenantBroadcast::ResourceUpdated(uri.to_string()));
+            }
+            let event = TenantEvent::ResourceUpdated {
+                origin: origin.clone(),
+                slug: hook_slug.clone(),
+                uri: uri.to_string(),
+            };
+            let bus = bus.clone();
+            if let Ok(bytes) = serde_json::to_vec(&event) {
+                tokio::spawn(async move {
+                    let _ = bus.publish(TENANTS_TOPIC, Bytes::from(bytes)).await;
+                });
+            }
+        }));
         let handle = TenantHandle {
             slug,
             catalog,
@@ -114,14 +236,62 @@ impl TenantDirectory {
         Ok(handle)
     }
 
+    /// Tells the other replicas (failures are logged: they also read the store on a miss).
+    async fn announce(&self, event: TenantEvent) {
+        let Ok(bytes) = serde_json::to_vec(&event) else {
+            return;
+        };
+        if let Err(e) = self
+            .replica
+            .backends
+            .bus
+            .publish(TENANTS_TOPIC, Bytes::from(bytes))
+            .await
+        {
+            tracing::warn!(error = %e, "could not announce a tenant change to other replicas");
+        }
+    }
+
+    fn origin(&self) -> String {
+        self.replica.info.id.to_string()
+    }
+
+    /// A tenant was created: serve it here and on every replica.
+    pub async fn activate(&self, record: &TenantRecord) -> Result<TenantHandle, StoreError> {
+        self.unknown.lock().remove(&record.slug);
+        let handle = self.start_tenant(record).await?;
+        self.announce(TenantEvent::Changed {
+            origin: self.origin(),
+            slug: record.slug.clone(),
+            catalogs_changed: true,
+        })
+        .await;
+        Ok(handle)
+    }
+
     /// A tenant's record changed: status, limits or enabled built-in catalogs.
     pub async fn apply_record(
         &self,
         record: &TenantRecord,
         catalogs_changed: bool,
     ) -> Result<(), StoreError> {
+        self.apply_record_here(record, catalogs_changed).await?;
+        self.announce(TenantEvent::Changed {
+            origin: self.origin(),
+            slug: record.slug.clone(),
+            catalogs_changed,
+        })
+        .await;
+        Ok(())
+    }
+
+    async fn apply_record_here(
+        &self,
+        record: &TenantRecord,
+        catalogs_changed: bool,
+    ) -> Result<(), StoreError> {
         let Some(handle) = self.registry.get(&record.slug) else {
-            self.activate(record).await?;
+            self.start_tenant(record).await?;
             return Ok(());
         };
         let was_suspended = handle.policy.is_suspended();
@@ -147,9 +317,26 @@ impl TenantDirectory {
         Ok(())
     }
 
-    /// A published entry changed: rebuild the tenant's catalog and tell its sessions.
-    /// `updated_uri` is a resource whose content changed (subscribers hear about it).
+    /// A published entry changed: rebuild the tenant's catalog and tell its sessions, here and
+    /// on every replica. `updated_uri` is a resource whose content changed.
     pub async fn catalog_changed(
+        &self,
+        slug: &str,
+        kind: CatalogKind,
+        updated_uri: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.catalog_changed_here(slug, kind, updated_uri).await?;
+        self.announce(TenantEvent::Catalog {
+            origin: self.origin(),
+            slug: slug.to_string(),
+            kind,
+            updated_uri: updated_uri.map(str::to_string),
+        })
+        .await;
+        Ok(())
+    }
+
+    async fn catalog_changed_here(
         &self,
         slug: &str,
         kind: CatalogKind,
@@ -178,10 +365,117 @@ impl TenantDirectory {
         Ok(())
     }
 
-    /// Stops serving a tenant: its sessions end and it is unknown from now on.
-    pub fn deactivate(&self, slug: &str) {
+    /// Stops serving a tenant here and on every replica: its sessions end and it is unknown
+    /// from now on.
+    pub async fn deactivate(&self, slug: &str) {
+        self.deactivate_here(slug);
+        self.announce(TenantEvent::Deleted {
+            origin: self.origin(),
+            slug: slug.to_string(),
+        })
+        .await;
+    }
+
+    fn deactivate_here(&self, slug: &str) {
         if let Some(handle) = self.registry.remove(slug) {
             handle.supervisor.do_send(StopAll);
         }
+    }
+
+    /// Listens to the bus: tenant changes made through other replicas, and messages for the
+    /// sessions this replica owns. Runs until the bus subscription ends.
+    pub async fn listen(self) {
+        let topics = vec![
+            TENANTS_TOPIC.to_string(),
+            owner_topic(&self.replica.info.id),
+        ];
+        let mut rx = match self.replica.backends.bus.subscribe(&topics).await {
+            Ok(rx) => rx,
+            Err(e) => {
+                tracing::error!(error = %e, "could not subscribe to the bus; tenant changes made elsewhere are read from the store on demand");
+                return;
+            }
+        };
+        while let Some(message) = rx.recv().await {
+            if message.topic == TENANTS_TOPIC {
+                match serde_json::from_slice::<TenantEvent>(&message.payload) {
+                    Ok(event) => self.on_event(event).await,
+                    Err(e) => tracing::warn!(error = %e, "unreadable tenant event on the bus"),
+                }
+            } else {
+                match serde_json::from_slice::<OwnerMessage>(&message.payload) {
+                    Ok(m) => self.on_owner_message(m).await,
+                    Err(e) => tracing::warn!(error = %e, "unreadable session message on the bus"),
+                }
+            }
+        }
+    }
+
+    async fn on_event(&self, event: TenantEvent) {
+        let me = self.origin();
+        let result = match event {
+            TenantEvent::Changed { origin, .. }
+            | TenantEvent::Catalog { origin, .. }
+            | TenantEvent::Deleted { origin, .. }
+            | TenantEvent::ResourceUpdated { origin, .. }
+                if origin == me =>
+            {
+                Ok(())
+            }
+            TenantEvent::Changed {
+                slug,
+                catalogs_changed,
+                ..
+            } => match self.store.get_tenant(&slug).await {
+                Ok(Some(record)) => {
+                    self.unknown.lock().remove(&slug);
+                    self.apply_record_here(&record, catalogs_changed).await
+                }
+                Ok(None) => {
+                    self.deactivate_here(&slug);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+            TenantEvent::Catalog {
+                slug,
+                kind,
+                updated_uri,
+                ..
+            } => {
+                self.catalog_changed_here(&slug, kind, updated_uri.as_deref())
+                    .await
+            }
+            TenantEvent::Deleted { slug, .. } => {
+                self.deactivate_here(&slug);
+                Ok(())
+            }
+            TenantEvent::ResourceUpdated { slug, uri, .. } => {
+                if let Some(handle) = self.registry.get(&slug) {
+                    handle
+                        .sessions
+                        .broadcast(TenantBroadcast::ResourceUpdated(uri));
+                }
+                Ok(())
+            }
+        };
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "could not apply a tenant change announced by another replica");
+        }
+    }
+
+    async fn on_owner_message(&self, m: OwnerMessage) {
+        let Some(handle) = self.registry.get(m.tenant.as_str()) else {
+            return;
+        };
+        let Some(entry) = handle.sessions.get(&m.session) else {
+            tracing::debug!(session = %m.session, "bus message for a session not held here");
+            return;
+        };
+        let payload = match jsonrpc::parse_payload(m.body.as_bytes()) {
+            Ok(p) => p,
+            Err(_) => return,
+        };
+        let _ = locate::deliver(&handle.sessions, &m.session, entry, Post(payload)).await;
     }
 }

@@ -1,25 +1,21 @@
 //! Tenants: each has a slug, a catalog, a policy and a session supervisor. `TenantRegistry` finds
-//! the live ones; `TenantDirectory` keeps them in step with the store; the `Tenant` extractor
-//! resolves `/t/{tenant}/…` once, so handlers never see a loose slug.
+//! the live ones on this replica; `TenantDirectory` keeps them in step with the store and with
+//! the other replicas (over the bus), and resolves a tenant another replica just created.
 
 mod directory;
 mod policy;
 
-pub use directory::TenantDirectory;
-pub use policy::TenantPolicy;
+pub use directory::{owner_topic, OwnerMessage, TenantDirectory, TenantEvent, TENANTS_TOPIC};
+pub use policy::{PolicyRefusal, TenantPolicy};
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use actix::Addr;
-use actix_web::dev::Payload;
-use actix_web::{web, FromRequest, HttpRequest};
-use futures_util::future::{ready, Ready};
 use parking_lot::RwLock;
 
 use crate::catalog::CatalogHandle;
 use crate::session::{TenantSessions, TenantSupervisor};
-use crate::transport::HttpError;
 
 /// A live tenant.
 #[derive(Clone)]
@@ -49,34 +45,5 @@ impl TenantRegistry {
         let mut slugs: Vec<_> = self.0.read().keys().cloned().collect();
         slugs.sort();
         slugs
-    }
-}
-
-/// Splits `/t/{tenant}/{endpoint}` into its slug and endpoint.
-pub fn split_tenant_path(path: &str) -> Option<(&str, &str)> {
-    let rest = path.strip_prefix("/t/")?;
-    let (slug, endpoint) = rest.split_once('/')?;
-    (!slug.is_empty() && !endpoint.contains('/')).then_some((slug, endpoint))
-}
-
-/// The tenant named by the request path (`/t/{tenant}/…`); unknown slugs are 404.
-pub struct Tenant(pub TenantHandle);
-
-impl Tenant {
-    pub fn resolve(req: &HttpRequest) -> Result<Tenant, HttpError> {
-        let slug = split_tenant_path(req.path()).map_or("", |(slug, _)| slug);
-        req.app_data::<web::Data<TenantRegistry>>()
-            .and_then(|r| r.get(slug))
-            .map(Tenant)
-            .ok_or_else(|| HttpError::not_found(format!("Unknown tenant: {slug}")))
-    }
-}
-
-impl FromRequest for Tenant {
-    type Error = HttpError;
-    type Future = Ready<Result<Tenant, HttpError>>;
-
-    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(Tenant::resolve(req))
     }
 }

@@ -1,15 +1,20 @@
-//! What a tenant's status and limits allow, checked on every request at the edge: suspension
-//! (403), the request rate (429), and the tenant's own allowed origins.
+//! What a tenant's status and limits allow, checked on every request at the edge: suspension,
+//! the request rate, and the tenant's own allowed origins. Refusals are domain values; the
+//! transport picks their HTTP status.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use actix_web::http::StatusCode;
 use parking_lot::{Mutex, RwLock};
 
-use crate::protocol::jsonrpc::{RpcError, SERVER_REFUSED};
 use crate::store::{TenantLimits, TenantRecord, TenantStatus};
-use crate::transport::HttpError;
+
+/// Why the tenant's policy refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyRefusal {
+    Suspended,
+    RateLimited,
+}
 
 /// A token bucket: `capacity` requests, refilled at `capacity` per minute.
 struct Bucket {
@@ -70,13 +75,10 @@ impl TenantPolicy {
         self.allowed_origins.read().iter().any(|o| o == origin)
     }
 
-    /// Admits one request: refused while suspended (403) or over the rate (429).
-    pub fn admit(&self) -> Result<(), HttpError> {
+    /// Admits one request: refused while suspended or over the rate.
+    pub fn admit(&self) -> Result<(), PolicyRefusal> {
         if self.is_suspended() {
-            return Err(HttpError::new(
-                StatusCode::FORBIDDEN,
-                RpcError::new(SERVER_REFUSED, "Forbidden: this tenant is suspended"),
-            ));
+            return Err(PolicyRefusal::Suspended);
         }
         if !self.rate_limited.load(Ordering::Acquire) {
             return Ok(());
@@ -88,13 +90,7 @@ impl TenantPolicy {
             bucket.tokens = (bucket.tokens + refill).min(bucket.capacity);
             bucket.last = now;
             if bucket.tokens < 1.0 {
-                return Err(HttpError::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    RpcError::new(
-                        SERVER_REFUSED,
-                        "Too Many Requests: this tenant's request rate limit is reached",
-                    ),
-                ));
+                return Err(PolicyRefusal::RateLimited);
             }
             bucket.tokens -= 1.0;
         }
@@ -126,10 +122,10 @@ mod tests {
     fn suspension_rate_and_origins() {
         let p = TenantPolicy::from_record(&record(TenantStatus::Active, Some(2)));
         assert!(p.admit().is_ok() && p.admit().is_ok());
-        assert_eq!(p.admit().unwrap_err().status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(p.admit().unwrap_err(), PolicyRefusal::RateLimited);
         assert!(p.allows_origin("https://app.example"));
         p.apply(&record(TenantStatus::Suspended, None));
-        assert_eq!(p.admit().unwrap_err().status, StatusCode::FORBIDDEN);
+        assert_eq!(p.admit().unwrap_err(), PolicyRefusal::Suspended);
         p.apply(&record(TenantStatus::Active, None));
         for _ in 0..100 {
             assert!(p.admit().is_ok());

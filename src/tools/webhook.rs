@@ -16,7 +16,7 @@
 //! | header              | value                                                            |
 //! |---------------------|------------------------------------------------------------------|
 //! | `content-type`      | `application/json`                                               |
-//! | `webhook-id`        | `msg_<uuid>`, unique per request (every round gets a new one)    |
+//! | `webhook-id`        | `msg_<32 hex>`, unique per round of a call; the same when a call is re-sent after a failover |
 //! | `webhook-timestamp` | the time of sending, in Unix seconds                             |
 //! | `webhook-signature` | `v1,<base64 HMAC-SHA256>` (see below)                            |
 //!
@@ -24,7 +24,9 @@
 //! `whsec_`, over `"{webhook-id}.{webhook-timestamp}.{raw body}"`, base64-encoded (standard
 //! alphabet, padded). Endpoints should recompute it over the raw body bytes, compare in constant
 //! time, reject timestamps more than a few minutes away from their clock, and may use
-//! `webhook-id` to drop replays. Requests are never retried (a tool call may not be idempotent).
+//! `webhook-id` to drop replays. A round is re-sent only when the replica serving the MCP session
+//! died while the call was running: the re-sent request carries the same `webhook-id` (and a new
+//! timestamp and signature), so an endpoint that must not act twice de-duplicates on it.
 //!
 //! The body is a JSON object:
 //!
@@ -102,9 +104,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use sha2::Sha256;
 
-use crate::catalog::RequestContext;
 use crate::protocol::mcp::{text_content, tool_error};
 use crate::protocol::RpcError;
+use crate::request::RequestContext;
 
 /// Per-round timeout when the target does not set one.
 pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
@@ -245,7 +247,17 @@ async fn run(
         let body =
             serde_json::to_vec(&body).map_err(|e| format!("could not encode the call: {e}"))?;
 
-        let answer = post(client, target, url.clone(), &host, body, timeout_ms, round).await?;
+        let msg_id = message_id(&ctx.call_key, round);
+        let answer = post(
+            client,
+            target,
+            url.clone(),
+            &host,
+            body,
+            timeout_ms,
+            &msg_id,
+        )
+        .await?;
         match parse_answer(&answer)? {
             Answer::Result(result) => {
                 if let Some(schema) = &call.output_schema {
@@ -279,22 +291,21 @@ async fn post(
     host: &str,
     body: Vec<u8>,
     timeout_ms: u64,
-    round: usize,
+    msg_id: &str,
 ) -> Result<Value, String> {
-    let msg_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
     let timestamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
-    let signature = sign(&target.secret, &msg_id, timestamp, &body)
+    let signature = sign(&target.secret, msg_id, timestamp, &body)
         .map_err(|e| format!("its signing secret is unusable ({e}); the tenant must rotate it"))?;
-    tracing::debug!(%host, round, %msg_id, bytes = body.len(), "calling webhook endpoint");
+    tracing::debug!(%host, %msg_id, bytes = body.len(), "calling webhook endpoint");
 
     let request = client
         .post(url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(reqwest::header::ACCEPT, "application/json")
-        .header("webhook-id", &msg_id)
+        .header("webhook-id", msg_id)
         .header("webhook-timestamp", timestamp.to_string())
         .header("webhook-signature", signature)
         .body(body);
@@ -346,7 +357,6 @@ async fn post(
         };
     tracing::debug!(
         %host,
-        round,
         %msg_id,
         status = status.as_u16(),
         bytes = bytes.len(),
@@ -379,6 +389,15 @@ async fn post(
             excerpt(&bytes, false)
         )
     })
+}
+
+/// The `webhook-id` of one round of a call: derived from the call's stable identity, so a call
+/// re-sent after a failover carries the same id, and unguessable from outside.
+pub fn message_id(call_key: &str, round: usize) -> String {
+    use sha2::Digest;
+    let digest = Sha256::digest(format!("{call_key}\u{0}{round}").as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("msg_{hex}")
 }
 
 /// Reads at most `limit` bytes of the body; `true` when there was more.

@@ -1,29 +1,38 @@
-//! The HTTP edge: request guards (Host/Origin, Accept, Content-Type, body size, protocol-version
-//! header), the mapping of refusals to HTTP + JSON-RPC errors, and the two MCP transports
-//! (`streamable`: 2025-03-26 and later; `legacy`: 2024-11-05 HTTP+SSE).
+//! The HTTP edge: the `/t/{tenant}/…` scope and its one extractor (`Admitted`: tenant, then
+//! admission — Host/Origin, suspension, rate — then, later, the principal), request guards
+//! (Accept, Content-Type, body size, protocol-version header), the one mapping of domain refusals
+//! to HTTP + JSON-RPC errors, the two MCP transports (`streamable`: 2025-03-26 and later;
+//! `legacy`: 2024-11-05 HTTP+SSE), SSE framing, and forwarding to the replica that owns a
+//! session (`forward`).
 
+pub mod forward;
 pub mod legacy;
 pub mod sse;
 pub mod streamable;
 
-use actix_web::http::Method;
-
-use crate::tenant::{split_tenant_path, Tenant, TenantPolicy};
-
+use std::sync::Arc;
 use std::time::Duration;
 
+use actix_web::dev::Payload as DevPayload;
 use actix_web::http::header::{self, HeaderMap};
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse, ResponseError};
+use futures_util::future::LocalBoxFuture;
 use futures_util::StreamExt;
+use serde_json::Value;
 
 use crate::config::ServerConfig;
 use crate::protocol::jsonrpc::{self, RpcError};
 use crate::protocol::{Payload, ProtocolVersion};
-use crate::session::core::{Frame, FrameReceiver, Refusal};
+use crate::session::{Refusal, SessionError, StreamItem, StreamReceiver};
+use crate::tenant::{PolicyRefusal, TenantDirectory, TenantHandle, TenantPolicy};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const VERSION_HEADER: &str = "mcp-protocol-version";
+/// Set on a request one replica forwards to the session's owner (never forwarded again).
+pub const FORWARDED_HEADER: &str = "x-harbor-forwarded";
+/// Names the replica that answered (operators and failover drills read it).
+pub const REPLICA_HEADER: &str = "x-harbor-replica";
 /// JSON-RPC code for an unknown or ended session (implementation-defined server error).
 pub const SESSION_NOT_FOUND: i64 = -32001;
 
@@ -53,14 +62,67 @@ impl HttpError {
             RpcError::new(jsonrpc::SERVER_REFUSED, message),
         )
     }
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            RpcError::new(jsonrpc::SERVER_REFUSED, message),
+        )
+    }
+}
+
+pub(crate) fn session_not_found() -> HttpError {
+    HttpError::not_found(
+        "Session not found: it never existed, expired or was terminated; initialize a new one",
+    )
+}
+
+/// The one mapping of session refusals to HTTP.
+impl From<SessionError> for HttpError {
+    fn from(e: SessionError) -> Self {
+        match e {
+            SessionError::NotFound => session_not_found(),
+            SessionError::AtCapacity(max) => HttpError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                RpcError::new(
+                    jsonrpc::SERVER_REFUSED,
+                    format!("Too Many Requests: this tenant's limit of {max} sessions is reached"),
+                ),
+            ),
+            SessionError::Draining => HttpError::unavailable(
+                "Service Unavailable: this server is shutting down; retry (another server takes over)",
+            ),
+            SessionError::Unavailable(why) => {
+                tracing::warn!(reason = %why, "session unavailable");
+                HttpError::unavailable("Service Unavailable: session state is unreachable; retry shortly")
+            }
+            SessionError::Moved(_) => HttpError::unavailable(
+                "Service Unavailable: the session is moving between servers; retry",
+            ),
+        }
+    }
 }
 
 impl From<Refusal> for HttpError {
     fn from(r: Refusal) -> Self {
-        HttpError::new(
-            StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            r.error,
-        )
+        match r {
+            Refusal::Invalid(e) => HttpError::new(StatusCode::BAD_REQUEST, e),
+            Refusal::Failed(e) => HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, e),
+        }
+    }
+}
+
+impl From<PolicyRefusal> for HttpError {
+    fn from(r: PolicyRefusal) -> Self {
+        match r {
+            PolicyRefusal::Suspended => HttpError::forbidden("Forbidden: this tenant is suspended"),
+            PolicyRefusal::RateLimited => HttpError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                RpcError::new(
+                    jsonrpc::SERVER_REFUSED,
+                    "Too Many Requests: this tenant's request rate limit is reached",
+                ),
+            ),
+        }
     }
 }
 
@@ -76,8 +138,14 @@ impl ResponseError for HttpError {
     }
     fn error_response(&self) -> HttpResponse {
         let mut builder = HttpResponse::build(self.status);
-        if self.status == StatusCode::TOO_MANY_REQUESTS {
-            builder.insert_header((header::RETRY_AFTER, "5"));
+        match self.status {
+            StatusCode::TOO_MANY_REQUESTS => {
+                builder.insert_header((header::RETRY_AFTER, "5"));
+            }
+            StatusCode::SERVICE_UNAVAILABLE => {
+                builder.insert_header((header::RETRY_AFTER, "1"));
+            }
+            _ => {}
         }
         builder
             .content_type("application/json")
@@ -85,52 +153,99 @@ impl ResponseError for HttpError {
     }
 }
 
-/// Routes `/t/{tenant}/{mcp|sse|messages}` by hand: the path is split once, with no pattern
-/// matching on the hot path, then the tenant is resolved and the transport's handler called.
-pub async fn tenant_endpoint(
-    req: HttpRequest,
-    body: web::Payload,
-    edge: web::Data<EdgePolicy>,
-) -> Result<HttpResponse, HttpError> {
-    let endpoint = match split_tenant_path(req.path()) {
-        Some((_, endpoint @ ("mcp" | "sse" | "messages"))) => endpoint,
-        _ => {
-            return Err(HttpError::new(
-                StatusCode::NOT_FOUND,
-                RpcError::invalid_request(format!("Not Found: {}", req.path())),
-            ))
-        }
-    };
-    let method = req.method().clone();
-    match (endpoint, method) {
-        ("mcp", Method::POST) => {
-            streamable::post(req.clone(), body, Tenant::resolve(&req)?, edge).await
-        }
-        ("mcp", Method::GET) => streamable::get(req.clone(), Tenant::resolve(&req)?, edge).await,
-        ("mcp", Method::DELETE) => {
-            streamable::delete(req.clone(), Tenant::resolve(&req)?, edge).await
-        }
-        ("sse", Method::GET) => legacy::open(req.clone(), Tenant::resolve(&req)?, edge).await,
-        ("messages", Method::POST) => {
-            legacy::message(req.clone(), body, Tenant::resolve(&req)?, edge).await
-        }
-        (_, method) => Err(HttpError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            RpcError::invalid_request(format!("Method Not Allowed: {method} {}", req.path())),
-        )),
-    }
+/// Mounts `/t/{tenant}/…`: `mcp` (Streamable HTTP), `sse` and `messages` (legacy HTTP+SSE).
+/// Wrong methods are 405 and unknown paths 404, with JSON-RPC error bodies.
+pub fn configure(cfg: &mut web::ServiceConfig, replica_id: &str) {
+    let replica = replica_id.to_string();
+    cfg.service(
+        web::scope("/t/{tenant}")
+            .wrap(
+                actix_web::middleware::DefaultHeaders::new()
+                    .add((REPLICA_HEADER, replica.as_str())),
+            )
+            .service(
+                web::resource("/mcp")
+                    .route(web::post().to(streamable::post))
+                    .route(web::get().to(streamable::get))
+                    .route(web::delete().to(streamable::delete))
+                    .default_service(web::to(method_not_allowed)),
+            )
+            .service(
+                web::resource("/sse")
+                    .route(web::get().to(legacy::open))
+                    .default_service(web::to(method_not_allowed)),
+            )
+            .service(
+                web::resource("/messages")
+                    .route(web::post().to(legacy::message))
+                    .default_service(web::to(method_not_allowed)),
+            )
+            .default_service(web::to(not_found)),
+    );
 }
 
-/// Everything checked before a tenant's MCP request is handled: DNS-rebinding protection (Host
-/// and Origin, including the tenant's own allowed origins, 403), then the tenant's status (403
-/// when suspended) and request rate (429).
-pub fn admit(
-    edge: &EdgePolicy,
-    req: &HttpRequest,
-    tenant: &crate::tenant::TenantHandle,
-) -> Result<(), HttpError> {
-    edge.check_host_and_origin(req, &tenant.policy)?;
-    tenant.policy.admit()
+async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
+    HttpError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        RpcError::invalid_request(format!(
+            "Method Not Allowed: {} {}",
+            req.method(),
+            req.path()
+        )),
+    )
+    .error_response()
+}
+
+pub async fn not_found(req: HttpRequest) -> HttpResponse {
+    HttpError::new(
+        StatusCode::NOT_FOUND,
+        RpcError::invalid_request(format!("Not Found: {}", req.path())),
+    )
+    .error_response()
+}
+
+/// A request the edge let in: its tenant (live on this replica), admitted (Host/Origin allowed,
+/// tenant active, within its rate), and who is calling (`None` on open tenants).
+pub struct Admitted {
+    pub tenant: TenantHandle,
+    pub principal: Option<Arc<Value>>,
+    /// Another replica forwarded this request to us (its owner).
+    pub forwarded: bool,
+}
+
+impl FromRequest for Admitted {
+    type Error = HttpError;
+    type Future = LocalBoxFuture<'static, Result<Admitted, HttpError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut DevPayload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let slug = req.match_info().get("tenant").unwrap_or("").to_string();
+            let directory = req
+                .app_data::<web::Data<TenantDirectory>>()
+                .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?;
+            let tenant = directory
+                .resolve(&slug)
+                .await
+                .map_err(|e| {
+                    tracing::warn!(error = %e, "tenant lookup failed");
+                    HttpError::unavailable(
+                        "Service Unavailable: the tenant store is unreachable; retry shortly",
+                    )
+                })?
+                .ok_or_else(|| HttpError::not_found(format!("Unknown tenant: {slug}")))?;
+            let edge = req
+                .app_data::<web::Data<EdgePolicy>>()
+                .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?;
+            edge.check_host_and_origin(&req, &tenant.policy)?;
+            tenant.policy.admit()?;
+            Ok(Admitted {
+                tenant,
+                principal: None,
+                forwarded: req.headers().contains_key(FORWARDED_HEADER),
+            })
+        })
+    }
 }
 
 /// What the edge checks, from configuration.
@@ -301,13 +416,12 @@ pub fn check_version_header(req: &HttpRequest) -> Result<Option<ProtocolVersion>
     }
 }
 
-/// Reads the body up to the configured limit (413) and parses it as JSON-RPC (400 with -32700
-/// or -32600).
-pub async fn read_payload(
+/// Reads the body up to the configured limit (413).
+pub async fn read_body(
     mut body: web::Payload,
     req: &HttpRequest,
     limit: usize,
-) -> Result<Payload, HttpError> {
+) -> Result<bytes::Bytes, HttpError> {
     let too_large = || {
         HttpError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -332,13 +446,18 @@ pub async fn read_payload(
         }
         buf.extend_from_slice(&chunk);
     }
-    jsonrpc::parse_payload(&buf).map_err(|e| HttpError::new(StatusCode::BAD_REQUEST, e))
+    Ok(buf.freeze())
 }
 
-/// Turns a session's frames into the HTTP answer: plain JSON when the first frame is the whole
+/// Parses a body as JSON-RPC (400 with -32700 or -32600).
+pub fn parse_body(body: &[u8]) -> Result<Payload, HttpError> {
+    jsonrpc::parse_payload(body).map_err(|e| HttpError::new(StatusCode::BAD_REQUEST, e))
+}
+
+/// Turns a session's stream into the HTTP answer: plain JSON when the first item is the whole
 /// answer, an SSE stream otherwise, 202 when nothing is owed (a cancelled request).
-pub async fn respond_with_frames(
-    mut rx: FrameReceiver,
+pub async fn respond_with_stream(
+    mut rx: StreamReceiver,
     keepalive: Duration,
     session_id: Option<&str>,
 ) -> HttpResponse {
@@ -346,10 +465,10 @@ pub async fn respond_with_frames(
     respond_with_first(first, rx, keepalive, session_id)
 }
 
-/// As `respond_with_frames`, once the first frame has been received.
+/// As `respond_with_stream`, once the first item has been received.
 pub fn respond_with_first(
-    first: Option<Frame>,
-    rx: FrameReceiver,
+    first: Option<StreamItem>,
+    rx: StreamReceiver,
     keepalive: Duration,
     session_id: Option<&str>,
 ) -> HttpResponse {
@@ -362,10 +481,8 @@ pub fn respond_with_first(
     }
     match first {
         None => builder.finish(),
-        Some(Frame::Json(body)) => builder.content_type("application/json").body(body),
-        Some(Frame::Sse(event)) => {
-            sse_response(builder, sse::SseBody::new(Some(event), rx, keepalive, None))
-        }
+        Some(StreamItem::Json(body)) => builder.content_type("application/json").body(body),
+        Some(item) => sse_response(builder, sse::SseBody::new(Some(item), rx, keepalive, None)),
     }
 }
 

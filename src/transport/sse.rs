@@ -1,5 +1,5 @@
-//! Server-Sent Events framing (pure) and the HTTP body that streams a session's frames with
-//! heartbeats.
+//! Server-Sent Events framing (pure) and the HTTP body that streams a session's typed items as
+//! SSE, with heartbeats. The only place stream items become bytes.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::Stream;
 
-use crate::session::core::{Frame, FrameReceiver};
+use crate::session::{StreamItem, StreamReceiver};
 
 /// A JSON-RPC message as an SSE event with an id. `data` must hold no newline (compact JSON).
 pub fn event(id: &str, data: &[u8]) -> Bytes {
@@ -26,6 +26,24 @@ pub fn priming(id: &str, retry_ms: u64) -> Bytes {
     Bytes::from(format!("id: {id}\nretry: {retry_ms}\ndata: \n\n"))
 }
 
+/// Tells the client to reconnect after `retry_ms` (sent before the server ends a stream while
+/// going away).
+pub fn reconnect(retry_ms: u64) -> Bytes {
+    Bytes::from(format!("retry: {retry_ms}\n\n"))
+}
+
+/// One stream item as SSE bytes (`None`: nothing to write).
+pub fn frame(item: StreamItem) -> Option<Bytes> {
+    match item {
+        StreamItem::Json(b) => Some(b),
+        StreamItem::Event { id, data } => Some(event(&id.to_string(), &data)),
+        StreamItem::Priming { id, retry_ms } => Some(priming(&id.to_string(), retry_ms)),
+        StreamItem::Endpoint(url) => Some(named_event("endpoint", &url)),
+        StreamItem::Reconnect { retry_ms } => Some(reconnect(retry_ms)),
+        StreamItem::Resumed | StreamItem::UnknownEvent(_) => None,
+    }
+}
+
 /// A named event without id (the legacy transport's `endpoint`).
 pub fn named_event(name: &str, data: &str) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
@@ -33,19 +51,21 @@ pub fn named_event(name: &str, data: &str) -> Bytes {
 
 const HEARTBEAT: &[u8] = b": keep-alive\n\n";
 
-/// The body of an SSE response: the session's frames, a comment every `heartbeat` so idle
+/// The body of an SSE response: the session's items, a comment every `heartbeat` so idle
 /// connections stay open and dead ones are noticed, and a hook run when the client goes away.
+/// A `Reconnect` item ends the body after it is written.
 pub struct SseBody {
-    rx: FrameReceiver,
-    first: Option<Bytes>,
+    rx: StreamReceiver,
+    first: Option<StreamItem>,
+    ending: bool,
     heartbeat: tokio::time::Interval,
     on_close: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl SseBody {
     pub fn new(
-        first: Option<Bytes>,
-        rx: FrameReceiver,
+        first: Option<StreamItem>,
+        rx: StreamReceiver,
         heartbeat: Duration,
         on_close: Option<Box<dyn FnOnce() + Send>>,
     ) -> Self {
@@ -55,6 +75,7 @@ impl SseBody {
         SseBody {
             rx,
             first,
+            ending: false,
             heartbeat: interval,
             on_close,
         }
@@ -65,13 +86,24 @@ impl Stream for SseBody {
     type Item = Result<Bytes, actix_web::Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if let Some(first) = self.first.take() {
-            return Poll::Ready(Some(Ok(first)));
+        if self.ending {
+            return Poll::Ready(None);
         }
-        match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(Frame::Sse(b) | Frame::Json(b))) => return Poll::Ready(Some(Ok(b))),
-            Poll::Ready(None) => return Poll::Ready(None),
-            Poll::Pending => {}
+        loop {
+            let item = match self.first.take() {
+                Some(first) => first,
+                None => match self.rx.poll_recv(cx) {
+                    Poll::Ready(Some(item)) => item,
+                    Poll::Ready(None) => return Poll::Ready(None),
+                    Poll::Pending => break,
+                },
+            };
+            if matches!(item, StreamItem::Reconnect { .. }) {
+                self.ending = true;
+            }
+            if let Some(bytes) = frame(item) {
+                return Poll::Ready(Some(Ok(bytes)));
+            }
         }
         match self.heartbeat.poll_tick(cx) {
             Poll::Ready(_) => Poll::Ready(Some(Ok(Bytes::from_static(HEARTBEAT)))),

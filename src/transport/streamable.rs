@@ -1,48 +1,97 @@
 //! Streamable HTTP (2025-03-26 … 2025-11-25) at `/t/{tenant}/mcp`: POST sends messages (answered
 //! with JSON, an SSE stream, or 202), GET opens the standalone stream or resumes one after
-//! `Last-Event-ID`, DELETE ends the session.
+//! `Last-Event-ID`, DELETE ends the session. A session held by another replica is reached by
+//! forwarding (requests) or over the bus (answers and notifications, which need no body back).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use actix::{Addr, Handler};
+use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
+use bytes::Bytes;
 use serde_json::Value;
 
+use super::forward::{ForwardError, Forwarder};
 use super::{
-    check_content_type, check_post_accept, check_sse_accept, check_version_header, read_payload,
-    respond_with_first, sse, sse_response, EdgePolicy, HttpError, SESSION_HEADER,
+    check_content_type, check_post_accept, check_sse_accept, check_version_header, parse_body,
+    read_body, respond_with_first, session_not_found, sse, sse_response, Admitted, EdgePolicy,
+    HttpError, SESSION_HEADER,
 };
-use crate::eventlog::EventId;
+use crate::cluster::EventId;
 use crate::protocol::{Message, Payload, RpcError};
-use crate::session::actor::{OpenStream, Post, SessionActor, Terminate};
-use crate::session::core::{Frame, Reply};
-use crate::session::supervisor::{AtCapacity, SessionEntry};
-use crate::session::TransportKind;
-use crate::tenant::{Tenant, TenantHandle};
+use crate::session::actor::{OpenStream, Post, Terminate};
+use crate::session::locate::{self, Located};
+use crate::session::{Reply, SessionError, StreamItem, TransportKind};
+use crate::tenant::{owner_topic, OwnerMessage, TenantHandle};
 
 pub async fn post(
     req: HttpRequest,
     body: web::Payload,
-    Tenant(tenant): Tenant,
+    admitted: Admitted,
     edge: web::Data<EdgePolicy>,
+    forwarder: web::Data<Forwarder>,
 ) -> Result<HttpResponse, HttpError> {
-    super::admit(&edge, &req, &tenant)?;
     check_post_accept(&req)?;
     check_content_type(&req)?;
     check_version_header(&req)?;
-    let payload = read_payload(body, &req, edge.max_body_bytes).await?;
+    let raw = read_body(body, &req, edge.max_body_bytes).await?;
+    let payload = parse_body(&raw)?;
+    let tenant = &admitted.tenant;
     let Some(id) = session_header(&req)? else {
-        return initialize(&tenant, payload, edge.keepalive).await;
+        return initialize(tenant, payload, edge.keepalive).await;
     };
     if is_initialize(&payload) {
         return Err(HttpError::bad_request(
             "Bad Request: initialize opens a new session and must be sent without Mcp-Session-Id",
         ));
     }
-    let entry = find_session(&tenant, id, TransportKind::Streamable)?;
-    match deliver(&tenant, id, entry, Post(payload)).await? {
+    let located = locate::locate(
+        &tenant.sessions,
+        id,
+        TransportKind::Streamable,
+        admitted.forwarded,
+    )
+    .await?;
+    let entry = match located {
+        Located::Here(entry) => entry,
+        Located::Elsewhere { url, lease } => {
+            if !has_requests(&payload) {
+                // Answers and notifications need nothing back: the bus takes them to the owner.
+                let message = OwnerMessage {
+                    tenant: tenant.slug.to_string(),
+                    session: id.to_string(),
+                    body: String::from_utf8_lossy(&raw).into_owned(),
+                };
+                if let Ok(bytes) = serde_json::to_vec(&message) {
+                    let topic = owner_topic(&lease.replica);
+                    if tenant
+                        .sessions
+                        .replica
+                        .backends
+                        .bus
+                        .publish(&topic, Bytes::from(bytes))
+                        .await
+                        .is_ok()
+                    {
+                        return Ok(HttpResponse::Accepted().finish());
+                    }
+                }
+            }
+            match forwarder.forward(&url, &req, raw.clone()).await {
+                Ok(response) => return Ok(response),
+                Err(ForwardError::Failed(e)) => return Err(e),
+                Err(ForwardError::Unreachable) => {
+                    match locate::take_over(&tenant.sessions, id, TransportKind::Streamable, lease)
+                        .await?
+                    {
+                        Located::Here(entry) => entry,
+                        Located::Elsewhere { .. } => return Err(SessionError::NotFound.into()),
+                    }
+                }
+            }
+        }
+    };
+    match locate::deliver(&tenant.sessions, id, entry, Post(payload)).await? {
         Reply::Accepted => Ok(HttpResponse::Accepted().finish()),
         Reply::Refused(r) => Err(r.into()),
         Reply::Json(body) => Ok(json_response(body)),
@@ -62,10 +111,13 @@ async fn initialize(
     if !is_initialize(&payload) {
         return Err(HttpError::bad_request("Bad Request: Mcp-Session-Id header is required (send initialize first to open a session)"));
     }
-    let (id, addr) = start_session(tenant, TransportKind::Streamable)?;
-    let reply = addr.send(Post(payload)).await.map_err(|_| unavailable())?;
+    let (id, addr) = tenant.sessions.start(TransportKind::Streamable).await?;
+    let reply = addr
+        .send(Post(payload))
+        .await
+        .map_err(|_| HttpError::from(SessionError::Draining))?;
     let (first, rx) = match reply {
-        Reply::Json(body) => (Some(Frame::Json(body)), None),
+        Reply::Json(body) => (Some(StreamItem::Json(body)), None),
         Reply::Stream(mut rx) => (rx.recv().await, Some(rx)),
         Reply::Refused(refusal) => {
             addr.do_send(Terminate);
@@ -75,7 +127,7 @@ async fn initialize(
     };
     // A refused initialize (bad params) leaves no session behind.
     let ok = match &first {
-        Some(Frame::Json(body)) => {
+        Some(StreamItem::Json(body)) => {
             serde_json::from_slice::<Value>(body).is_ok_and(|v| v.get("result").is_some())
         }
         _ => false,
@@ -85,14 +137,13 @@ async fn initialize(
     }
     let session = ok.then_some(&*id);
     Ok(match (first, rx) {
-        (Some(Frame::Json(body)), _) => {
+        (Some(StreamItem::Json(body)), _) => {
             let mut response = json_response(body);
             if let Some(id) = session {
-                if let Ok(value) = actix_web::http::header::HeaderValue::from_str(id) {
-                    response.headers_mut().insert(
-                        actix_web::http::header::HeaderName::from_static(SESSION_HEADER),
-                        value,
-                    );
+                if let Ok(value) = HeaderValue::from_str(id) {
+                    response
+                        .headers_mut()
+                        .insert(HeaderName::from_static(SESSION_HEADER), value);
                 }
             }
             response
@@ -107,7 +158,7 @@ async fn initialize(
     })
 }
 
-fn json_response(body: bytes::Bytes) -> HttpResponse {
+fn json_response(body: Bytes) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/json")
         .body(body)
@@ -115,10 +166,10 @@ fn json_response(body: bytes::Bytes) -> HttpResponse {
 
 pub async fn get(
     req: HttpRequest,
-    Tenant(tenant): Tenant,
+    admitted: Admitted,
     edge: web::Data<EdgePolicy>,
+    forwarder: web::Data<Forwarder>,
 ) -> Result<HttpResponse, HttpError> {
-    super::admit(&edge, &req, &tenant)?;
     check_sse_accept(&req)?;
     check_version_header(&req)?;
     let id = required_session_header(&req)?;
@@ -131,8 +182,30 @@ pub async fn get(
                 .ok_or_else(|| HttpError::bad_request("Bad Request: malformed Last-Event-ID"))?,
         ),
     };
-    let entry = find_session(&tenant, id, TransportKind::Streamable)?;
-    let rx = deliver(&tenant, id, entry, OpenStream { last_event_id }).await??;
+    let tenant = &admitted.tenant;
+    let entry = match reach(&admitted, id, &req, &forwarder).await? {
+        Reached::Forwarded(response) => return Ok(response),
+        Reached::Here(entry) => entry,
+    };
+    let mut rx = locate::deliver(&tenant.sessions, id, entry, OpenStream { last_event_id })
+        .await?
+        .ok_or_else(|| HttpError::from(SessionError::Unavailable("session restarted".into())))?;
+    if let Some(last) = last_event_id {
+        match rx.recv().await {
+            Some(StreamItem::Resumed) => {}
+            Some(StreamItem::UnknownEvent(_)) | None => {
+                return Err(HttpError::bad_request(format!(
+                    "Unknown Last-Event-ID {last}: nothing to resume"
+                )))
+            }
+            Some(other) => {
+                return Ok(sse_response(
+                    HttpResponse::Ok(),
+                    sse::SseBody::new(Some(other), rx, edge.keepalive, None),
+                ))
+            }
+        }
+    }
     Ok(sse_response(
         HttpResponse::Ok(),
         sse::SseBody::new(None, rx, edge.keepalive, None),
@@ -141,19 +214,49 @@ pub async fn get(
 
 pub async fn delete(
     req: HttpRequest,
-    Tenant(tenant): Tenant,
-    edge: web::Data<EdgePolicy>,
+    admitted: Admitted,
+    forwarder: web::Data<Forwarder>,
 ) -> Result<HttpResponse, HttpError> {
-    super::admit(&edge, &req, &tenant)?;
     check_version_header(&req)?;
     let id = required_session_header(&req)?;
-    let entry = find_session(&tenant, id, TransportKind::Streamable)?;
-    entry
-        .addr
-        .send(Terminate)
-        .await
-        .map_err(|_| session_not_found())?;
-    Ok(HttpResponse::Ok().finish())
+    match reach(&admitted, id, &req, &forwarder).await? {
+        Reached::Forwarded(response) => Ok(response),
+        Reached::Here(entry) => {
+            locate::deliver(&admitted.tenant.sessions, id, entry, Terminate).await?;
+            Ok(HttpResponse::Ok().finish())
+        }
+    }
+}
+
+enum Reached {
+    Here(crate::session::supervisor::SessionEntry),
+    Forwarded(HttpResponse),
+}
+
+/// Finds the session for a request that carries no body worth keeping (GET, DELETE): held
+/// here, or forwarded to its owner, or taken over when the owner cannot be reached.
+async fn reach(
+    admitted: &Admitted,
+    id: &str,
+    req: &HttpRequest,
+    forwarder: &Forwarder,
+) -> Result<Reached, HttpError> {
+    let sessions = &admitted.tenant.sessions;
+    match locate::locate(sessions, id, TransportKind::Streamable, admitted.forwarded).await? {
+        Located::Here(entry) => Ok(Reached::Here(entry)),
+        Located::Elsewhere { url, lease } => {
+            match forwarder.forward(&url, req, Bytes::new()).await {
+                Ok(response) => Ok(Reached::Forwarded(response)),
+                Err(ForwardError::Failed(e)) => Err(e),
+                Err(ForwardError::Unreachable) => {
+                    match locate::take_over(sessions, id, TransportKind::Streamable, lease).await? {
+                        Located::Here(entry) => Ok(Reached::Here(entry)),
+                        Located::Elsewhere { .. } => Err(session_not_found()),
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn session_header(req: &HttpRequest) -> Result<Option<&str>, HttpError> {
@@ -182,71 +285,13 @@ fn is_initialize(payload: &Payload) -> bool {
     }
 }
 
-pub(crate) fn session_not_found() -> HttpError {
-    HttpError::not_found(
-        "Session not found: it never existed, expired or was terminated; initialize a new one",
-    )
-}
-
-fn unavailable() -> HttpError {
-    HttpError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        RpcError::internal("Service Unavailable: the tenant is shutting down"),
-    )
-}
-
-/// A session of this tenant and transport; anything else is 404 (other tenants' sessions too).
-pub(crate) fn find_session(
-    tenant: &TenantHandle,
-    id: &str,
-    transport: TransportKind,
-) -> Result<SessionEntry, HttpError> {
-    let entry = tenant
-        .sessions
-        .get(id)
-        .filter(|e| e.transport == transport)
-        .ok_or_else(session_not_found)?;
-    entry.activity.touch();
-    Ok(entry)
-}
-
-pub(crate) fn start_session(
-    tenant: &TenantHandle,
-    transport: TransportKind,
-) -> Result<(Arc<str>, Addr<SessionActor>), HttpError> {
-    tenant
-        .sessions
-        .start(transport, tenant.supervisor.clone())
-        .map_err(|AtCapacity(max)| {
-            HttpError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                RpcError::new(
-                    crate::protocol::jsonrpc::SERVER_REFUSED,
-                    format!("Too Many Requests: this tenant's limit of {max} sessions is reached"),
-                ),
-            )
-        })
-}
-
-/// Sends `msg` to the session's actor. If the actor just died (a crash the supervisor is
-/// restarting), waits for the restarted one.
-pub(crate) async fn deliver<M>(
-    tenant: &TenantHandle,
-    id: &str,
-    mut entry: SessionEntry,
-    msg: M,
-) -> Result<M::Result, HttpError>
-where
-    M: actix::Message + Send + 'static,
-    M::Result: Send,
-    SessionActor: Handler<M>,
-{
-    for _ in 0..10 {
-        if entry.addr.connected() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        entry = tenant.sessions.get(id).ok_or_else(session_not_found)?;
+/// Whether a body holds requests (which need an answer body) or only answers/notifications.
+fn has_requests(payload: &Payload) -> bool {
+    match payload {
+        Payload::Single(Message::Request(_)) => true,
+        Payload::Single(_) => false,
+        Payload::Batch(items) => items
+            .iter()
+            .any(|m| matches!(m, Ok(Message::Request(_)) | Err(_))),
     }
-    entry.addr.send(msg).await.map_err(|_| session_not_found())
 }

@@ -17,6 +17,11 @@ pub struct TestApp {
     pub base: String,
     pub port: u16,
     pub tenants: TenantRegistry,
+    pub replica_id: String,
+    /// Stops the server abruptly (no drain): a crash as far as HTTP peers can tell.
+    pub handle: actix_web::dev::ServerHandle,
+    /// Drains the replica as SIGTERM does.
+    pub drainer: mcp_harbor::app::Drainer,
     pub http: reqwest::Client,
     /// The embedded database's directory, removed when the app is dropped.
     pub data_dir: Option<tempfile::TempDir>,
@@ -48,11 +53,17 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     let app = Application::build(config).await.expect("app builds");
     let port = app.port();
     let tenants = app.tenants().clone();
+    let replica_id = app.replica().info.id.to_string();
+    let handle = app.server_handle();
+    let drainer = app.drainer();
     actix_rt::spawn(app.run_until_stopped());
     TestApp {
         base: format!("http://127.0.0.1:{port}"),
         port,
         tenants,
+        replica_id,
+        handle,
+        drainer,
         http: reqwest::Client::builder()
             .timeout(Duration::from_secs(20))
             .build()
@@ -130,6 +141,34 @@ impl TestApp {
         assert_eq!(r.status(), 202);
         client
     }
+}
+
+/// The Redis the shared-state tests use: `MCP_HARBOR_TEST_REDIS_URL` or the local one. `None`
+/// when it is unreachable, unless `MCP_HARBOR_REQUIRE_REDIS=1` (CI), where that fails the test.
+pub async fn test_redis_url() -> Option<String> {
+    let url = std::env::var("MCP_HARBOR_TEST_REDIS_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_string());
+    let reachable = async {
+        let client = redis::Client::open(url.as_str()).ok()?;
+        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+        redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .ok()
+    };
+    let ok = tokio::time::timeout(Duration::from_secs(2), reachable)
+        .await
+        .ok()
+        .flatten()
+        .is_some();
+    if ok {
+        return Some(url);
+    }
+    if std::env::var("MCP_HARBOR_REQUIRE_REDIS").is_ok_and(|v| v == "1") {
+        panic!("Redis at {url} is unreachable and MCP_HARBOR_REQUIRE_REDIS=1");
+    }
+    eprintln!("skipping: Redis at {url} is unreachable");
+    None
 }
 
 pub fn initialize_body(version: &str, capabilities: Value) -> Value {

@@ -1,7 +1,9 @@
-//! `RequestContext`: what a running tool call can do back through its session — log, report
-//! progress, ask the client (sampling, elicitation, roots) and wait for the answer, or close its
-//! SSE stream for the client to resume. It talks to the session through `SessionPort`, so the
-//! session logic does not depend on the actor runtime.
+//! The context of one MCP request, shared by whoever handles it (built-in catalogs, webhook
+//! tools) and whoever hosts it (a session today, a stateless request later): `RequestContext`
+//! says who asks and in which revision, and lets a running call log, report progress, ask the
+//! client (sampling, elicitation, roots) and wait for the answer, or close its SSE stream for the
+//! client to resume. It talks to its host through `SessionPort`, so neither catalogs nor tools
+//! depend on the session or the actor runtime. It belongs to neither catalogs nor tools.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -39,6 +41,12 @@ pub struct RequestContext {
     pub version: ProtocolVersion,
     pub client_capabilities: Arc<Value>,
     pub progress_token: Option<Value>,
+    /// Who is calling (issuer, subject, client id) when the endpoint is protected; `None` on
+    /// open tenants.
+    pub principal: Option<Arc<Value>>,
+    /// A stable identity of this call (tenant, session, request id): the same after a failover
+    /// re-runs it, so a webhook endpoint can de-duplicate.
+    pub call_key: Arc<str>,
     port: Arc<dyn SessionPort>,
     /// Set once the call has sent anything through the port (so its result must queue behind).
     used_port: Arc<AtomicBool>,
@@ -50,6 +58,7 @@ impl RequestContext {
         version: ProtocolVersion,
         client_capabilities: Arc<Value>,
         progress_token: Option<Value>,
+        call_key: Arc<str>,
         port: Arc<dyn SessionPort>,
     ) -> Self {
         RequestContext {
@@ -57,6 +66,8 @@ impl RequestContext {
             version,
             client_capabilities,
             progress_token,
+            principal: None,
+            call_key,
             port,
             used_port: Arc::new(AtomicBool::new(false)),
         }

@@ -1,0 +1,593 @@
+//! Redis shared state (many replicas): the event log as Redis Streams, snapshots, leases with
+//! fencing counters, replica liveness keys and the pub/sub bus, all under one key prefix.
+//!
+//! Key layout (`{p}` is the prefix; tenant, session and replica ids are written with `%` and `:`
+//! percent-encoded, so no id can reach into another's keys):
+//!
+//! - `{p}:ev:{tenant}:{session}:{stream}`: a session stream's events, a Redis Stream with ids
+//!   `0-<seq>` and the data in field `d`; trimmed to `max_events`, expiring `max_age` after its
+//!   last append
+//! - `{p}:evs:{tenant}:{session}`: the set of that session's stream keys (same expiry)
+//! - `{p}:snap:{tenant}:{session}`: the session snapshot
+//! - `{p}:lease:{tenant}:{session}`: the lease, `<replica>|<token>`
+//! - `{p}:fence:{tenant}:{session}`: the session's fencing counter (never expires)
+//! - `{p}:replica:{id}`: a live replica's URL (expires unless its heartbeat renews it)
+//! - `{p}:bus:{topic}`: the pub/sub channel of a bus topic
+//!
+//! Every write of an owner is one Lua script that checks the lease first. Commands go through a
+//! [`ConnectionManager`] (it reconnects by itself) with short timeouts, so an outage fails fast
+//! with [`BackendError::Unavailable`]; each bus subscription owns a pub/sub connection and
+//! reconnects and resubscribes on its own.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSub};
+use redis::{Client, RedisError, Script};
+use tokio::sync::mpsc;
+
+use super::{
+    Acquired, BackendError, Bus, BusMessage, EventId, EventLog, Lease, Leases, ReplicaInfo,
+    Retention, SessionKey, SnapshotStore, StoredEvent, StreamId,
+};
+
+/// How long one command may wait for its answer, and one connection attempt for the server.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
+/// The most any operation may take, reconnection attempts included.
+const OPERATION_DEADLINE: Duration = Duration::from_secs(3);
+/// The pause before a lost bus subscription reconnects.
+const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(300);
+
+/// Appends a batch of events under a lease. KEYS: lease, the session's stream set, then each
+/// stream of the batch. ARGV: expected lease value, max events, max age (ms), then per event:
+/// index of its stream in KEYS, seq, data. Events at or below a stream's last seq (retries) are
+/// skipped. Returns 0 when fenced, 1 otherwise.
+const APPEND: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local last = {}
+for i = 3, #KEYS do
+  local top = redis.call('XREVRANGE', KEYS[i], '+', '-', 'COUNT', 1)
+  last[i] = 0
+  if top[1] then last[i] = tonumber(string.match(top[1][1], '^0%-(%d+)$')) or 0 end
+end
+for j = 4, #ARGV, 3 do
+  local k = tonumber(ARGV[j])
+  local seq = tonumber(ARGV[j + 1])
+  if seq > last[k] then
+    redis.call('XADD', KEYS[k], 'MAXLEN', ARGV[2], '0-' .. ARGV[j + 1], 'd', ARGV[j + 2])
+    last[k] = seq
+  end
+end
+for i = 3, #KEYS do
+  if redis.call('PEXPIRE', KEYS[i], ARGV[3]) == 1 then redis.call('SADD', KEYS[2], KEYS[i]) end
+end
+if #KEYS > 2 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+return 1
+";
+
+/// The events of a stream after a seq. KEYS: the stream. ARGV: the seq. Nil when the stream is
+/// unknown or the seq is beyond its last event.
+const REPLAY: &str = r"
+local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if not top[1] then return false end
+local last = tonumber(string.match(top[1][1], '^0%-(%d+)$'))
+if last == nil then return redis.error_reply('unexpected stream entry id ' .. top[1][1]) end
+if tonumber(ARGV[1]) > last then return false end
+return redis.call('XRANGE', KEYS[1], '(0-' .. ARGV[1], '+')
+";
+
+/// Saves a snapshot under a lease. KEYS: lease, snapshot. ARGV: expected lease value, data, ttl
+/// (ms). Returns 0 when fenced.
+const SAVE: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+return 1
+";
+
+/// Takes a lease if it is free or held by the expected holder. KEYS: lease, fencing counter.
+/// ARGV: expected lease value ('' for none), replica, ttl (ms). Returns {1, new value} or
+/// {0, current value}.
+const ACQUIRE: &str = r"
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then return {0, cur} end
+local token = redis.call('INCR', KEYS[2])
+local value = ARGV[2] .. '|' .. string.format('%d', token)
+redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
+return {1, value}
+";
+
+/// Deletes a lease if it still has the given value. KEYS: lease. ARGV: lease value.
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+";
+
+/// All four backends on one Redis.
+pub struct RedisCluster {
+    client: Client,
+    conn: ConnectionManager,
+    prefix: String,
+    retention: Retention,
+    append: Script,
+    replay: Script,
+    save: Script,
+    acquire: Script,
+    release: Script,
+}
+
+fn unavailable(e: RedisError) -> BackendError {
+    BackendError::Unavailable(format!("redis: {e}"))
+}
+
+fn corrupt(what: impl Into<String>) -> BackendError {
+    BackendError::Corrupt(what.into())
+}
+
+/// Runs one Redis operation within [`OPERATION_DEADLINE`].
+async fn bounded<T>(
+    op: impl std::future::Future<Output = Result<T, RedisError>>,
+) -> Result<T, BackendError> {
+    match tokio::time::timeout(OPERATION_DEADLINE, op).await {
+        Ok(result) => result.map_err(unavailable),
+        Err(_) => Err(BackendError::Unavailable("redis: timed out".into())),
+    }
+}
+
+/// An id as one key segment: `%` and `:` percent-encoded, everything else as is.
+fn segment(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for c in id.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            ':' => out.push_str("%3A"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn lease_value(lease: &Lease) -> String {
+    format!("{}|{}", lease.replica, lease.token)
+}
+
+fn parse_lease(value: &str) -> Result<Lease, BackendError> {
+    let (replica, token) = value
+        .rsplit_once('|')
+        .ok_or_else(|| corrupt(format!("lease value {value:?}")))?;
+    let token = token
+        .parse()
+        .map_err(|_| corrupt(format!("lease token in {value:?}")))?;
+    Ok(Lease {
+        replica: replica.into(),
+        token,
+    })
+}
+
+/// The seq of a stream entry id `0-<seq>`.
+fn parse_entry_id(id: &str) -> Result<u64, BackendError> {
+    id.strip_prefix("0-")
+        .and_then(|seq| seq.parse().ok())
+        .ok_or_else(|| corrupt(format!("stream entry id {id:?}")))
+}
+
+/// Milliseconds for PX/PEXPIRE (at least 1: Redis refuses 0).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// A stream entry as XRANGE returns it: id, then field/value pairs.
+type Entry = (String, Vec<Vec<u8>>);
+
+fn entry_event(stream: StreamId, (id, fields): Entry) -> Result<StoredEvent, BackendError> {
+    let seq = parse_entry_id(&id)?;
+    let data = fields
+        .chunks(2)
+        .find(|pair| pair.len() == 2 && pair[0] == b"d")
+        .map(|pair| Bytes::from(pair[1].clone()))
+        .ok_or_else(|| corrupt(format!("stream entry {id} has no data field")))?;
+    Ok(StoredEvent {
+        id: EventId { stream, seq },
+        data,
+    })
+}
+
+impl RedisCluster {
+    /// Connects to Redis at `url`, keeping every key under `prefix`; fails with `Unavailable` when
+    /// Redis cannot be reached now.
+    pub async fn connect(
+        url: &str,
+        prefix: &str,
+        retention: Retention,
+    ) -> Result<Arc<RedisCluster>, BackendError> {
+        let client = Client::open(url)
+            .map_err(|e| BackendError::Unavailable(format!("invalid redis URL: {e}")))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(COMMAND_TIMEOUT))
+            .set_response_timeout(Some(COMMAND_TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let mut conn = bounded(client.get_connection_manager_with_config(config)).await?;
+        bounded(redis::cmd("PING").query_async::<String>(&mut conn)).await?;
+        Ok(Arc::new(RedisCluster {
+            client,
+            conn,
+            prefix: prefix.to_string(),
+            retention,
+            append: Script::new(APPEND),
+            replay: Script::new(REPLAY),
+            save: Script::new(SAVE),
+            acquire: Script::new(ACQUIRE),
+            release: Script::new(RELEASE),
+        }))
+    }
+
+    fn conn(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    fn session_key(&self, kind: &str, key: &SessionKey) -> String {
+        format!(
+            "{}:{kind}:{}:{}",
+            self.prefix,
+            segment(&key.tenant),
+            segment(&key.session)
+        )
+    }
+
+    fn stream_key(&self, key: &SessionKey, stream: StreamId) -> String {
+        format!("{}:{}", self.session_key("ev", key), stream.0)
+    }
+
+    fn replica_key(&self, replica: &str) -> String {
+        format!("{}:replica:{}", self.prefix, segment(replica))
+    }
+
+    fn channel_prefix(&self) -> String {
+        format!("{}:bus:", self.prefix)
+    }
+}
+
+#[async_trait]
+impl EventLog for RedisCluster {
+    async fn append(
+        &self,
+        key: &SessionKey,
+        lease: &Lease,
+        events: &[StoredEvent],
+    ) -> Result<(), BackendError> {
+        let mut call = self.append.prepare_invoke();
+        call.key(self.session_key("lease", key))
+            .key(self.session_key("evs", key))
+            .arg(lease_value(lease))
+            .arg(self.retention.max_events.max(1))
+            .arg(millis(self.retention.max_age));
+        // KEYS index (1-based, after the lease and the set) of each stream of the batch.
+        let mut streams: HashMap<StreamId, usize> = HashMap::new();
+        for event in events {
+            let next = streams.len() + 3;
+            let index = *streams.entry(event.id.stream).or_insert_with(|| {
+                call.key(self.stream_key(key, event.id.stream));
+                next
+            });
+            call.arg(index).arg(event.id.seq).arg(event.data.as_ref());
+        }
+        let mut conn = self.conn();
+        match bounded(call.invoke_async::<i64>(&mut conn)).await? {
+            1 => Ok(()),
+            _ => Err(BackendError::Fenced),
+        }
+    }
+
+    async fn replay_after(
+        &self,
+        key: &SessionKey,
+        after: EventId,
+    ) -> Result<Option<Vec<StoredEvent>>, BackendError> {
+        let mut call = self.replay.prepare_invoke();
+        call.key(self.stream_key(key, after.stream)).arg(after.seq);
+        let mut conn = self.conn();
+        let Some(entries) = bounded(call.invoke_async::<Option<Vec<Entry>>>(&mut conn)).await?
+        else {
+            return Ok(None);
+        };
+        entries
+            .into_iter()
+            .map(|entry| entry_event(after.stream, entry))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    async fn last_seq(
+        &self,
+        key: &SessionKey,
+        stream: StreamId,
+    ) -> Result<Option<u64>, BackendError> {
+        let mut conn = self.conn();
+        let top: Vec<Entry> = bounded(
+            redis::cmd("XREVRANGE")
+                .arg(self.stream_key(key, stream))
+                .arg("+")
+                .arg("-")
+                .arg("COUNT")
+                .arg(1)
+                .query_async(&mut conn),
+        )
+        .await?;
+        top.first().map(|(id, _)| parse_entry_id(id)).transpose()
+    }
+
+    async fn remove_session(&self, key: &SessionKey) -> Result<(), BackendError> {
+        let set = self.session_key("evs", key);
+        let mut conn = self.conn();
+        let mut keys: Vec<String> =
+            bounded(redis::cmd("SMEMBERS").arg(&set).query_async(&mut conn)).await?;
+        keys.push(set);
+        bounded(redis::cmd("DEL").arg(keys).exec_async(&mut conn)).await
+    }
+}
+
+#[async_trait]
+impl SnapshotStore for RedisCluster {
+    async fn save(
+        &self,
+        key: &SessionKey,
+        lease: &Lease,
+        snapshot: Bytes,
+        ttl: Duration,
+    ) -> Result<(), BackendError> {
+        let mut call = self.save.prepare_invoke();
+        call.key(self.session_key("lease", key))
+            .key(self.session_key("snap", key))
+            .arg(lease_value(lease))
+            .arg(snapshot.as_ref())
+            .arg(millis(ttl));
+        let mut conn = self.conn();
+        match bounded(call.invoke_async::<i64>(&mut conn)).await? {
+            1 => Ok(()),
+            _ => Err(BackendError::Fenced),
+        }
+    }
+
+    async fn load(&self, key: &SessionKey) -> Result<Option<Bytes>, BackendError> {
+        let mut conn = self.conn();
+        let data: Option<Vec<u8>> = bounded(
+            redis::cmd("GET")
+                .arg(self.session_key("snap", key))
+                .query_async(&mut conn),
+        )
+        .await?;
+        Ok(data.map(Bytes::from))
+    }
+
+    async fn touch(&self, keys: &[SessionKey], ttl: Duration) -> Result<(), BackendError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let ttl = millis(ttl);
+        let mut pipe = redis::pipe();
+        for key in keys {
+            pipe.cmd("PEXPIRE")
+                .arg(self.session_key("snap", key))
+                .arg(ttl)
+                .ignore()
+                .cmd("PEXPIRE")
+                .arg(self.session_key("lease", key))
+                .arg(ttl)
+                .ignore();
+        }
+        let mut conn = self.conn();
+        bounded(pipe.exec_async(&mut conn)).await
+    }
+
+    async fn delete(&self, key: &SessionKey) -> Result<(), BackendError> {
+        let mut conn = self.conn();
+        bounded(
+            redis::cmd("DEL")
+                .arg(self.session_key("snap", key))
+                .arg(self.session_key("lease", key))
+                .exec_async(&mut conn),
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl Leases for RedisCluster {
+    async fn heartbeat(&self, replica: &ReplicaInfo, ttl: Duration) -> Result<(), BackendError> {
+        let mut conn = self.conn();
+        bounded(
+            redis::cmd("SET")
+                .arg(self.replica_key(&replica.id))
+                .arg(&replica.url)
+                .arg("PX")
+                .arg(millis(ttl))
+                .exec_async(&mut conn),
+        )
+        .await
+    }
+
+    async fn retire(&self, replica: &str) -> Result<(), BackendError> {
+        let mut conn = self.conn();
+        bounded(
+            redis::cmd("DEL")
+                .arg(self.replica_key(replica))
+                .exec_async(&mut conn),
+        )
+        .await
+    }
+
+    async fn replica_url(&self, replica: &str) -> Result<Option<String>, BackendError> {
+        let mut conn = self.conn();
+        bounded(
+            redis::cmd("GET")
+                .arg(self.replica_key(replica))
+                .query_async(&mut conn),
+        )
+        .await
+    }
+
+    async fn owner(&self, key: &SessionKey) -> Result<Option<Lease>, BackendError> {
+        let mut conn = self.conn();
+        let value: Option<String> = bounded(
+            redis::cmd("GET")
+                .arg(self.session_key("lease", key))
+                .query_async(&mut conn),
+        )
+        .await?;
+        value.as_deref().map(parse_lease).transpose()
+    }
+
+    async fn acquire(
+        &self,
+        key: &SessionKey,
+        replica: &str,
+        expected: Option<&Lease>,
+        ttl: Duration,
+    ) -> Result<Acquired, BackendError> {
+        let mut call = self.acquire.prepare_invoke();
+        call.key(self.session_key("lease", key))
+            .key(self.session_key("fence", key))
+            .arg(expected.map(lease_value).unwrap_or_default())
+            .arg(replica)
+            .arg(millis(ttl));
+        let mut conn = self.conn();
+        let (granted, value): (i64, String) = bounded(call.invoke_async(&mut conn)).await?;
+        let lease = parse_lease(&value)?;
+        Ok(if granted == 1 {
+            Acquired::Granted(lease)
+        } else {
+            Acquired::HeldBy(lease)
+        })
+    }
+
+    async fn release(&self, key: &SessionKey, lease: &Lease) -> Result<(), BackendError> {
+        let mut call = self.release.prepare_invoke();
+        call.key(self.session_key("lease", key))
+            .arg(lease_value(lease));
+        let mut conn = self.conn();
+        bounded(call.invoke_async::<i64>(&mut conn))
+            .await
+            .map(|_| ())
+    }
+}
+
+/// Opens a pub/sub connection subscribed to `channels` (bounded like every operation).
+async fn subscribed(client: &Client, channels: &[String]) -> Result<PubSub, BackendError> {
+    bounded(async {
+        let mut pubsub = client.get_async_pubsub().await?;
+        pubsub.subscribe(channels).await?;
+        Ok(pubsub)
+    })
+    .await
+}
+
+/// Forwards a subscription's messages until its receiver is dropped, reconnecting and
+/// resubscribing whenever the connection is lost.
+async fn pump(
+    client: Client,
+    channels: Vec<String>,
+    prefix: String,
+    mut pubsub: PubSub,
+    tx: mpsc::UnboundedSender<BusMessage>,
+) {
+    loop {
+        {
+            let mut messages = pubsub.on_message();
+            loop {
+                tokio::select! {
+                    _ = tx.closed() => return,
+                    msg = messages.next() => {
+                        let Some(msg) = msg else { break };
+                        let topic = msg.get_channel_name();
+                        let topic = topic.strip_prefix(&prefix).unwrap_or(topic).to_string();
+                        let payload = Bytes::copy_from_slice(msg.get_payload_bytes());
+                        if tx.send(BusMessage { topic, payload }).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        tracing::warn!("bus subscription lost its redis connection; resubscribing");
+        pubsub = loop {
+            tokio::select! {
+                _ = tx.closed() => return,
+                _ = tokio::time::sleep(RESUBSCRIBE_DELAY) => {}
+            }
+            match subscribed(&client, &channels).await {
+                Ok(pubsub) => break pubsub,
+                Err(e) => tracing::debug!(error = %e, "bus resubscription failed; retrying"),
+            }
+        };
+    }
+}
+
+#[async_trait]
+impl Bus for RedisCluster {
+    async fn publish(&self, topic: &str, payload: Bytes) -> Result<(), BackendError> {
+        let mut conn = self.conn();
+        bounded(
+            redis::cmd("PUBLISH")
+                .arg(format!("{}{topic}", self.channel_prefix()))
+                .arg(payload.as_ref())
+                .exec_async(&mut conn),
+        )
+        .await
+    }
+
+    async fn subscribe(
+        &self,
+        topics: &[String],
+    ) -> Result<mpsc::UnboundedReceiver<BusMessage>, BackendError> {
+        let prefix = self.channel_prefix();
+        let channels: Vec<String> = topics.iter().map(|t| format!("{prefix}{t}")).collect();
+        let (tx, rx) = mpsc::unbounded_channel();
+        if channels.is_empty() {
+            // Nothing can ever arrive; the receiver ends at once.
+            return Ok(rx);
+        }
+        // Subscribed (and confirmed) before returning: a publish right after this call arrives.
+        let pubsub = subscribed(&self.client, &channels).await?;
+        tokio::spawn(pump(self.client.clone(), channels, prefix, pubsub, tx));
+        Ok(rx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_cannot_reach_into_other_keys() {
+        assert_eq!(segment("acme"), "acme");
+        assert_eq!(segment("a:b"), "a%3Ab");
+        assert_eq!(segment("a%3Ab"), "a%253Ab");
+        assert_ne!(
+            format!("{}:{}", segment("a:b"), segment("c")),
+            format!("{}:{}", segment("a"), segment("b:c"))
+        );
+    }
+
+    #[test]
+    fn lease_values_round_trip() {
+        let lease = Lease {
+            replica: "pod|7".into(),
+            token: 42,
+        };
+        assert_eq!(parse_lease(&lease_value(&lease)), Ok(lease));
+        assert!(matches!(parse_lease("nope"), Err(BackendError::Corrupt(_))));
+        assert!(matches!(parse_lease("r|x"), Err(BackendError::Corrupt(_))));
+    }
+
+    #[test]
+    fn entry_ids_carry_the_seq() {
+        assert_eq!(parse_entry_id("0-17"), Ok(17));
+        assert!(parse_entry_id("17-0").is_err());
+        assert_eq!(millis(Duration::ZERO), 1);
+        assert_eq!(millis(Duration::from_secs(2)), 2000);
+    }
+}

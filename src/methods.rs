@@ -1,0 +1,160 @@
+//! The handling of every MCP method that needs no session: listing and calling tools, reading
+//! resources, getting prompts, completion, ping. It takes a `RequestScope` (revision, client
+//! capabilities, principal, the tenant's catalog) so a session-era session and, later, a
+//! stateless request call the same code. Session-only methods (initialize, subscriptions,
+//! logging/setLevel, cancellation) are handled by the session itself.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use crate::catalog::{CallFuture, TenantCatalog};
+use crate::protocol::jsonrpc::RESOURCE_NOT_FOUND;
+use crate::protocol::mcp::paginate;
+use crate::protocol::{ProtocolVersion, RequestId, RpcError};
+use crate::request::{RequestContext, SessionPort};
+
+/// Everything a method needs to know about the request it handles.
+pub struct RequestScope<'a> {
+    pub version: ProtocolVersion,
+    pub client_capabilities: &'a Arc<Value>,
+    pub principal: Option<&'a Arc<Value>>,
+    pub catalog: &'a TenantCatalog,
+    pub page_size: usize,
+    /// A stable identity of the call (see `RequestContext::call_key`).
+    pub call_key: Arc<str>,
+    /// Where a running call sends notifications and server→client requests.
+    pub port: &'a Arc<dyn SessionPort>,
+}
+
+/// The outcome of handling a method.
+pub enum Handled {
+    /// The answer is known at once.
+    Done(Result<Value, RpcError>),
+    /// A tool call runs on: its future yields the answer.
+    Run {
+        future: CallFuture,
+        ctx: RequestContext,
+        /// Whether running it again after a failover is safe (read-only or idempotent tool).
+        rerunnable: bool,
+    },
+    /// Not a method this module handles.
+    Unknown,
+}
+
+/// Handles `method` with `params` (already taken out of the request).
+pub fn handle(
+    id: &RequestId,
+    method: &str,
+    mut params: Map<String, Value>,
+    progress_token: Option<Value>,
+    scope: &RequestScope<'_>,
+) -> Handled {
+    let catalog = scope.catalog;
+    let page = |list: &str, items: &[Value], params: &Map<String, Value>| {
+        let (page, next) = paginate(list, items, params.get("cursor"), scope.page_size)?;
+        let mut result = json!({ list: page });
+        if let Some(next) = next {
+            result["nextCursor"] = json!(next);
+        }
+        Ok(result)
+    };
+    Handled::Done(match method {
+        "ping" => Ok(json!({})),
+        "tools/list" => page("tools", &catalog.tools, &params),
+        "resources/list" => page("resources", &catalog.resources, &params),
+        "resources/templates/list" => {
+            page("resourceTemplates", &catalog.resource_templates, &params)
+        }
+        "prompts/list" => page("prompts", &catalog.prompts, &params),
+        "tools/call" => {
+            let arguments = match params.remove("arguments") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(m)) => m,
+                Some(_) => {
+                    return Handled::Done(Err(RpcError::invalid_params(
+                        "tools/call \"arguments\" must be an object",
+                    )))
+                }
+            };
+            let Some(name) = params.get("name").and_then(Value::as_str) else {
+                return Handled::Done(Err(RpcError::invalid_params(
+                    "tools/call needs a string \"name\"",
+                )));
+            };
+            let mut ctx = RequestContext::new(
+                id.clone(),
+                scope.version,
+                scope.client_capabilities.clone(),
+                progress_token,
+                scope.call_key.clone(),
+                scope.port.clone(),
+            );
+            ctx.principal = scope.principal.cloned();
+            match catalog.call_tool(name, arguments, ctx.clone()) {
+                Some(future) => {
+                    return Handled::Run {
+                        future,
+                        rerunnable: catalog.is_rerunnable(name),
+                        ctx,
+                    }
+                }
+                None => Err(RpcError::invalid_params(format!("Unknown tool: {name}"))),
+            }
+        }
+        "resources/read" => match params.get("uri").and_then(Value::as_str) {
+            Some(uri) => catalog.read_resource(uri).unwrap_or_else(|| {
+                Err(RpcError::new(RESOURCE_NOT_FOUND, "Resource not found")
+                    .with_data(json!({ "uri": uri })))
+            }),
+            None => Err(RpcError::invalid_params(
+                "resources/read needs a string \"uri\"",
+            )),
+        },
+        "prompts/get" => match params.get("name").and_then(Value::as_str) {
+            Some(name) => {
+                let arguments = match params.get("arguments") {
+                    None | Some(Value::Null) => Map::new(),
+                    Some(Value::Object(m)) => m.clone(),
+                    Some(_) => {
+                        return Handled::Done(Err(RpcError::invalid_params(
+                            "prompts/get \"arguments\" must be an object",
+                        )))
+                    }
+                };
+                catalog.get_prompt(name, &arguments).unwrap_or_else(|| {
+                    Err(RpcError::invalid_params(format!("Unknown prompt: {name}")))
+                })
+            }
+            None => Err(RpcError::invalid_params(
+                "prompts/get needs a string \"name\"",
+            )),
+        },
+        "completion/complete" => complete(catalog, &params),
+        _ => return Handled::Unknown,
+    })
+}
+
+fn complete(catalog: &TenantCatalog, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    let reference = params.get("ref").cloned().unwrap_or(Value::Null);
+    let argument = params.get("argument");
+    match (
+        reference.get("type").and_then(Value::as_str),
+        argument.and_then(|a| a["name"].as_str()),
+    ) {
+        (Some("ref/prompt" | "ref/resource"), Some(name)) => {
+            let value = argument.and_then(|a| a["value"].as_str()).unwrap_or("");
+            let mut values = catalog
+                .complete(&reference, name, value)
+                .unwrap_or_default();
+            let total = values.len();
+            values.truncate(100);
+            Ok(
+                json!({ "completion": { "values": values, "total": total, "hasMore": total > 100 } }),
+            )
+        }
+        _ => Err(RpcError::invalid_params(
+            "completion/complete needs \"ref\" (ref/prompt or ref/resource) and \"argument.name\"",
+        )),
+    }
+}

@@ -1,0 +1,317 @@
+//! The per-session ordered outbox: everything a session writes to shared state goes through one
+//! FIFO worker, so the session never waits on the network to keep handling messages, and order
+//! is kept: an SSE event is appended to the event log *before* it is written to its connection,
+//! snapshots are saved in the order they were taken, and a resumption replays exactly the events
+//! queued before it (later ones reach the resumed connection live).
+//!
+//! Writes carry the session's lease; a `Fenced` refusal means another replica took the session
+//! over, and the session is told to stop (`on_fenced`). While the backend is unreachable the
+//! worker retries with backoff and delivers nothing it could not log.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use super::core::{StreamItem, StreamSink};
+use crate::cluster::{BackendError, Backends, EventId, Lease, SessionKey, StoredEvent};
+
+/// What the worker does, in order.
+pub enum OutboxItem {
+    /// Log `event`, then hand `item` to `sink` (when a connection is attached).
+    Event {
+        event: StoredEvent,
+        item: StreamItem,
+        sink: Option<StreamSink>,
+    },
+    /// Save this snapshot (a newer one queued behind it makes it moot).
+    Snapshot(Bytes),
+    /// Replay the events of `after.stream` that follow `after` (up to seq `upto` when the stream
+    /// is live here: later ones reach `sink` as they are logged), then close `sink` unless the
+    /// stream is live.
+    Resume {
+        after: EventId,
+        upto: Option<u64>,
+        sink: StreamSink,
+    },
+    /// Answered once everything queued before it is done.
+    Flush(oneshot::Sender<()>),
+    /// The session ended: forget its events, snapshot and lease.
+    Remove,
+    /// The session moves to another replica: give the lease up (after the queued writes).
+    Release,
+}
+
+/// The sending side, owned by the session. The worker starts with the first item.
+pub struct Outbox {
+    key: SessionKey,
+    lease: Lease,
+    backends: Backends,
+    ttl: Duration,
+    on_fenced: Arc<dyn Fn() + Send + Sync>,
+    tx: Option<mpsc::UnboundedSender<OutboxItem>>,
+}
+
+impl Outbox {
+    pub fn new(
+        key: SessionKey,
+        lease: Lease,
+        backends: Backends,
+        ttl: Duration,
+        on_fenced: Arc<dyn Fn() + Send + Sync>,
+    ) -> Outbox {
+        Outbox {
+            key,
+            lease,
+            backends,
+            ttl,
+            on_fenced,
+            tx: None,
+        }
+    }
+
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    pub fn key(&self) -> &SessionKey {
+        &self.key
+    }
+
+    /// The ownership epoch: stream ids allocated under this lease start with it.
+    pub fn epoch(&self) -> u64 {
+        self.lease.token
+    }
+
+    /// Replaces the callback run when the session is fenced (set by the actor once it runs).
+    pub fn set_on_fenced(&mut self, f: Arc<dyn Fn() + Send + Sync>) {
+        self.on_fenced = f;
+    }
+
+    /// A handle for a restarted copy of the same session (same lease): it shares this one's
+    /// worker, so what both queue stays in order.
+    pub fn fork(&self) -> Outbox {
+        Outbox {
+            key: self.key.clone(),
+            lease: self.lease.clone(),
+            backends: self.backends.clone(),
+            ttl: self.ttl,
+            on_fenced: self.on_fenced.clone(),
+            tx: self.tx.clone(),
+        }
+    }
+
+    pub fn push(&mut self, item: OutboxItem) {
+        let tx = self.tx.get_or_insert_with(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let worker = Worker {
+                key: self.key.clone(),
+                lease: self.lease.clone(),
+                backends: self.backends.clone(),
+                ttl: self.ttl,
+                on_fenced: self.on_fenced.clone(),
+                fenced: false,
+            };
+            tokio::spawn(worker.run(rx));
+            tx
+        });
+        // A closed worker stopped (fenced): nothing more may be written; flushes are answered.
+        if let Err(mpsc::error::SendError(OutboxItem::Flush(done))) = tx.send(item) {
+            let _ = done.send(());
+        }
+    }
+
+    /// Resolves once everything queued so far is written.
+    pub fn flush(&mut self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.push(OutboxItem::Flush(tx));
+        rx
+    }
+}
+
+struct Worker {
+    key: SessionKey,
+    lease: Lease,
+    backends: Backends,
+    ttl: Duration,
+    on_fenced: Arc<dyn Fn() + Send + Sync>,
+    fenced: bool,
+}
+
+/// Backoff between retries while the backend is unreachable.
+const RETRY_MIN: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
+impl Worker {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<OutboxItem>) {
+        let mut batch: Vec<OutboxItem> = Vec::new();
+        while let Some(first) = rx.recv().await {
+            batch.push(first);
+            while let Ok(more) = rx.try_recv() {
+                batch.push(more);
+                if batch.len() >= 256 {
+                    break;
+                }
+            }
+            self.process(std::mem::take(&mut batch)).await;
+            if self.fenced {
+                (self.on_fenced)();
+                // Drain without writing: answer flushes so nobody waits forever.
+                while let Some(item) = rx.recv().await {
+                    if let OutboxItem::Flush(done) = item {
+                        let _ = done.send(());
+                    }
+                }
+                return;
+            }
+        }
+    }
+
+    async fn process(&mut self, items: Vec<OutboxItem>) {
+        let mut events: Vec<(StoredEvent, StreamItem, Option<StreamSink>)> = Vec::new();
+        let mut iter = items.into_iter().peekable();
+        while let Some(item) = iter.next() {
+            match item {
+                OutboxItem::Event { event, item, sink } => {
+                    events.push((event, item, sink));
+                    // Gather consecutive events into one append.
+                    if matches!(iter.peek(), Some(OutboxItem::Event { .. })) {
+                        continue;
+                    }
+                    self.write_events(std::mem::take(&mut events)).await;
+                }
+                OutboxItem::Snapshot(bytes) => {
+                    // A newer snapshot right behind makes this one moot.
+                    if matches!(iter.peek(), Some(OutboxItem::Snapshot(_))) {
+                        continue;
+                    }
+                    self.save_snapshot(bytes).await;
+                }
+                OutboxItem::Resume { after, upto, sink } => self.resume(after, upto, sink).await,
+                OutboxItem::Flush(done) => {
+                    let _ = done.send(());
+                }
+                OutboxItem::Remove => self.remove().await,
+                OutboxItem::Release => {
+                    let _ = self.backends.leases.release(&self.key, &self.lease).await;
+                }
+            }
+            if self.fenced {
+                return;
+            }
+        }
+    }
+
+    /// Retries `op` while the backend is unreachable; `None` when fenced.
+    async fn retrying<T, F, Fut>(&mut self, what: &str, mut op: F) -> Option<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, BackendError>>,
+    {
+        let mut delay = RETRY_MIN;
+        let mut warned = false;
+        loop {
+            match op().await {
+                Ok(v) => {
+                    if warned {
+                        tracing::info!(session = %self.key.session, "{what}: shared state reachable again");
+                    }
+                    return Some(v);
+                }
+                Err(BackendError::Fenced) => {
+                    tracing::warn!(session = %self.key.session, tenant = %self.key.tenant,
+                        "session taken over by another replica; this copy stops");
+                    self.fenced = true;
+                    return None;
+                }
+                Err(e) => {
+                    if !warned {
+                        tracing::warn!(session = %self.key.session, error = %e, "{what} failed; retrying");
+                        warned = true;
+                    }
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(RETRY_MAX);
+                }
+            }
+        }
+    }
+
+    async fn write_events(&mut self, events: Vec<(StoredEvent, StreamItem, Option<StreamSink>)>) {
+        let stored: Vec<StoredEvent> = events.iter().map(|(e, _, _)| e.clone()).collect();
+        let (log, key, lease) = (
+            self.backends.events.clone(),
+            self.key.clone(),
+            self.lease.clone(),
+        );
+        let appended = self
+            .retrying("event log append", || {
+                let (log, key, lease, stored) = (&log, &key, &lease, &stored);
+                async move { log.append(key, lease, stored).await }
+            })
+            .await;
+        if appended.is_none() {
+            return;
+        }
+        for (_, item, sink) in events {
+            if let Some(sink) = sink {
+                let _ = sink.send(item);
+            }
+        }
+    }
+
+    async fn save_snapshot(&mut self, bytes: Bytes) {
+        let (store, key, lease, ttl) = (
+            self.backends.snapshots.clone(),
+            self.key.clone(),
+            self.lease.clone(),
+            self.ttl,
+        );
+        self.retrying("snapshot save", || {
+            let (store, key, lease, bytes) = (&store, &key, &lease, bytes.clone());
+            async move { store.save(key, lease, bytes, ttl).await }
+        })
+        .await;
+    }
+
+    async fn resume(&mut self, after: EventId, upto: Option<u64>, sink: StreamSink) {
+        let (log, key) = (self.backends.events.clone(), self.key.clone());
+        let replay = self
+            .retrying("event log replay", || {
+                let (log, key) = (&log, &key);
+                async move { log.replay_after(key, after).await }
+            })
+            .await;
+        match replay.flatten() {
+            None => {
+                let _ = sink.send(StreamItem::UnknownEvent(after));
+            }
+            Some(events) => {
+                let _ = sink.send(StreamItem::Resumed);
+                for e in events {
+                    if upto.is_some_and(|u| e.id.seq > u) {
+                        break;
+                    }
+                    let item = if e.data.is_empty() {
+                        continue;
+                    } else {
+                        StreamItem::Event {
+                            id: e.id,
+                            data: e.data,
+                        }
+                    };
+                    let _ = sink.send(item);
+                }
+            }
+        }
+        // A stream that is not live here ends after its replay (dropping `sink` closes it).
+        drop(sink);
+    }
+
+    async fn remove(&mut self) {
+        let backends = self.backends.clone();
+        let key = self.key.clone();
+        let _ = backends.events.remove_session(&key).await;
+        let _ = backends.snapshots.delete(&key).await;
+    }
+}

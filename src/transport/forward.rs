@@ -1,0 +1,109 @@
+//! Forwarding to the replica that owns a session: when a request names a session another live
+//! replica holds (the load balancer sent it elsewhere, or no affinity is configured), the request
+//! is passed on to that replica as it came (method, path, headers, body) and its answer —
+//! JSON or a long SSE stream — is streamed back. The owner applies the same admission checks.
+//! A connection failure means the owner is gone: the caller takes the session over instead.
+
+use std::time::Duration;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse};
+use bytes::Bytes;
+use futures_util::StreamExt;
+
+use super::{HttpError, FORWARDED_HEADER};
+use crate::protocol::jsonrpc::RpcError;
+
+/// Headers that describe one hop, not the message (RFC 9110 §7.6.1), plus those the client
+/// computes itself.
+const HOP_HEADERS: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "content-length",
+];
+
+/// The HTTP client replicas use to reach each other.
+#[derive(Clone)]
+pub struct Forwarder {
+    client: reqwest::Client,
+    replica_id: String,
+}
+
+/// Why a request could not be forwarded.
+pub enum ForwardError {
+    /// The owner did not accept the connection: it is gone.
+    Unreachable,
+    /// Something else failed (already an HTTP answer).
+    Failed(HttpError),
+}
+
+impl Forwarder {
+    pub fn new(replica_id: &str) -> Result<Forwarder, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_millis(1500))
+            .pool_idle_timeout(Duration::from_secs(30))
+            .tcp_nodelay(true)
+            .build()?;
+        Ok(Forwarder {
+            client,
+            replica_id: replica_id.to_string(),
+        })
+    }
+
+    /// Passes `req` (with `body`) to the replica at `base`.
+    pub async fn forward(
+        &self,
+        base: &str,
+        req: &HttpRequest,
+        body: Bytes,
+    ) -> Result<HttpResponse, ForwardError> {
+        let path = req
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        let url = format!("{}{path}", base.trim_end_matches('/'));
+        let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
+            .map_err(|_| ForwardError::Failed(HttpError::bad_request("Bad Request: method")))?;
+        let mut out = self.client.request(method, &url).body(body);
+        for (name, value) in req.headers() {
+            if HOP_HEADERS.contains(&name.as_str()) || name.as_str() == FORWARDED_HEADER {
+                continue;
+            }
+            out = out.header(name.as_str(), value.as_bytes());
+        }
+        out = out.header(FORWARDED_HEADER, &self.replica_id);
+        let response = match out.send().await {
+            Ok(r) => r,
+            Err(e) if e.is_connect() => return Err(ForwardError::Unreachable),
+            Err(e) => {
+                tracing::warn!(error = %e, %url, "forwarding to the session's owner failed");
+                return Err(ForwardError::Failed(HttpError::new(
+                    StatusCode::BAD_GATEWAY,
+                    RpcError::internal(
+                        "Bad Gateway: the server holding this session did not answer; retry",
+                    ),
+                )));
+            }
+        };
+        let status =
+            StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+        let mut builder = HttpResponse::build(status);
+        for (name, value) in response.headers() {
+            if HOP_HEADERS.contains(&name.as_str()) {
+                continue;
+            }
+            builder.append_header((name.as_str(), value.as_bytes()));
+        }
+        let stream = response
+            .bytes_stream()
+            .map(|chunk| chunk.map_err(actix_web::error::ErrorBadGateway));
+        Ok(builder.streaming(stream))
+    }
+}

@@ -1,0 +1,316 @@
+//! Several replicas sharing Redis and one database, over real HTTP: any replica serves any
+//! session (forwarding to a live owner, taking over a dead one's sessions with their streams),
+//! answers reach the owner over the bus, tenants created on one are served by the others at once,
+//! and a draining replica hands its sessions over.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use common::{spawn_app_with, test_redis_url, SseEvent, SseReader, TestApp, ADMIN_TOKEN};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+/// Two replicas (`a`, `b`) sharing a Redis key prefix and one SQLite database.
+async fn two_replicas() -> Option<(TestApp, TestApp, tempfile::TempDir)> {
+    let redis = test_redis_url().await?;
+    let shared = tempfile::tempdir().unwrap();
+    let prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
+    let replica = |name: &'static str| {
+        let (redis, prefix, dir) = (
+            redis.clone(),
+            prefix.clone(),
+            shared.path().display().to_string(),
+        );
+        move |c: &mut mcp_harbor::Config| {
+            c.redis.url = redis;
+            c.redis.key_prefix = prefix;
+            c.storage.data_dir = dir;
+            c.cluster.replica_id = format!("{name}-{}", uuid::Uuid::new_v4().simple());
+            c.cluster.heartbeat_ms = 200;
+            c.cluster.liveness_ttl_ms = 1000;
+            c.cluster.drain_grace_secs = 2;
+        }
+    };
+    let a = spawn_app_with(replica("a")).await;
+    let b = spawn_app_with(replica("b")).await;
+    Some((a, b, shared))
+}
+
+fn replica_of(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get("x-harbor-replica")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// A POST to `app` for a session opened elsewhere.
+fn post_to(app: &TestApp, session: &str, body: &Value) -> reqwest::RequestBuilder {
+    app.post("demo", Some(session), body)
+        .header("mcp-protocol-version", "2025-11-25")
+}
+
+async fn read_until_response(sse: &mut SseReader, id: i64, seen: &mut Vec<SseEvent>) -> Value {
+    while let Some(e) = sse.next_event(Duration::from_secs(10)).await {
+        seen.push(e.clone());
+        if let Some(m) = e.json() {
+            if m["id"] == json!(id) && (m.get("result").is_some() || m.get("error").is_some()) {
+                return m;
+            }
+        }
+    }
+    panic!("no response to {id}; saw {seen:?}");
+}
+
+#[actix_rt::test]
+async fn any_replica_serves_a_session_opened_on_another() {
+    let Some((a, b, _db)) = two_replicas().await else {
+        return;
+    };
+    let c = a.open_session("demo", "2025-11-25", json!({})).await;
+    let resp = post_to(
+        &b,
+        &c.session,
+        &json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" }),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        replica_of(&resp),
+        a.replica_id,
+        "answered by the owner, forwarded by b"
+    );
+    let body: Value = resp.json().await.unwrap();
+    assert!(body["result"]["tools"]
+        .as_array()
+        .is_some_and(|t| !t.is_empty()));
+    // DELETE through b ends it everywhere.
+    let resp = b
+        .http
+        .delete(b.mcp_url("demo"))
+        .header("mcp-session-id", &c.session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let resp = post_to(
+        &a,
+        &c.session,
+        &json!({ "jsonrpc": "2.0", "id": 3, "method": "ping" }),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 404);
+    // Sessions stay per tenant: the id is unknown at another tenant on either replica.
+    let other = a.open_session("demo", "2025-11-25", json!({})).await;
+    for app in [&a, &b] {
+        let resp = app
+            .post(
+                "other",
+                Some(&other.session),
+                &json!({ "jsonrpc": "2.0", "id": 4, "method": "ping" }),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 404);
+    }
+}
+
+#[actix_rt::test]
+async fn a_dead_owners_session_is_taken_over_and_its_stream_resumes_exactly_once() {
+    let Some((a, b, _db)) = two_replicas().await else {
+        return;
+    };
+    let c = a.open_session("demo", "2025-11-25", json!({})).await;
+    let call = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "slow_count", "arguments": { "steps": 6, "interval_ms": 150 },
+        "_meta": { "progressToken": "p7" } } });
+    let resp = c.send(&call).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(replica_of(&resp), a.replica_id);
+    let mut sse = SseReader::new(resp);
+    let mut seen = Vec::new();
+    // The priming event and two progress steps, then the owner dies.
+    while seen
+        .iter()
+        .filter(|e: &&SseEvent| e.json().is_some())
+        .count()
+        < 2
+    {
+        let e = sse
+            .next_event(Duration::from_secs(5))
+            .await
+            .expect("progress");
+        seen.push(e);
+    }
+    let last = seen.last().unwrap().id.clone().expect("events have ids");
+    a.handle.stop(false).await;
+    drop(sse);
+
+    // Resume through the other replica: it takes the session over and re-runs the idempotent
+    // call on the same stream.
+    let resumed = b
+        .http
+        .get(b.mcp_url("demo"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &c.session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("last-event-id", &last)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), 200);
+    assert_eq!(replica_of(&resumed), b.replica_id);
+    let mut sse = SseReader::new(resumed);
+    let response = read_until_response(&mut sse, 7, &mut seen).await;
+    assert_eq!(
+        response["result"]["content"][0]["text"], "counted 6",
+        "{response}"
+    );
+    let ids: Vec<String> = seen.iter().filter_map(|e| e.id.clone()).collect();
+    let unique: HashSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "no event twice: {ids:?}");
+
+    // The session goes on at the new owner without a new initialize.
+    let resp = post_to(
+        &b,
+        &c.session,
+        &json!({ "jsonrpc": "2.0", "id": 8, "method": "tools/list" }),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(replica_of(&resp), b.replica_id);
+}
+
+#[actix_rt::test]
+async fn a_clients_answer_reaches_the_owner_over_the_bus() {
+    let Some((a, b, _db)) = two_replicas().await else {
+        return;
+    };
+    let c = a
+        .open_session("demo", "2025-11-25", json!({ "elicitation": {} }))
+        .await;
+    let resp = c
+        .send(
+            &json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+            "name": "test_elicitation", "arguments": { "message": "Who are you?" } } }),
+        )
+        .await;
+    let mut sse = SseReader::new(resp);
+    let request = loop {
+        let e = sse
+            .next_event(Duration::from_secs(5))
+            .await
+            .expect("elicitation request");
+        if let Some(m) = e.json().filter(|m| m["method"] == "elicitation/create") {
+            break m;
+        }
+    };
+    let answer = json!({ "jsonrpc": "2.0", "id": request["id"], "result": {
+        "action": "accept", "content": { "username": "ada", "email": "ada@example.com" } } });
+    let resp = post_to(&b, &c.session, &answer).send().await.unwrap();
+    assert_eq!(resp.status(), 202, "the non-owner accepts the answer");
+    let response = read_until_response(&mut sse, 5, &mut Vec::new()).await;
+    let text = response["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        text.contains("action=accept") && text.contains("ada"),
+        "{response}"
+    );
+}
+
+#[actix_rt::test]
+async fn a_tenant_created_on_one_replica_is_served_by_the_other_at_once() {
+    let Some((a, b, _db)) = two_replicas().await else {
+        return;
+    };
+    let resp = a
+        .admin(Method::POST, "/tenants")
+        .json(&json!({ "slug": "fresh", "catalogs": ["demo"] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let mut c = b.open_session("fresh", "2025-11-25", json!({})).await;
+    let tools = c.result("tools/list", json!({})).await;
+    assert!(tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "echo"));
+    // Suspending it through b ends its sessions on a too.
+    let mut on_a = a.open_session("fresh", "2025-11-25", json!({})).await;
+    on_a.result("ping", json!({})).await;
+    let resp = b
+        .http
+        .patch(format!("{}/admin/v1/tenants/fresh", b.base))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({ "status": "suspended" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut refused = false;
+    for _ in 0..50 {
+        let resp = a
+            .post(
+                "fresh",
+                Some(&on_a.session),
+                &json!({ "jsonrpc": "2.0", "id": 9, "method": "ping" }),
+            )
+            .send()
+            .await
+            .unwrap();
+        if resp.status() == 403 {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(refused, "the suspension reached the other replica");
+}
+
+#[actix_rt::test]
+async fn a_draining_replica_hands_its_sessions_over() {
+    let Some((a, b, _db)) = two_replicas().await else {
+        return;
+    };
+    let mut c = a.open_session("demo", "2025-11-25", json!({})).await;
+    c.result("logging/setLevel", json!({ "level": "error" }))
+        .await;
+    let mut stream = SseReader::new(c.get_stream(None).await);
+    a.drainer.drain().await;
+    // The open stream is told to reconnect, then ends.
+    let mut events = Vec::new();
+    assert!(
+        stream
+            .ends_within(Duration::from_secs(5), &mut events)
+            .await
+    );
+    let resp = post_to(
+        &b,
+        &c.session,
+        &json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": { "name": "test_tool_with_logging", "arguments": {} } }),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(replica_of(&resp), b.replica_id, "b restored the session");
+    let (answer, others) = common::read_answer(resp, 2).await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert!(
+        others.is_empty(),
+        "the log level moved with the session: {others:?}"
+    );
+}
