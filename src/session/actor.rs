@@ -25,6 +25,8 @@ enum Ending {
     Ended,
     /// It lives on elsewhere (handed over, taken over by another replica, or restarted here).
     Moved,
+    /// Already ended and its shared state removed.
+    Done,
 }
 
 pub struct SessionActor {
@@ -142,6 +144,7 @@ impl Actor for SessionActor {
         match self.ending {
             Ending::Ended => self.core.shutdown(),
             Ending::Moved => self.core.stop_local(),
+            Ending::Done => {}
         }
         self.sessions.ended(self.core.id(), self.instance);
     }
@@ -240,15 +243,23 @@ impl Handler<OpenLegacy> for SessionActor {
     }
 }
 
-/// Ends the session (DELETE, idle expiry, the legacy stream closing, tenant shutdown).
+/// Ends the session (DELETE, the legacy stream closing, tenant shutdown). Answered once its
+/// shared state is gone, so a request that follows cannot find it anywhere.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Terminate;
 
 impl Handler<Terminate> for SessionActor {
-    type Result = ();
-    fn handle(&mut self, _: Terminate, ctx: &mut Context<Self>) {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, _: Terminate, ctx: &mut Context<Self>) -> Self::Result {
+        self.sessions.ended(self.core.id(), self.instance);
+        self.core.shutdown();
+        self.ending = Ending::Done;
+        let removed = self.core.outbox().flush();
         ctx.stop();
+        Box::pin(async move {
+            let _ = removed.await;
+        })
     }
 }
 
