@@ -5,7 +5,9 @@
 //!
 //! * `calls`: `tools/call` on the `echo` tool from C connections over N sessions (req/s, latency);
 //! * `inits`: session opening (`initialize` + `notifications/initialized`) as fast as possible;
-//! * `idle`:  the server's resident memory per idle session (needs `--server-pid`).
+//! * `idle`:  the server's resident memory per idle session (needs `--server-pid`);
+//! * `replay`: resuming (`GET` + `Last-Event-ID`) a finished 1000-event SSE stream in full;
+//! * `resume`: the latency to the first replayed event of a short resumption.
 //!
 //! Only loopback targets are accepted, and every loop is bounded in time and count.
 
@@ -21,6 +23,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const PROTOCOL_VERSION: &str = "2025-06-18";
+/// The revision with resumable POST streams (priming event, `Last-Event-ID` on any stream).
+const RESUMABLE_VERSION: &str = "2025-11-25";
+/// Progress notifications of the `replay` phase's call (the tool's maximum).
+const REPLAY_STEPS: u64 = 1000;
+/// Progress notifications of the `resume` phase's call.
+const RESUME_STEPS: u64 = 3;
+/// Upper bound on one request of the `replay` and `resume` phases, stream included.
+const STREAM_TIMEOUT: Duration = Duration::from_secs(30);
+/// Upper bound on the whole `replay` or `resume` phase (the run count normally ends it first).
+const STREAM_PHASE_LIMIT: Duration = Duration::from_secs(300);
 /// Largest session count any phase creates.
 const MAX_SESSIONS: u64 = 100_000;
 /// Largest response accepted (headers + body).
@@ -71,6 +83,9 @@ struct Args {
     /// Which measurement to run; `all` runs calls, inits, then idle (idle only with --server-pid).
     #[arg(long, value_enum, default_value_t = Phase::All)]
     phase: Phase,
+    /// Resumptions (GET with Last-Event-ID) the `replay` and `resume` phases time.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    runs: u64,
     /// Tokio worker threads; 1 runs everything on a current-thread runtime (one core).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     threads: u64,
@@ -82,6 +97,8 @@ enum Phase {
     Calls,
     Inits,
     Idle,
+    Replay,
+    Resume,
 }
 
 fn main() -> ExitCode {
@@ -143,6 +160,12 @@ async fn run(args: Args, target: Arc<Target>) -> Result<(), String> {
         (Phase::Idle, None) => return Err("the idle phase needs --server-pid".into()),
         (Phase::All, None) => println!("idle: skipped (needs --server-pid)"),
         _ => {}
+    }
+    if args.phase == Phase::Replay {
+        failed |= !replay_phase(&args, &target).await?;
+    }
+    if args.phase == Phase::Resume {
+        failed |= !resume_phase(&args, &target).await?;
     }
     if failed {
         Err("some requests failed (see above)".into())

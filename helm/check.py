@@ -62,7 +62,7 @@ ROOT = HERE.parent
 CHART = HERE / "mcp-harbor"
 RELEASE, NAMESPACE = "harbor", "mcp"
 # src/config.rs, deny_unknown_fields
-CONFIG_SECTIONS = {"server", "sessions", "log", "storage", "admin", "tenants"}
+CONFIG_SECTIONS = {"server", "sessions", "log", "storage", "admin", "redis", "cluster", "tenants"}
 DATA_MOUNT = "/var/lib/mcp-harbor"
 HOOK, HOOK_WEIGHT, HOOK_DELETE = ("helm.sh/hook", "helm.sh/hook-weight",
                                   "helm.sh/hook-delete-policy")
@@ -71,7 +71,11 @@ GENERATED_TOKEN = re.compile(r"generated the admin API token[^:]*: (\S+)")
 ADMIN_TOKEN = "helm-check-admin-token-0123456789"
 # Secrets an operator creates before `helm install` in the scenarios that name them.
 # "<database>" stands for the PostgreSQL URL (a fresh local database when booting).
-EXISTING_SECRETS = {"harbor-db": {"url": "<database>"}, "harbor-admin": {"token": ADMIN_TOKEN}}
+# "<redis>" stands for the Redis URL (the local Redis, with a fresh key prefix, when booting).
+EXISTING_SECRETS = {"harbor-db": {"url": "<database>"}, "harbor-admin": {"token": ADMIN_TOKEN},
+                    "harbor-redis": {"url": "<redis>"}}
+# What the downward API gives a pod (fieldRef), as the boot check stands in for it.
+POD_FIELDS = {"metadata.name": "harbor-mcp-harbor-5d8c7-x2x9q", "status.podIP": "127.0.0.1"}
 
 SCENARIOS: dict[str, dict] = {
     "defaults": {},
@@ -98,11 +102,15 @@ SCENARIOS: dict[str, dict] = {
     "postgres": {
         "storage": {"existingSecret": "harbor-db", "databaseUrlKey": "url", "maxConnections": 20},
         "admin": {"existingSecret": "harbor-admin", "tokenKey": "token"},
+        "redis": {"existingSecret": "harbor-redis", "urlKey": "url", "keyPrefix": "harbor-check"},
+        "drainGraceSeconds": 30,
         "replicaCount": 2,
         "migration": {"podAnnotations": {"sidecar.istio.io/inject": "false"}},
     },
     "postgres-inline": {
         "storage": {"databaseUrl": "postgres://harbor:s3cret@postgres.db.svc:5432/harbor"},
+        "redis": {"url": "redis://redis.db.svc:6379/0"},
+        "replicaCount": 3,
     },
     "admin-token": {
         "admin": {"token": ADMIN_TOKEN, "allowHttpLoopbackWebhooks": True},
@@ -129,6 +137,17 @@ BAD_VALUES: dict[str, dict] = {
     "admin.token and admin.existingSecret together":
         {"admin": {"token": ADMIN_TOKEN, "existingSecret": "harbor-admin"}},
     "admin.allowHttpLoopbackWebhooks as a string": {"admin": {"allowHttpLoopbackWebhooks": "no"}},
+    "redis.url that is not redis://": {"redis": {"url": "http://redis:6379"}},
+    "redis.url and redis.existingSecret together":
+        {"redis": {"url": "redis://r:6379", "existingSecret": "redis"}},
+    "drainGraceSeconds 0": {"drainGraceSeconds": 0},
+}
+
+# Values that pass the schema but the chart must refuse when rendering.
+REFUSED_RENDERS: dict[str, dict] = {
+    "replicaCount 2 on embedded SQLite": {"replicaCount": 2},
+    "replicaCount 2 with PostgreSQL but no Redis":
+        {"replicaCount": 2, "storage": {"databaseUrl": "postgres://db/x"}},
 }
 
 
@@ -171,10 +190,18 @@ def secret_data(secret: dict) -> dict[str, str]:
 
 
 def resolve_env(container: dict, secrets: dict[str, dict[str, str]]) -> dict[str, str]:
-    """The container's environment with secretKeyRefs resolved; raises on a dangling one."""
+    """The container's environment as the kubelet builds it: secretKeyRefs and downward-API
+    fieldRefs resolved, $(VAR) references to earlier variables expanded; raises on a dangling
+    reference."""
     env = {}
     for e in container.get("env", []):
         if "valueFrom" in e:
+            field = e["valueFrom"].get("fieldRef")
+            if field is not None:
+                if field["fieldPath"] not in POD_FIELDS:
+                    raise ValueError(f"{e['name']}: unsupported fieldRef {field}")
+                env[e["name"]] = POD_FIELDS[field["fieldPath"]]
+                continue
             ref = e["valueFrom"].get("secretKeyRef")
             if ref is None:
                 raise ValueError(f"{e['name']}: unsupported valueFrom {e['valueFrom']}")
@@ -182,7 +209,8 @@ def resolve_env(container: dict, secrets: dict[str, dict[str, str]]) -> dict[str
                 raise ValueError(f"{e['name']}: no key {ref['key']!r} in Secret {ref['name']!r}")
             env[e["name"]] = secrets[ref["name"]][ref["key"]]
         else:
-            env[e["name"]] = e.get("value", "")
+            env[e["name"]] = re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                                    lambda m: env.get(m.group(1), m.group(0)), e.get("value", ""))
     return env
 
 
@@ -236,7 +264,8 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
     merged = chart.merge_values(values)
     storage, persistence, admin = merged["storage"], merged["persistence"], merged["admin"]
     postgres = bool(storage["databaseUrl"] or storage["existingSecret"])
-    chart_secret = bool(admin["token"] or storage["databaseUrl"])
+    redis = merged["redis"]
+    chart_secret = bool(admin["token"] or storage["databaseUrl"] or redis["url"])
     pvc_wanted = not postgres and persistence["enabled"] and not persistence["existingClaim"]
     release_docs = [d for d in docs if not is_hook(d)]
     hook_docs = [d for d in docs if is_hook(d)]
@@ -289,6 +318,28 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
         get = container.get(probe, {}).get("httpGet", {})
         r.check(f"{probe} GET {path} on a named container port",
                 get.get("path") == path and get.get("port") in ports, str(get))
+
+    # Replicas: each pod a named replica reachable at its IP; Redis when there is more than one.
+    r.check("MCP_HARBOR__CLUSTER__REPLICA_ID is the pod name",
+            env.get("MCP_HARBOR__CLUSTER__REPLICA_ID") == POD_FIELDS["metadata.name"])
+    r.check("MCP_HARBOR__CLUSTER__ADVERTISE_URL is http://<pod IP>:<port>",
+            env.get("MCP_HARBOR__CLUSTER__ADVERTISE_URL")
+            == f"http://{POD_FIELDS['status.podIP']}:{env.get('MCP_HARBOR__SERVER__PORT')}")
+    r.check("drain grace from drainGraceSeconds, pod grace 10 s more",
+            env.get("MCP_HARBOR__CLUSTER__DRAIN_GRACE_SECS") == str(merged["drainGraceSeconds"])
+            and pod["spec"].get("terminationGracePeriodSeconds") == merged["drainGraceSeconds"] + 10)
+    if redis["url"] or redis["existingSecret"]:
+        want_ref = ((redis["existingSecret"], redis["urlKey"]) if redis["existingSecret"]
+                    else (dep["metadata"]["name"], "redis-url"))
+        r.check(f"MCP_HARBOR__REDIS__URL from secretKeyRef {want_ref}",
+                refs.get("MCP_HARBOR__REDIS__URL") == want_ref, f"got {refs.get('MCP_HARBOR__REDIS__URL')}")
+        r.check("MCP_HARBOR__REDIS__KEY_PREFIX from redis.keyPrefix",
+                env.get("MCP_HARBOR__REDIS__KEY_PREFIX") == redis["keyPrefix"])
+    else:
+        r.check("no MCP_HARBOR__REDIS__URL without Redis", "MCP_HARBOR__REDIS__URL" not in env)
+    if merged["replicaCount"] > 1:
+        r.check("more than one replica only with PostgreSQL and Redis",
+                postgres and bool(redis["url"] or redis["existingSecret"]))
 
     # Non-root, read-only root filesystem.
     psc, csc = pod["spec"].get("securityContext", {}), container.get("securityContext", {})
@@ -343,7 +394,8 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
         want_sum = hashlib.sha256(rendered[f"{chart.name}/templates/secret.yaml"].encode()).hexdigest()
         r.check("checksum/secret annotation is the chart-managed Secret's sha256 (pods roll on change)",
                 annotations.get("checksum/secret") == want_sum)
-        want_keys = {k for k, v in (("admin-token", admin["token"]), ("database-url", storage["databaseUrl"])) if v}
+        want_keys = {k for k, v in (("admin-token", admin["token"]), ("database-url", storage["databaseUrl"]),
+                                    ("redis-url", redis["url"])) if v}
         r.check(f"chart-managed Secret holds exactly {sorted(want_keys)}",
                 set(secret_data(secret)) == want_keys, f"got {sorted(secret_data(secret))}")
     else:
@@ -652,6 +704,11 @@ def check_boot(r: Report, binary: Path, facts: dict, pg: Postgres | None, scenar
                     db_name = None
                     return
                 env["MCP_HARBOR__STORAGE__DATABASE_URL"] = url
+                for e in (env, job_env):
+                    if e is not None and "MCP_HARBOR__REDIS__URL" in e:
+                        e["MCP_HARBOR__REDIS__URL"] = os.environ.get(
+                            "MCP_HARBOR_HELM_CHECK_REDIS", "redis://127.0.0.1:6379")
+                        e["MCP_HARBOR__REDIS__KEY_PREFIX"] = f"helm-check-{os.getpid()}-{scenario}"
                 if job_env is not None:
                     job_env["MCP_HARBOR__STORAGE__DATABASE_URL"] = url
                 if has_subcommand(binary, "migrate"):
@@ -768,6 +825,13 @@ def main() -> int:
                 r.check(f"schema rejects {name}", False, f"{bad} was accepted")
             except helm.HelmValuesError:
                 r.check(f"schema rejects {name}", True)
+
+        for name, values in REFUSED_RENDERS.items():
+            try:
+                chart.render(values, name=RELEASE, namespace=NAMESPACE)
+                r.check(f"chart refuses {name}", False, "it rendered")
+            except Exception as e:  # noqa: BLE001 - the SDK raises its own error types
+                r.check(f"chart refuses {name}", "replicaCount > 1 needs" in str(e), str(e)[:300])
 
         for scenario, values in SCENARIOS.items():
             print(f"\n[{scenario}] values {json.dumps(values) if values else '(chart defaults)'}")

@@ -42,7 +42,7 @@ impl Catalog for DemoCatalog {
                 "annotations": { "readOnlyHint": true, "openWorldHint": false } }),
             json!({ "name": "slow_count", "title": "Count slowly", "description": "Counts to `steps`, one step every `interval_ms`, reporting progress; for trying out resumable streams and failover",
                 "inputSchema": { "type": "object", "properties": {
-                    "steps": { "type": "integer", "minimum": 1, "maximum": 100 },
+                    "steps": { "type": "integer", "minimum": 1, "maximum": 1000 },
                     "interval_ms": { "type": "integer", "minimum": 0, "maximum": 10000 } }, "required": ["steps"] },
                 "annotations": { "readOnlyHint": true, "idempotentHint": true, "openWorldHint": false } }),
             json!({ "name": "set_note", "title": "Set the note", "description": "Replaces the text of the demo://note resource; subscribers are notified",
@@ -87,10 +87,10 @@ impl Catalog for DemoCatalog {
                 }))
             }
             "slow_count" => {
-                let steps = args.get("steps").and_then(Value::as_u64).filter(|n| (1..=100).contains(n));
+                let steps = args.get("steps").and_then(Value::as_u64).filter(|n| (1..=1000).contains(n));
                 let interval = args.get("interval_ms").and_then(Value::as_u64).unwrap_or(200).min(10_000);
                 let Some(steps) = steps else {
-                    return Some(ready(Err(RpcError::invalid_params("steps must be an integer from 1 to 100"))));
+                    return Some(ready(Err(RpcError::invalid_params("steps must be an integer from 1 to 1000"))));
                 };
                 return Some(Box::pin(async move {
                     for step in 1..=steps {

@@ -57,7 +57,12 @@ allowedHosts, the Service's in-cluster DNS names and, when the ingress is on, it
 
 {{/* Non-empty when the chart manages a Secret (an inline admin token or database URL). */}}
 {{- define "mcp-harbor.hasSecret" -}}
-{{- if or .Values.admin.token .Values.storage.databaseUrl }}true{{ end }}
+{{- if or .Values.admin.token .Values.storage.databaseUrl .Values.redis.url }}true{{ end }}
+{{- end }}
+
+{{/* "true" when shared session state lives in Redis. */}}
+{{- define "mcp-harbor.redis" -}}
+{{- if or .Values.redis.url .Values.redis.existingSecret }}true{{ end }}
 {{- end }}
 
 {{/* The chart-managed Secret's data: the same in the release's Secret and the hook's copy. */}}
@@ -67,6 +72,9 @@ admin-token: {{ . | b64enc | quote }}
 {{- end }}
 {{- with .Values.storage.databaseUrl }}
 database-url: {{ . | b64enc | quote }}
+{{- end }}
+{{- with .Values.redis.url }}
+redis-url: {{ . | b64enc | quote }}
 {{- end }}
 {{- end }}
 
@@ -122,6 +130,33 @@ Call with (dict "root" $ "resources" <name of the ConfigMap/Secret to read> "mig
 {{- end }}
 - name: MCP_HARBOR__ADMIN__ALLOW_HTTP_LOOPBACK_WEBHOOKS
   value: {{ $v.admin.allowHttpLoopbackWebhooks | quote }}
+{{- if include "mcp-harbor.redis" .root }}
+- name: MCP_HARBOR__REDIS__URL
+  valueFrom:
+    secretKeyRef:
+      {{- if $v.redis.existingSecret }}
+      name: {{ $v.redis.existingSecret | quote }}
+      key: {{ $v.redis.urlKey | quote }}
+      {{- else }}
+      name: {{ .resources | quote }}
+      key: redis-url
+      {{- end }}
+- name: MCP_HARBOR__REDIS__KEY_PREFIX
+  value: {{ $v.redis.keyPrefix | quote }}
+{{- end }}
+{{- /* Each pod is a replica: named after the pod, reached by the others at its IP. */}}
+- name: MCP_HARBOR__CLUSTER__REPLICA_ID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+- name: MCP_HARBOR__CLUSTER__ADVERTISE_URL
+  value: "http://$(POD_IP):{{ $v.containerPort }}"
+- name: MCP_HARBOR__CLUSTER__DRAIN_GRACE_SECS
+  value: {{ $v.drainGraceSeconds | quote }}
 {{- with $v.extraEnv }}
 {{ toYaml . }}
 {{- end }}
