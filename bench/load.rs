@@ -11,6 +11,7 @@
 //!
 //! Only loopback targets are accepted, and every loop is bounded in time and count.
 
+use std::collections::HashSet;
 use std::io::{self, Write as _};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -344,6 +345,288 @@ async fn idle_phase(
     Ok(stats.errors == 0)
 }
 
+/// Resumes a finished call's 1000-event stream from its priming event, `--runs` times, timing
+/// each GET to the end of the replay (the call's answer, then the end of the stream). Returns
+/// false on errors (a failed request, or a replay that misses, repeats or reorders events).
+async fn replay_phase(args: &Args, target: &Arc<Target>) -> Result<bool, String> {
+    let runs = args.runs;
+    let deadline = Instant::now() + STREAM_PHASE_LIMIT;
+    let mut conn = Conn::with_version(Arc::clone(target), RESUMABLE_VERSION);
+    let call = start_call(&mut conn, REPLAY_STEPS, "bench-replay")
+        .await
+        .map_err(|e| format!("replay: {e}"))?;
+    println!(
+        "replay: call {} answered live in {:.1} ms on stream {} ({REPLAY_STEPS} progress + response after priming event {})",
+        call.call_id,
+        ms(call.took.as_nanos() as u64),
+        call.stream,
+        call.priming_id
+    );
+    let mut stats = Stats::new();
+    for run in 0..runs {
+        if Instant::now() >= deadline {
+            stats.error(format!("the phase time limit was reached after {run} runs"));
+            break;
+        }
+        let mut first = None;
+        let started = Instant::now();
+        let result = tokio::time::timeout(
+            STREAM_TIMEOUT,
+            conn.get_resume(&call.session, &call.priming_id, &mut first),
+        )
+        .await;
+        let elapsed = started.elapsed();
+        match resumed_body(&mut conn, result) {
+            Err(e) => stats.error(format!("run {run}: GET after {}: {e}", call.priming_id)),
+            Ok(events) => match call.check(&events, call.priming_seq, 0) {
+                Ok(()) => {
+                    stats.ok += 1;
+                    stats.hist.record(elapsed);
+                }
+                Err(e) => stats.error(format!("run {run}: replay after {}: {e}", call.priming_id)),
+            },
+        }
+    }
+    println!(
+        "replay: {REPLAY_STEPS} events, {runs} runs, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, errors {}",
+        ms(stats.hist.quantile(0.50)),
+        ms(stats.hist.quantile(0.99)),
+        ms(stats.hist.max),
+        stats.errors
+    );
+    report_first_error("replay", &stats);
+    Ok(stats.errors == 0)
+}
+
+/// Resumes a finished short call's stream after its 2nd event (the first progress notification,
+/// right after the priming event), `--runs` times, timing each GET to its first replayed event;
+/// every replay is then read to its end and checked. Returns false on errors.
+async fn resume_phase(args: &Args, target: &Arc<Target>) -> Result<bool, String> {
+    let runs = args.runs;
+    let deadline = Instant::now() + STREAM_PHASE_LIMIT;
+    let mut conn = Conn::with_version(Arc::clone(target), RESUMABLE_VERSION);
+    let call = start_call(&mut conn, RESUME_STEPS, "bench-resume")
+        .await
+        .map_err(|e| format!("resume: {e}"))?;
+    let after_seq = call.priming_seq + 1;
+    let after = format!("{}-{after_seq}", call.stream);
+    println!(
+        "resume: call {} on stream {}: resuming after {after} replays {} progress + response",
+        call.call_id,
+        call.stream,
+        RESUME_STEPS - 1
+    );
+    let mut stats = Stats::new();
+    for run in 0..runs {
+        if Instant::now() >= deadline {
+            stats.error(format!("the phase time limit was reached after {run} runs"));
+            break;
+        }
+        let mut first = None;
+        let started = Instant::now();
+        let result =
+            tokio::time::timeout(STREAM_TIMEOUT, conn.get_resume(&call.session, &after, &mut first))
+                .await;
+        match resumed_body(&mut conn, result) {
+            Err(e) => stats.error(format!("run {run}: GET after {after}: {e}")),
+            Ok(events) => match (call.check(&events, after_seq, 1), first) {
+                (Ok(()), Some(at)) => {
+                    stats.ok += 1;
+                    stats.hist.record(at.saturating_duration_since(started));
+                }
+                (Ok(()), None) => stats.error(format!("run {run}: no event seen while streaming")),
+                (Err(e), _) => stats.error(format!("run {run}: replay after {after}: {e}")),
+            },
+        }
+    }
+    println!(
+        "resume: {runs} runs, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, errors {}",
+        ms(stats.hist.quantile(0.50)),
+        ms(stats.hist.quantile(0.99)),
+        ms(stats.hist.max),
+        stats.errors
+    );
+    report_first_error("resume", &stats);
+    Ok(stats.errors == 0)
+}
+
+/// The events of a resumption GET, or why there are none.
+fn resumed_body(
+    conn: &mut Conn,
+    result: Result<io::Result<u16>, tokio::time::error::Elapsed>,
+) -> Result<Vec<SseEvent>, String> {
+    match result {
+        Err(_) => {
+            conn.disconnect();
+            Err(format!(
+                "the stream did not end within {} s",
+                STREAM_TIMEOUT.as_secs()
+            ))
+        }
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(200)) => Ok(parse_sse(conn.body())),
+        Ok(Ok(status)) => Err(format!(
+            "HTTP {status}: {}{}",
+            conn.body_snippet(),
+            if status == 400 {
+                " (the event log may keep fewer events per stream than the call sent: raise MCP_HARBOR__SESSIONS__EVENT_LOG_CAPACITY)"
+            } else {
+                ""
+            }
+        )),
+    }
+}
+
+/// A finished `slow_count` call whose SSE answer can be resumed.
+struct CallStream {
+    session: String,
+    call_id: u64,
+    token: &'static str,
+    steps: u64,
+    /// The stream id (`<stream>` of the event ids).
+    stream: String,
+    priming_id: String,
+    priming_seq: u64,
+    took: Duration,
+}
+
+/// Opens a session and runs `slow_count` with `steps` steps (no interval) and a progress token,
+/// reading its whole SSE answer: a priming event, `steps` progress notifications, the answer.
+async fn start_call(
+    conn: &mut Conn,
+    steps: u64,
+    token: &'static str,
+) -> Result<CallStream, String> {
+    let session = tokio::time::timeout(STREAM_TIMEOUT, open_session(conn))
+        .await
+        .map_err(|_| "initialize was not answered".to_string())??;
+    let call_id = conn.set_slow_count_payload(steps, token);
+    let started = Instant::now();
+    let status = tokio::time::timeout(STREAM_TIMEOUT, conn.post(Some(&session)))
+        .await
+        .map_err(|_| format!("tools/call slow_count did not end within {} s", STREAM_TIMEOUT.as_secs()))?
+        .map_err(|e| format!("tools/call slow_count: {e}"))?;
+    let took = started.elapsed();
+    if status != 200 {
+        return Err(format!(
+            "tools/call slow_count: HTTP {status}: {}",
+            conn.body_snippet()
+        ));
+    }
+    let events = parse_sse(conn.body());
+    let priming = match events.first() {
+        Some(SseEvent { id: Some(id), data }) if data.is_empty() => id.clone(),
+        _ => {
+            return Err(format!(
+                "tools/call slow_count: the answer does not start with an SSE priming event (needs protocol {RESUMABLE_VERSION}): {}",
+                conn.body_snippet()
+            ))
+        }
+    };
+    let (stream, priming_seq) = split_event_id(&priming)
+        .ok_or_else(|| format!("malformed priming event id {priming:?}"))?;
+    let call = CallStream {
+        session,
+        call_id,
+        token,
+        steps,
+        stream: stream.to_owned(),
+        priming_id: priming.clone(),
+        priming_seq,
+        took,
+    };
+    call.check(&events[1..], priming_seq, 0)
+        .map_err(|e| format!("the live answer of tools/call slow_count: {e}"))?;
+    Ok(call)
+}
+
+impl CallStream {
+    /// Checks the events of this call's stream that follow seq `after` (which carried progress
+    /// notification `skipped`, or the priming event when 0): every later progress notification in
+    /// order, then the answer as the last event; all of this stream, seqs strictly increasing
+    /// with no duplicate and no gap.
+    fn check(&self, events: &[SseEvent], after: u64, skipped: u64) -> Result<(), String> {
+        let mut seen = HashSet::with_capacity(events.len());
+        let (mut last, mut progress, mut answers) = (after, skipped, 0u64);
+        let (mut duplicates, mut disordered, mut missing, mut after_answer) = (0u64, 0u64, 0u64, 0u64);
+        let mut first_problem: Option<String> = None;
+        let mut problem = |p: String| {
+            first_problem.get_or_insert(p);
+        };
+        for (i, event) in events.iter().enumerate() {
+            let Some(id) = event.id.as_deref() else {
+                problem(format!("event {i} has no id"));
+                continue;
+            };
+            match split_event_id(id) {
+                Some((stream, seq)) if stream == self.stream => {
+                    if !seen.insert(seq) {
+                        duplicates += 1;
+                        problem(format!("duplicate event id {id} (event {i})"));
+                    } else if seq <= last {
+                        disordered += 1;
+                        problem(format!("event {id} after seq {last} (event {i})"));
+                    } else {
+                        if seq > last + 1 {
+                            missing += seq - last - 1;
+                            problem(format!("seqs {}..{} missing before {id}", last + 1, seq - 1));
+                        }
+                        last = seq;
+                    }
+                }
+                _ => problem(format!("event id {id:?} is not of stream {}", self.stream)),
+            }
+            if answers > 0 {
+                after_answer += 1;
+            }
+            let message: serde_json::Value = match serde_json::from_str(&event.data) {
+                Ok(m) => m,
+                Err(_) => {
+                    problem(format!("event {id}: data is not JSON: {:.120}", event.data));
+                    continue;
+                }
+            };
+            if message.get("method").and_then(|m| m.as_str()) == Some("notifications/progress") {
+                progress += 1;
+                let params = &message["params"];
+                if params["progressToken"].as_str() != Some(self.token)
+                    || params["progress"].as_f64() != Some(progress as f64)
+                {
+                    problem(format!(
+                        "event {id}: expected progress {progress} of token {}: {:.160}",
+                        self.token, event.data
+                    ));
+                }
+            } else if message.get("id").and_then(|v| v.as_u64()) == Some(self.call_id) {
+                answers += 1;
+                let expected = format!("counted {}", self.steps);
+                if message.pointer("/result/content/0/text").and_then(|t| t.as_str())
+                    != Some(&expected)
+                {
+                    problem(format!("event {id}: unexpected answer: {:.200}", event.data));
+                }
+            } else {
+                problem(format!("event {id}: unexpected message: {:.200}", event.data));
+            }
+        }
+        let expected_progress = self.steps;
+        if progress == expected_progress
+            && answers == 1
+            && after_answer == 0
+            && first_problem.is_none()
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "{} events: {} progress + {answers} answers (expected {} + 1), {missing} seqs missing, {duplicates} duplicate ids, {disordered} out of order, {after_answer} after the answer; first problem: {}",
+            events.len(),
+            progress - skipped,
+            expected_progress - skipped,
+            first_problem.as_deref().unwrap_or("wrong counts")
+        ))
+    }
+}
+
 /// Opens up to `count` sessions (initialize + notifications/initialized) from `conns` connections
 /// until `deadline`. Keeps the session ids when `keep`. One `ok` in the stats is one session
 /// opened, its latency the time of both requests.
@@ -626,6 +909,8 @@ struct Target {
     addr: SocketAddr,
     /// Request line and fixed headers, ending in "\r\n" (more headers follow).
     head: Vec<u8>,
+    /// The same for `GET` (opening or resuming an SSE stream).
+    get_head: Vec<u8>,
 }
 
 impl Target {
@@ -671,9 +956,14 @@ impl Target {
             "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
         )
         .into_bytes();
+        let get_head = format!(
+            "GET {path} HTTP/1.1\r\nHost: {authority}\r\nAccept: text/event-stream\r\n"
+        )
+        .into_bytes();
         Ok(Target {
             addr: SocketAddr::new(ip, port),
             head,
+            get_head,
         })
     }
 }
@@ -703,10 +993,16 @@ struct Conn {
     /// The JSON-RPC payload of the next request.
     payload: Vec<u8>,
     next_id: u64,
+    /// The protocol revision it initializes sessions with and names in `mcp-protocol-version`.
+    version: &'static str,
 }
 
 impl Conn {
     fn new(target: Arc<Target>) -> Self {
+        Self::with_version(target, PROTOCOL_VERSION)
+    }
+
+    fn with_version(target: Arc<Target>, version: &'static str) -> Self {
         let n = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
         Conn {
             target,
@@ -719,6 +1015,7 @@ impl Conn {
             out: Vec::with_capacity(1024),
             payload: Vec::with_capacity(256),
             next_id: n * IDS_PER_CONNECTION,
+            version,
         }
     }
 
@@ -729,11 +1026,23 @@ impl Conn {
 
     fn set_initialize_payload(&mut self) {
         let id = self.take_id();
+        let version = self.version;
         self.payload.clear();
         let _ = write!(
             self.payload,
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":"{PROTOCOL_VERSION}","capabilities":{{}},"clientInfo":{{"name":"bench","version":"1"}}}}}}"#
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":"{version}","capabilities":{{}},"clientInfo":{{"name":"bench","version":"1"}}}}}}"#
         );
+    }
+
+    /// `tools/call slow_count` with a progress token; returns the JSON-RPC id.
+    fn set_slow_count_payload(&mut self, steps: u64, token: &str) -> u64 {
+        let id = self.take_id();
+        self.payload.clear();
+        let _ = write!(
+            self.payload,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"slow_count","arguments":{{"steps":{steps},"interval_ms":0}},"_meta":{{"progressToken":"{token}"}}}}}}"#
+        );
+        id
     }
 
     fn set_call_payload(&mut self) {
@@ -775,6 +1084,15 @@ impl Conn {
         String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned()
     }
 
+    /// Drops the connection (after an abandoned exchange); the next request reconnects.
+    fn disconnect(&mut self) {
+        self.stream = None;
+        self.buf.clear();
+        self.consumed = 0;
+        self.body = Body::InBuf(0, 0);
+        self.session = None;
+    }
+
     async fn connect(&mut self) -> io::Result<()> {
         if self.stream.is_none() {
             let stream =
@@ -805,13 +1123,41 @@ impl Conn {
             self.out.extend_from_slice(b"mcp-session-id: ");
             self.out.extend_from_slice(id.as_bytes());
             self.out.extend_from_slice(b"\r\nmcp-protocol-version: ");
-            self.out.extend_from_slice(PROTOCOL_VERSION.as_bytes());
+            self.out.extend_from_slice(self.version.as_bytes());
             self.out.extend_from_slice(b"\r\n");
         }
         let _ = write!(self.out, "Content-Length: {}\r\n\r\n", self.payload.len());
         self.out.extend_from_slice(&self.payload);
+        self.send(None).await
+    }
 
-        let result = self.exchange().await;
+    /// GETs the session's SSE stream resuming after `last_event_id` and reads it to its end
+    /// (the body is the decoded event stream); returns the status. `first_event` is set to the
+    /// instant the first complete event with an id arrived.
+    async fn get_resume(
+        &mut self,
+        session: &str,
+        last_event_id: &str,
+        first_event: &mut Option<Instant>,
+    ) -> io::Result<u16> {
+        self.buf.drain(..self.consumed);
+        self.consumed = 0;
+        self.body = Body::InBuf(0, 0);
+        self.session = None;
+
+        self.out.clear();
+        self.out.extend_from_slice(&self.target.get_head);
+        let _ = write!(
+            self.out,
+            "mcp-session-id: {session}\r\nmcp-protocol-version: {}\r\nlast-event-id: {last_event_id}\r\n\r\n",
+            self.version
+        );
+        self.send(Some(first_event)).await
+    }
+
+    /// Sends `out` and reads the answer; any I/O or framing error drops the connection.
+    async fn send(&mut self, first_event: Option<&mut Option<Instant>>) -> io::Result<u16> {
+        let result = self.exchange(first_event).await;
         if result.is_err() {
             self.stream = None;
             self.buf.clear();
@@ -822,7 +1168,7 @@ impl Conn {
         result
     }
 
-    async fn exchange(&mut self) -> io::Result<u16> {
+    async fn exchange(&mut self, first_event: Option<&mut Option<Instant>>) -> io::Result<u16> {
         self.connect().await?;
         let stream = self.stream.as_mut().expect("connected above");
         stream.write_all(&self.out).await?;
@@ -833,6 +1179,7 @@ impl Conn {
             &mut self.body,
             &mut self.session,
             &mut self.consumed,
+            first_event,
         )
         .await?;
         if close {
@@ -843,7 +1190,8 @@ impl Conn {
 }
 
 /// Reads one response into `buf` (which starts empty or with bytes of this response): returns
-/// its status and whether the server closes the connection.
+/// its status and whether the server closes the connection. With `first_event`, a streamed body
+/// is decoded as it arrives and `first_event` set when its first SSE event with an id is complete.
 async fn read_response(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
@@ -851,6 +1199,7 @@ async fn read_response(
     body: &mut Body,
     session: &mut Option<(usize, usize)>,
     consumed: &mut usize,
+    mut first_event: Option<&mut Option<Instant>>,
 ) -> io::Result<(u16, bool)> {
     // Head.
     let mut scanned = 0;
@@ -865,7 +1214,27 @@ async fn read_response(
     *session = head.session;
 
     // Body.
-    if head.chunked {
+    if head.chunked && first_event.is_some() {
+        // Incrementally: each chunk is decoded once, as soon as it is complete.
+        dechunked.clear();
+        let mut at = head_end;
+        let mut scanned = 0;
+        loop {
+            let (n, done) = decode_chunks(&buf[at..], dechunked)?;
+            at += n;
+            if let Some(first) = first_event.as_deref_mut() {
+                if first.is_none() && completes_event(dechunked, &mut scanned) {
+                    *first = Some(Instant::now());
+                }
+            }
+            if done {
+                break;
+            }
+            fill(stream, buf).await?;
+        }
+        *body = Body::Dechunked;
+        *consumed = at;
+    } else if head.chunked {
         loop {
             if let Some(n) = decode_chunked(&buf[head_end..], dechunked)? {
                 *body = Body::Dechunked;
@@ -888,7 +1257,13 @@ async fn read_response(
         *consumed = head_end;
     } else {
         // Delimited by the end of the connection.
+        let mut scanned = head_end;
         loop {
+            if let Some(first) = first_event.as_deref_mut() {
+                if first.is_none() && completes_event(buf, &mut scanned) {
+                    *first = Some(Instant::now());
+                }
+            }
             match fill(stream, buf).await {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
@@ -1026,6 +1401,110 @@ fn decode_chunked(data: &[u8], out: &mut Vec<u8>) -> io::Result<Option<usize>> {
     }
 }
 
+/// Decodes the complete chunks at the start of `data`, appending their bytes to `out`: returns
+/// the bytes they span and whether the last chunk (and its trailers) was among them.
+fn decode_chunks(data: &[u8], out: &mut Vec<u8>) -> io::Result<(usize, bool)> {
+    let mut pos = 0;
+    loop {
+        let Some(line_len) = find(&data[pos..], b"\r\n") else {
+            if data.len() - pos > 1024 {
+                return Err(invalid("malformed chunk size line"));
+            }
+            return Ok((pos, false));
+        };
+        let line = &data[pos..pos + line_len];
+        let digits = line.split(|&b| b == b';').next().unwrap_or(b"");
+        let size = parse_hex(digits).ok_or_else(|| invalid("malformed chunk size"))?;
+        let start = pos + line_len + 2;
+        if size == 0 {
+            let mut p = start;
+            loop {
+                let Some(len) = find(&data[p..], b"\r\n") else {
+                    return Ok((pos, false));
+                };
+                p += len + 2;
+                if len == 0 {
+                    return Ok((p, true));
+                }
+            }
+        }
+        if size > MAX_RESPONSE || out.len() + size > MAX_RESPONSE {
+            return Err(invalid("chunked body too large"));
+        }
+        if data.len() < start + size + 2 {
+            return Ok((pos, false));
+        }
+        out.extend_from_slice(&data[start..start + size]);
+        if &data[start + size..start + size + 2] != b"\r\n" {
+            return Err(invalid("malformed chunk end"));
+        }
+        pos = start + size + 2;
+    }
+}
+
+/// Whether the SSE text `data[*from..]` completes an event that has an id; `*from` moves past
+/// the blocks (events, comments) checked.
+fn completes_event(data: &[u8], from: &mut usize) -> bool {
+    while let Some(p) = find(&data[*from..], b"\n\n") {
+        let block = &data[*from..*from + p];
+        *from += p + 2;
+        if block.starts_with(b"id:") || find(block, b"\nid:").is_some() {
+            return true;
+        }
+    }
+    false
+}
+
+/// One server-sent event (comments and incomplete trailing blocks are not events).
+#[derive(Debug, PartialEq)]
+struct SseEvent {
+    id: Option<String>,
+    data: String,
+}
+
+fn parse_sse(text: &[u8]) -> Vec<SseEvent> {
+    let text = String::from_utf8_lossy(text);
+    let mut events = Vec::new();
+    let mut rest = &*text;
+    while let Some(end) = rest.find("\n\n") {
+        let block = &rest[..end];
+        rest = &rest[end + 2..];
+        let mut event = SseEvent {
+            id: None,
+            data: String::new(),
+        };
+        let mut fields = 0;
+        for line in block.lines() {
+            if line.starts_with(':') {
+                continue;
+            }
+            let (name, value) = line.split_once(':').unwrap_or((line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            fields += 1;
+            match name {
+                "id" => event.id = Some(value.to_owned()),
+                "data" => {
+                    if !event.data.is_empty() {
+                        event.data.push('\n');
+                    }
+                    event.data.push_str(value);
+                }
+                _ => {}
+            }
+        }
+        if fields > 0 {
+            events.push(event);
+        }
+    }
+    events
+}
+
+/// `<stream>-<seq>` split at its last dash.
+fn split_event_id(id: &str) -> Option<(&str, u64)> {
+    let (stream, seq) = id.rsplit_once('-')?;
+    Some((stream, seq.parse().ok()?))
+}
+
 fn parse_hex(digits: &[u8]) -> Option<usize> {
     let digits = &digits[..trim_range(digits, 0).1];
     if digits.is_empty() || digits.len() > 8 {
@@ -1116,6 +1595,74 @@ mod tests {
             None
         );
         assert!(decode_chunked(b"zz\r\n", &mut out).is_err());
+    }
+
+    #[test]
+    fn incremental_chunks_and_events() {
+        let mut out = Vec::new();
+        let data = b"5\r\nid: 1\r\n3\r\n\n\n:\r\n0\r\n\r\n";
+        assert_eq!(decode_chunks(&data[..4], &mut out).unwrap(), (0, false));
+        assert_eq!(decode_chunks(&data[..12], &mut out).unwrap(), (10, false));
+        assert_eq!(out, b"id: 1");
+        let mut from = 0;
+        assert!(!completes_event(&out, &mut from));
+        assert_eq!(decode_chunks(&data[10..], &mut out).unwrap(), (15, true));
+        assert_eq!(out, b"id: 1\n\n:");
+        assert!(completes_event(&out, &mut from));
+        assert_eq!(from, 7);
+        let mut from = 0;
+        assert!(!completes_event(b": keep-alive\n\n", &mut from));
+        assert!(completes_event(b"event: message\nid: 3-2\ndata: {}\n\n", &mut 0));
+    }
+
+    #[test]
+    fn sse_events() {
+        let events = parse_sse(
+            b"id: 7-1\nretry: 1000\ndata: \n\n: keep-alive\n\nevent: message\nid: 7-2\ndata: {\"a\":1}\n\nid: 7-3\ndata: x",
+        );
+        assert_eq!(
+            events,
+            vec![
+                SseEvent { id: Some("7-1".into()), data: String::new() },
+                SseEvent { id: Some("7-2".into()), data: r#"{"a":1}"#.into() },
+            ]
+        );
+        assert_eq!(split_event_id("ab-12-3"), Some(("ab-12", 3)));
+        assert_eq!(split_event_id("12"), None);
+    }
+
+    #[test]
+    fn call_stream_checks() {
+        let call = CallStream {
+            session: "s".into(),
+            call_id: 9,
+            token: "t",
+            steps: 2,
+            stream: "4".into(),
+            priming_id: "4-1".into(),
+            priming_seq: 1,
+            took: Duration::ZERO,
+        };
+        let progress = |seq: u64, n: u64| SseEvent {
+            id: Some(format!("4-{seq}")),
+            data: format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":"t","progress":{n}.0,"total":2.0}}}}"#
+            ),
+        };
+        let answer = |seq: u64| SseEvent {
+            id: Some(format!("4-{seq}")),
+            data: r#"{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"counted 2"}]}}"#.into(),
+        };
+        assert!(call.check(&[progress(2, 1), progress(3, 2), answer(4)], 1, 0).is_ok());
+        assert!(call.check(&[progress(3, 2), answer(4)], 2, 1).is_ok());
+        let missing = call.check(&[progress(2, 1), answer(4)], 1, 0).unwrap_err();
+        assert!(missing.contains("1 seqs missing"), "{missing}");
+        let repeated = call
+            .check(&[progress(2, 1), progress(2, 1), progress(3, 2), answer(4)], 1, 0)
+            .unwrap_err();
+        assert!(repeated.contains("1 duplicate ids"), "{repeated}");
+        assert!(call.check(&[progress(2, 1), progress(3, 2)], 1, 0).is_err());
+        assert!(call.check(&[progress(2, 1), answer(3), progress(4, 2)], 1, 0).is_err());
     }
 
     #[test]
