@@ -23,6 +23,8 @@ pub struct RequestScope<'a> {
     pub page_size: usize,
     /// A stable identity of the call (see `RequestContext::call_key`).
     pub call_key: Arc<str>,
+    /// The session the request belongs to, if any.
+    pub session: Option<&'a Arc<str>>,
     /// Where a running call sends notifications and server→client requests.
     pub port: &'a Arc<dyn SessionPort>,
 }
@@ -91,6 +93,7 @@ pub fn handle(
                 scope.port.clone(),
             );
             ctx.principal = scope.principal.cloned();
+            ctx.session = scope.session.cloned();
             match catalog.call_tool(name, arguments, ctx.clone()) {
                 Some(future) => {
                     return Handled::Run {

@@ -47,6 +47,8 @@ pub struct RequestContext {
     /// A stable identity of this call (tenant, session, request id): the same after a failover
     /// re-runs it, so a webhook endpoint can de-duplicate.
     pub call_key: Arc<str>,
+    /// The session the request belongs to (`None` for a request outside any session).
+    pub session: Option<Arc<str>>,
     port: Arc<dyn SessionPort>,
     /// Set once the call has sent anything through the port (so its result must queue behind).
     used_port: Arc<AtomicBool>,
@@ -68,6 +70,7 @@ impl RequestContext {
             progress_token,
             principal: None,
             call_key,
+            session: None,
             port,
             used_port: Arc::new(AtomicBool::new(false)),
         }

@@ -774,19 +774,24 @@ async fn contract_bus(backend: Backend) {
     let mut a = b.bus.subscribe(&["a".into()]).await.unwrap();
     let mut c = b.bus.subscribe(&["c".into()]).await.unwrap();
 
-    // Published right after subscribe() returned: delivered to every subscriber of the topic.
-    b.bus
+    // Published right after subscribe() returned: delivered to every subscriber of the topic,
+    // and the publisher learns how many received it.
+    let received = b
+        .bus
         .publish("a", Bytes::from_static(&[1, 0, 255]))
         .await
         .unwrap();
+    assert_eq!(received, 2, "two subscriptions of topic a");
     assert_eq!(recv(&mut ab).await, message("a", &[1, 0, 255]));
     assert_eq!(recv(&mut a).await, message("a", &[1, 0, 255]));
 
     b.bus.publish("b", Bytes::from_static(b"2")).await.unwrap();
-    b.bus
+    let received = b
+        .bus
         .publish("nobody", Bytes::from_static(b"x"))
         .await
         .unwrap();
+    assert_eq!(received, 0, "a topic nobody listens to");
     assert_eq!(recv(&mut ab).await, message("b", b"2"));
 
     // Nothing of other topics arrived before these markers.

@@ -298,3 +298,73 @@ async fn cancelling_a_call_stops_the_webhook_request() {
         "the server hung up on the webhook endpoint when the client cancelled"
     );
 }
+
+/// The session's actor dies while a webhook call waits for the client's answer to its
+/// elicitation: the call's round and state were recorded in the database, so the restarted
+/// session goes on from that round when the answer arrives (the endpoint is not called again
+/// for round 1), and the result reaches the client on the resumed stream.
+#[actix_rt::test]
+async fn a_call_waiting_for_input_goes_on_from_its_recorded_round_after_a_crash() {
+    let app = spawn_app().await;
+    let (base, endpoint) = start_endpoint().await;
+    app.admin(Method::POST, "/tenants")
+        .json(&json!({ "slug": "acme" }))
+        .send()
+        .await
+        .unwrap();
+    publish(&app, "acme", "ask", format!("{base}/ask"), 2000).await;
+    let c = app
+        .open_session("acme", "2025-11-25", json!({ "elicitation": {} }))
+        .await;
+    let resp = c.send(&json!({ "jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": { "name": "ask", "arguments": {} } })).await;
+    let mut sse = SseReader::new(resp);
+    let mut last_id = None;
+    let request = loop {
+        let e = sse
+            .next_event(Duration::from_secs(5))
+            .await
+            .expect("events");
+        last_id = e.id.clone().or(last_id);
+        if let Some(m) = e.json().filter(|m| m["method"] == "elicitation/create") {
+            break m;
+        }
+    };
+    let calls_before = endpoint.calls.load(Ordering::SeqCst);
+    // The actor crashes: its running webhook call is gone with it.
+    let tenant = app.tenants.get("acme").unwrap();
+    let before = tenant.sessions.get(&c.session).unwrap();
+    before.addr.do_send(mcp_harbor::session::actor::InjectPanic);
+    for _ in 0..100 {
+        if tenant
+            .sessions
+            .get(&c.session)
+            .is_some_and(|e| e.addr != before.addr)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(sse);
+    // The answer arrives afterwards and completes the call.
+    let answer = json!({ "jsonrpc": "2.0", "id": request["id"], "result": { "action": "accept", "content": { "project": "gemini" } } });
+    assert_eq!(c.send(&answer).await.status(), 202);
+    let mut resumed = SseReader::new(c.get_stream(last_id.as_deref()).await);
+    let result = loop {
+        let e = resumed
+            .next_event(Duration::from_secs(5))
+            .await
+            .expect("the result on the resumed stream");
+        if let Some(m) = e.json().filter(|m| m["id"] == 4) {
+            break m;
+        }
+    };
+    assert_eq!(
+        result["result"]["content"][0]["text"], "state=\"asked\" project=\"gemini\"",
+        "{result}"
+    );
+    assert_eq!(
+        endpoint.calls.load(Ordering::SeqCst),
+        calls_before + 1,
+        "only round 2 was sent after the crash"
+    );
+}

@@ -58,6 +58,18 @@ pub trait Catalog: Send + Sync + 'static {
     fn reruns_safely(&self, _tool: &str) -> bool {
         false
     }
+    /// Goes on with a call of `tool` that a previous replica left waiting for the client's input
+    /// (an elicitation or a sampling answer): `answer` resolves with the client's answer. `None`
+    /// when this catalog cannot (the call is then re-run or reported interrupted).
+    fn resume_call(
+        &self,
+        _tool: &str,
+        _arguments: Map<String, Value>,
+        _ctx: RequestContext,
+        _answer: tokio::sync::oneshot::Receiver<Result<Value, RpcError>>,
+    ) -> Option<CallFuture> {
+        None
+    }
     /// Completion values for a prompt argument or template variable; `None` when the reference
     /// is not this catalog's.
     fn complete(&self, _reference: &Value, _argument: &str, _value: &str) -> Option<Vec<String>> {
@@ -151,6 +163,18 @@ impl TenantCatalog {
     ) -> Option<CallFuture> {
         let owner = self.tool_owner.get(name)?;
         self.catalogs[*owner].call_tool(name, arguments, ctx)
+    }
+
+    /// See `Catalog::resume_call`.
+    pub fn resume_call(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        ctx: RequestContext,
+        answer: tokio::sync::oneshot::Receiver<Result<Value, RpcError>>,
+    ) -> Option<CallFuture> {
+        let owner = self.tool_owner.get(name)?;
+        self.catalogs[*owner].resume_call(name, arguments, ctx, answer)
     }
 
     /// Whether an interrupted call of `tool` may run again (see `Catalog::reruns_safely`).

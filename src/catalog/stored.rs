@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::{CallFuture, Catalog, RequestContext};
 use crate::protocol::jsonrpc::RpcError;
-use crate::store::{CatalogEntry, CatalogKind};
+use crate::store::{CatalogEntry, CatalogKind, PendingInput, PendingInputStore, SqlStore};
 use crate::tools::webhook::{self, WebhookCall, WebhookTarget};
 
 /// A published tool (its stored form).
@@ -229,6 +229,58 @@ pub struct WebhookRuntime {
     pub tenant: Arc<str>,
     /// Development: endpoints on loopback and private addresses may be called.
     pub allow_private: bool,
+    /// Where calls waiting for the client's input are recorded (so another replica can go on
+    /// with them); `None`: not recorded.
+    pub store: Option<SqlStore>,
+}
+
+/// Records a session's webhook call between rounds in the database, keyed by tenant, session
+/// and request id.
+struct PendingCall {
+    store: SqlStore,
+    tenant: Arc<str>,
+    session: Arc<str>,
+    request_id: String,
+    tool: String,
+}
+
+impl PendingCall {
+    fn new(runtime: &WebhookRuntime, tool: &str, ctx: &RequestContext) -> Option<PendingCall> {
+        Some(PendingCall {
+            store: runtime.store.clone()?,
+            tenant: runtime.tenant.clone(),
+            session: ctx.session.clone()?,
+            request_id: ctx.request_id.to_value().to_string(),
+            tool: tool.to_string(),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl webhook::RoundJournal for PendingCall {
+    async fn waiting(&self, round: usize, state: &Value) {
+        let input = PendingInput {
+            tool: self.tool.clone(),
+            round: round as u32,
+            state: state.clone(),
+        };
+        if let Err(e) = self
+            .store
+            .save_pending_input(&self.tenant, &self.session, &self.request_id, &input)
+            .await
+        {
+            tracing::warn!(error = %e, tool = %self.tool, "could not record a webhook call waiting for input; it cannot move to another replica");
+        }
+    }
+    async fn finished(&self) {
+        if let Err(e) = self
+            .store
+            .delete_pending_input(&self.tenant, &self.session, Some(&self.request_id))
+            .await
+        {
+            tracing::warn!(error = %e, tool = %self.tool, "could not forget a finished webhook call");
+        }
+    }
 }
 
 /// A tenant's published entries, ready to serve.
@@ -339,7 +391,74 @@ impl Catalog for StoredCatalog {
                 principal: ctx.principal.as_deref().cloned(),
                 output_schema: tool.output_schema.clone(),
             };
-            Ok(webhook::invoke(&runtime.client, &tool.webhook, call, ctx).await)
+            let journal = PendingCall::new(&runtime, &tool.name, &ctx);
+            let journal = journal.as_ref().map(|j| j as &dyn webhook::RoundJournal);
+            Ok(
+                webhook::invoke_with(&runtime.client, &tool.webhook, call, ctx, journal, None)
+                    .await,
+            )
+        }))
+    }
+
+    /// Goes on from the round the call recorded before its replica died, with the client's
+    /// answer to that round's input request.
+    fn resume_call(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        ctx: RequestContext,
+        answer: tokio::sync::oneshot::Receiver<Result<Value, RpcError>>,
+    ) -> Option<CallFuture> {
+        let tool = self.tools.iter().find(|t| t.name == name)?.clone();
+        let runtime = self.runtime.clone();
+        let journal = PendingCall::new(&runtime, &tool.name, &ctx)?;
+        Some(Box::pin(async move {
+            let recorded = journal
+                .store
+                .pending_input(&journal.tenant, &journal.session, &journal.request_id)
+                .await;
+            let pending = match recorded {
+                Ok(Some(p)) if p.tool == tool.name => p,
+                other => {
+                    if let Err(e) = other {
+                        tracing::warn!(error = %e, "could not read a recorded webhook call");
+                    }
+                    return Ok(crate::protocol::mcp::tool_error(format!(
+                        "The `{}` tool was interrupted by a server failover before it could go on; \
+                         call it again",
+                        tool.name
+                    )));
+                }
+            };
+            let outcome = answer.await.unwrap_or_else(|_| {
+                Err(RpcError::internal(
+                    "the session ended before the client answered",
+                ))
+            });
+            let from = webhook::Resumption {
+                round: pending.round as usize,
+                state: pending.state,
+                input: webhook::input_for(outcome),
+            };
+            tracing::info!(tenant = %runtime.tenant, tool = %tool.name, round = from.round,
+                "webhook call goes on from its recorded round after a failover");
+            let call = WebhookCall {
+                tenant: runtime.tenant.to_string(),
+                tool: tool.name.clone(),
+                arguments,
+                principal: ctx.principal.as_deref().cloned(),
+                output_schema: tool.output_schema.clone(),
+            };
+            let journal = &journal as &dyn webhook::RoundJournal;
+            Ok(webhook::invoke_with(
+                &runtime.client,
+                &tool.webhook,
+                call,
+                ctx,
+                Some(journal),
+                Some(from),
+            )
+            .await)
         }))
     }
 

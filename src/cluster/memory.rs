@@ -338,8 +338,9 @@ impl Leases for MemoryCluster {
 
 #[async_trait]
 impl Bus for MemoryCluster {
-    async fn publish(&self, topic: &str, payload: Bytes) -> Result<(), BackendError> {
+    async fn publish(&self, topic: &str, payload: Bytes) -> Result<usize, BackendError> {
         let mut topics = self.topics.lock();
+        let mut received = 0;
         if let Some(senders) = topics.subscribers.get_mut(topic) {
             senders.retain(|tx| {
                 tx.send(BusMessage {
@@ -348,11 +349,12 @@ impl Bus for MemoryCluster {
                 })
                 .is_ok()
             });
+            received = senders.len();
             if senders.is_empty() {
                 topics.subscribers.remove(topic);
             }
         }
-        Ok(())
+        Ok(received)
     }
 
     async fn subscribe(

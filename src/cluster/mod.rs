@@ -225,7 +225,9 @@ pub struct BusMessage {
 /// tenant-wide events every replica must hear (catalog changes, suspension, deletion).
 #[async_trait]
 pub trait Bus: Send + Sync + 'static {
-    async fn publish(&self, topic: &str, payload: Bytes) -> Result<(), BackendError>;
+    /// Publishes `payload` on `topic`; returns how many subscriptions received it (0: nobody
+    /// listens, e.g. the replica whose topic it is has died).
+    async fn publish(&self, topic: &str, payload: Bytes) -> Result<usize, BackendError>;
     /// Receives what is published on `topics` from now on. The subscription survives backend
     /// outages (it reconnects and resubscribes; messages published meanwhile are lost). It ends
     /// when the receiver is dropped.

@@ -528,13 +528,13 @@ async fn pump(
 
 #[async_trait]
 impl Bus for RedisCluster {
-    async fn publish(&self, topic: &str, payload: Bytes) -> Result<(), BackendError> {
+    async fn publish(&self, topic: &str, payload: Bytes) -> Result<usize, BackendError> {
         let mut conn = self.conn();
         bounded(
             redis::cmd("PUBLISH")
                 .arg(format!("{}{topic}", self.channel_prefix()))
                 .arg(payload.as_ref())
-                .exec_async(&mut conn),
+                .query_async::<usize>(&mut conn),
         )
         .await
     }

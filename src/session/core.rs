@@ -119,6 +119,13 @@ pub struct InFlightRecord {
     pub rerunnable: bool,
 }
 
+/// A server→client request the client has not answered yet, and the request it serves.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AwaitingRecord {
+    pub id: RequestId,
+    pub origin: RequestId,
+}
+
 /// What another replica (or a restarted actor) needs to go on serving the session.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionSnapshot {
@@ -139,6 +146,8 @@ pub struct SessionSnapshot {
     pub next_server_request: i64,
     #[serde(default)]
     pub inflight: Vec<InFlightRecord>,
+    #[serde(default)]
+    pub awaiting: Vec<AwaitingRecord>,
 }
 
 impl SessionSnapshot {
@@ -233,6 +242,8 @@ pub struct Session {
     finished: Option<Vec<StreamItem>>,
     /// Requests of a restored snapshot, to run again or to answer as interrupted.
     recovered: Vec<InFlightRecord>,
+    /// Server→client requests of a restored snapshot the client may still answer.
+    recovered_awaiting: Vec<AwaitingRecord>,
     /// Something a snapshot holds changed since the last one was queued.
     dirty: bool,
     catalog: CatalogHandle,
@@ -268,6 +279,7 @@ impl Session {
             standalone: None,
             finished: None,
             recovered: Vec::new(),
+            recovered_awaiting: Vec::new(),
             dirty: true,
             catalog,
             outbox,
@@ -311,6 +323,7 @@ impl Session {
             s.standalone = Some(key);
         }
         s.recovered = snapshot.inflight.clone();
+        s.recovered_awaiting = snapshot.awaiting.clone();
         s
     }
 
@@ -340,15 +353,18 @@ impl Session {
         key
     }
 
-    /// After a restore: runs again the interrupted requests that may safely run twice (their
-    /// answers go to their original streams) and answers the others with an error saying they
-    /// were interrupted. Returns the invocations to run.
+    /// After a restore: a call that was waiting for the client's input goes on from its recorded
+    /// round when its catalog can (the client's answer, sent to any replica, completes it); other
+    /// interrupted requests that may safely run twice run again (their answers go to their
+    /// original streams); the rest are answered with an error saying they were interrupted.
+    /// Returns the invocations to run.
     pub fn recover(
         &mut self,
         last_seqs: &HashMap<StreamId, u64>,
         port: &Arc<dyn SessionPort>,
     ) -> Vec<Invocation> {
         let mut jobs = Vec::new();
+        let awaiting = std::mem::take(&mut self.recovered_awaiting);
         for record in std::mem::take(&mut self.recovered) {
             let Some(stream) = record.stream else {
                 continue; // Never became SSE: no client can receive its answer.
@@ -356,6 +372,12 @@ impl Session {
             let key = self.restored_stream(StreamId(stream), last_seqs, false);
             if let Some(s) = self.streams.get_mut(&key) {
                 s.owed += 1;
+            }
+            if let Some(waiting) = awaiting.iter().find(|a| a.origin == record.id) {
+                if let Some(job) = self.resume_waiting(&record, waiting, key, port) {
+                    jobs.push(job);
+                    continue;
+                }
             }
             if record.rerunnable {
                 tracing::info!(session = %self.id, id = %record.id, method = %record.method,
@@ -389,6 +411,70 @@ impl Session {
         }
         self.dirty = true;
         jobs
+    }
+
+    /// Goes on with a tools/call that was waiting for the client's answer to `waiting`.
+    fn resume_waiting(
+        &mut self,
+        record: &InFlightRecord,
+        waiting: &AwaitingRecord,
+        key: StreamKey,
+        port: &Arc<dyn SessionPort>,
+    ) -> Option<Invocation> {
+        if record.method != "tools/call" {
+            return None;
+        }
+        let version = self.version?;
+        let name = record.params.get("name").and_then(Value::as_str)?;
+        let arguments = match record.params.get("arguments") {
+            Some(Value::Object(m)) => m.clone(),
+            _ => Map::new(),
+        };
+        let progress_token = record
+            .params
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .cloned();
+        let mut ctx = RequestContext::new(
+            record.id.clone(),
+            version,
+            self.client_capabilities.clone(),
+            progress_token,
+            format!("{}/{}/{}", self.tenant, self.id, record.id).into(),
+            port.clone(),
+        );
+        ctx.session = Some(self.id.clone());
+        let (tx, rx) = oneshot::channel();
+        let future = self
+            .catalog
+            .current()
+            .resume_call(name, arguments, ctx.clone(), rx)?;
+        tracing::info!(session = %self.id, id = %record.id, tool = name,
+            "a call waiting for the client's input goes on after a failover");
+        self.inflight.insert(
+            record.id.clone(),
+            InFlight {
+                stream: key,
+                abort: None,
+                record: Some((
+                    record.method.clone(),
+                    record.params.clone(),
+                    record.rerunnable,
+                )),
+            },
+        );
+        self.pending.insert(
+            waiting.id.clone(),
+            PendingRequest {
+                origin: record.id.clone(),
+                reply: tx,
+            },
+        );
+        Some(Invocation {
+            id: record.id.clone(),
+            future,
+            ctx,
+        })
     }
 
     pub fn snapshot(&self) -> SessionSnapshot {
@@ -431,6 +517,18 @@ impl Session {
             streams_opened: self.streams_opened,
             next_server_request: self.next_server_request,
             inflight,
+            awaiting: {
+                let mut awaiting: Vec<AwaitingRecord> = self
+                    .pending
+                    .iter()
+                    .map(|(id, p)| AwaitingRecord {
+                        id: id.clone(),
+                        origin: p.origin.clone(),
+                    })
+                    .collect();
+                awaiting.extend(self.recovered_awaiting.iter().cloned());
+                awaiting
+            },
         }
     }
 
@@ -776,6 +874,7 @@ impl Session {
             catalog: &catalog,
             page_size: self.settings.page_size,
             call_key: format!("{}/{}/{}", self.tenant, self.id, req.id).into(),
+            session: Some(&self.id),
             port,
         };
         methods::handle(&req.id, &req.method, params, progress_token, &scope)
@@ -839,6 +938,7 @@ impl Session {
     fn on_response(&mut self, r: Response) {
         match self.pending.remove(&r.id) {
             Some(p) => {
+                self.dirty = true;
                 let _ = p.reply.send(r.outcome);
             }
             None => {
@@ -939,6 +1039,9 @@ impl Session {
                 reply,
             },
         );
+        // Saved before the client can see the request: a replica taking the session over knows
+        // which answer to wait for.
+        self.save_if_changed();
         self.emit(
             stream,
             to_bytes(&jsonrpc::request_message(&id, method, params)),

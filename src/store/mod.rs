@@ -158,6 +158,41 @@ pub trait CatalogStore {
     ) -> Result<bool, StoreError>;
 }
 
+/// A webhook tool call waiting for the MCP client's input: the round that asked and the
+/// endpoint's opaque state (the design card's elicitation state).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingInput {
+    pub tool: String,
+    pub round: u32,
+    pub state: Value,
+}
+
+/// Webhook calls waiting for input, by (tenant, session, request id as JSON).
+#[allow(async_fn_in_trait)]
+pub trait PendingInputStore {
+    /// Records (or replaces) what the call is waiting for.
+    async fn save_pending_input(
+        &self,
+        tenant: &str,
+        session: &str,
+        request_id: &str,
+        input: &PendingInput,
+    ) -> Result<(), StoreError>;
+    async fn pending_input(
+        &self,
+        tenant: &str,
+        session: &str,
+        request_id: &str,
+    ) -> Result<Option<PendingInput>, StoreError>;
+    /// The call ended (or the session did, with `request_id` `None`).
+    async fn delete_pending_input(
+        &self,
+        tenant: &str,
+        session: &str,
+        request_id: Option<&str>,
+    ) -> Result<(), StoreError>;
+}
+
 /// The admin API's credential, stored hashed.
 #[allow(async_fn_in_trait)]
 pub trait AdminStore {

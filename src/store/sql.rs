@@ -9,8 +9,8 @@ use sqlx::migrate::Migrator;
 use sqlx::{AnyPool, Row};
 
 use super::{
-    AdminStore, CatalogEntry, CatalogKind, CatalogStore, StoreError, TenantLimits, TenantRecord,
-    TenantStatus, TenantStore,
+    AdminStore, CatalogEntry, CatalogKind, CatalogStore, PendingInput, PendingInputStore,
+    StoreError, TenantLimits, TenantRecord, TenantStatus, TenantStore,
 };
 
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
@@ -393,6 +393,89 @@ impl AdminStore for SqlStore {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        Ok(())
+    }
+}
+
+impl PendingInputStore for SqlStore {
+    #[tracing::instrument(skip(self, input))]
+    async fn save_pending_input(
+        &self,
+        tenant: &str,
+        session: &str,
+        request_id: &str,
+        input: &PendingInput,
+    ) -> Result<(), StoreError> {
+        let state =
+            serde_json::to_string(&input.state).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        sqlx::query(
+            "INSERT INTO pending_inputs (tenant, session, request_id, tool, round, state, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (tenant, session, request_id) DO UPDATE \
+             SET tool = excluded.tool, round = excluded.round, state = excluded.state",
+        )
+        .bind(tenant)
+        .bind(session)
+        .bind(request_id)
+        .bind(&input.tool)
+        .bind(i64::from(input.round))
+        .bind(state)
+        .bind(super::now_millis())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn pending_input(
+        &self,
+        tenant: &str,
+        session: &str,
+        request_id: &str,
+    ) -> Result<Option<PendingInput>, StoreError> {
+        let row = sqlx::query(
+            "SELECT tool, round, state FROM pending_inputs \
+             WHERE tenant = $1 AND session = $2 AND request_id = $3",
+        )
+        .bind(tenant)
+        .bind(session)
+        .bind(request_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let state: String = row.try_get("state")?;
+        let round: i64 = row.try_get("round")?;
+        Ok(Some(PendingInput {
+            tool: row.try_get("tool")?,
+            round: u32::try_from(round).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            state: serde_json::from_str(&state).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        }))
+    }
+
+    #[tracing::instrument(skip(self))]
+    async fn delete_pending_input(
+        &self,
+        tenant: &str,
+        session: &str,
+        request_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        match request_id {
+            Some(id) => sqlx::query(
+                "DELETE FROM pending_inputs WHERE tenant = $1 AND session = $2 AND request_id = $3",
+            )
+            .bind(tenant)
+            .bind(session)
+            .bind(id)
+            .execute(&self.pool)
+            .await?,
+            None => {
+                sqlx::query("DELETE FROM pending_inputs WHERE tenant = $1 AND session = $2")
+                    .bind(tenant)
+                    .bind(session)
+                    .execute(&self.pool)
+                    .await?
+            }
+        };
         Ok(())
     }
 }

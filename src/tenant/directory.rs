@@ -180,6 +180,7 @@ impl TenantDirectory {
             client: self.http.clone(),
             tenant: slug.into(),
             allow_private: self.allow_private_webhooks,
+            store: Some(self.store.clone()),
         };
         catalogs.push(Arc::new(StoredCatalog::new(runtime, &entries)));
         Ok(TenantCatalog::new(catalogs))

@@ -151,6 +151,25 @@ pub struct WebhookCall {
     pub output_schema: Option<Value>,
 }
 
+/// Where a call's progress between rounds is recorded, so that if the replica running it dies
+/// while the MCP client is answering an input request, another replica can go on from that round.
+#[async_trait::async_trait]
+pub trait RoundJournal: Send + Sync {
+    /// Round `round` asked the client for input; `state` is what the endpoint sent with it.
+    async fn waiting(&self, round: usize, state: &Value);
+    /// The call ended (with a result or an error).
+    async fn finished(&self);
+}
+
+/// Where a call recorded by a [`RoundJournal`] goes on: the round that asked for input, the
+/// endpoint's state, and the client's answer (as [`input_for`] makes it).
+#[derive(Debug, Clone)]
+pub struct Resumption {
+    pub round: usize,
+    pub state: Value,
+    pub input: Value,
+}
+
 /// An HTTP client suited to [`invoke`]: no redirects (a redirect is reported as the endpoint's
 /// non-2xx status instead of re-sending the signed call elsewhere), a connect timeout, and an
 /// identifying `user-agent`. Build it once and share it.
@@ -173,8 +192,25 @@ pub async fn invoke(
     call: WebhookCall,
     ctx: RequestContext,
 ) -> Value {
+    invoke_with(client, target, call, ctx, None, None).await
+}
+
+/// [`invoke`], recording rounds that wait for input in `journal`, and starting after a recorded
+/// round when `from` is given (the client's answer to that round's input request).
+pub async fn invoke_with(
+    client: &reqwest::Client,
+    target: &WebhookTarget,
+    call: WebhookCall,
+    ctx: RequestContext,
+    journal: Option<&dyn RoundJournal>,
+    from: Option<Resumption>,
+) -> Value {
     let started = Instant::now();
-    match run(client, target, &call, &ctx).await {
+    let outcome = run(client, target, &call, &ctx, journal, from).await;
+    if let Some(journal) = journal {
+        journal.finished().await;
+    }
+    match outcome {
         Ok(result) => {
             tracing::debug!(
                 tenant = %call.tenant,
@@ -214,6 +250,8 @@ async fn run(
     target: &WebhookTarget,
     call: &WebhookCall,
     ctx: &RequestContext,
+    journal: Option<&dyn RoundJournal>,
+    from: Option<Resumption>,
 ) -> Result<Value, String> {
     // Defence in depth: the URL was validated when the tool was configured, but never send a
     // signed call in clear text to a non-loopback host.
@@ -229,8 +267,11 @@ async fn run(
         .unwrap_or(DEFAULT_TIMEOUT_MS)
         .clamp(1, MAX_TIMEOUT_MS);
 
-    let mut follow_up: Option<(Value, Value)> = None;
-    for round in 1..=MAX_ROUNDS {
+    let (first, mut follow_up) = match from {
+        Some(r) => (r.round + 1, Some((r.state, r.input))),
+        None => (1, None),
+    };
+    for round in first..=MAX_ROUNDS {
         let mut body = json!({
             "type": "tools/call",
             "tenant": call.tenant,
@@ -275,12 +316,17 @@ async fn run(
                          do not retry it with the same arguments"
                     ));
                 }
+                if let Some(journal) = journal {
+                    journal.waiting(round, &state).await;
+                }
                 let input = ask_client(ctx, call, request, round).await;
                 follow_up = Some((state, input));
             }
         }
     }
-    unreachable!("the last round always returns")
+    Err(format!(
+        "its endpoint asked for input {MAX_ROUNDS} times without returning a result"
+    ))
 }
 
 /// One signed POST; returns the parsed JSON body of a 2xx answer.
@@ -583,13 +629,23 @@ async fn ask_client(
         }
         InputRequest::Sampling { params } => ("sampling", ctx.sample(params).await),
     };
-    match outcome {
-        Ok(answer) => {
-            tracing::debug!(tenant = %call.tenant, tool = %call.tool, round, kind, "client answered input request");
-            answer
+    match &outcome {
+        Ok(_) => {
+            tracing::debug!(tenant = %call.tenant, tool = %call.tool, round, kind, "client answered input request")
         }
         Err(RpcError { code, message, .. }) => {
-            tracing::debug!(tenant = %call.tenant, tool = %call.tool, round, kind, code, %message, "input request not answered");
+            tracing::debug!(tenant = %call.tenant, tool = %call.tool, round, kind, code, %message, "input request not answered")
+        }
+    }
+    input_for(outcome)
+}
+
+/// The next round's `input`: the client's result unchanged, or `{"error": {code, message}}` when
+/// there was no answer.
+pub fn input_for(outcome: Result<Value, RpcError>) -> Value {
+    match outcome {
+        Ok(answer) => answer,
+        Err(RpcError { code, message, .. }) => {
             json!({ "error": { "code": code, "message": message } })
         }
     }
