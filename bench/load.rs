@@ -395,6 +395,12 @@ async fn replay_phase(args: &Args, target: &Arc<Target>) -> Result<bool, String>
         stats.errors
     );
     report_first_error("replay", &stats);
+    if stats.errors > 0 {
+        println!(
+            "replay: note: the server must keep at least {} events per stream (MCP_HARBOR__SESSIONS__EVENT_LOG_CAPACITY); a smaller log replays only its newest events",
+            REPLAY_STEPS + 2
+        );
+    }
     Ok(stats.errors == 0)
 }
 
@@ -424,9 +430,11 @@ async fn resume_phase(args: &Args, target: &Arc<Target>) -> Result<bool, String>
         }
         let mut first = None;
         let started = Instant::now();
-        let result =
-            tokio::time::timeout(STREAM_TIMEOUT, conn.get_resume(&call.session, &after, &mut first))
-                .await;
+        let result = tokio::time::timeout(
+            STREAM_TIMEOUT,
+            conn.get_resume(&call.session, &after, &mut first),
+        )
+        .await;
         match resumed_body(&mut conn, result) {
             Err(e) => stats.error(format!("run {run}: GET after {after}: {e}")),
             Ok(events) => match (call.check(&events, after_seq, 1), first) {
@@ -504,7 +512,12 @@ async fn start_call(
     let started = Instant::now();
     let status = tokio::time::timeout(STREAM_TIMEOUT, conn.post(Some(&session)))
         .await
-        .map_err(|_| format!("tools/call slow_count did not end within {} s", STREAM_TIMEOUT.as_secs()))?
+        .map_err(|_| {
+            format!(
+                "tools/call slow_count did not end within {} s",
+                STREAM_TIMEOUT.as_secs()
+            )
+        })?
         .map_err(|e| format!("tools/call slow_count: {e}"))?;
     let took = started.elapsed();
     if status != 200 {
@@ -548,7 +561,8 @@ impl CallStream {
     fn check(&self, events: &[SseEvent], after: u64, skipped: u64) -> Result<(), String> {
         let mut seen = HashSet::with_capacity(events.len());
         let (mut last, mut progress, mut answers) = (after, skipped, 0u64);
-        let (mut duplicates, mut disordered, mut missing, mut after_answer) = (0u64, 0u64, 0u64, 0u64);
+        let (mut duplicates, mut disordered, mut missing, mut after_answer) =
+            (0u64, 0u64, 0u64, 0u64);
         let mut first_problem: Option<String> = None;
         let mut problem = |p: String| {
             first_problem.get_or_insert(p);
@@ -569,7 +583,11 @@ impl CallStream {
                     } else {
                         if seq > last + 1 {
                             missing += seq - last - 1;
-                            problem(format!("seqs {}..{} missing before {id}", last + 1, seq - 1));
+                            problem(format!(
+                                "seqs {}..{} missing before {id}",
+                                last + 1,
+                                seq - 1
+                            ));
                         }
                         last = seq;
                     }
@@ -600,13 +618,21 @@ impl CallStream {
             } else if message.get("id").and_then(|v| v.as_u64()) == Some(self.call_id) {
                 answers += 1;
                 let expected = format!("counted {}", self.steps);
-                if message.pointer("/result/content/0/text").and_then(|t| t.as_str())
+                if message
+                    .pointer("/result/content/0/text")
+                    .and_then(|t| t.as_str())
                     != Some(&expected)
                 {
-                    problem(format!("event {id}: unexpected answer: {:.200}", event.data));
+                    problem(format!(
+                        "event {id}: unexpected answer: {:.200}",
+                        event.data
+                    ));
                 }
             } else {
-                problem(format!("event {id}: unexpected message: {:.200}", event.data));
+                problem(format!(
+                    "event {id}: unexpected message: {:.200}",
+                    event.data
+                ));
             }
         }
         let expected_progress = self.steps;
@@ -956,10 +982,9 @@ impl Target {
             "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
         )
         .into_bytes();
-        let get_head = format!(
-            "GET {path} HTTP/1.1\r\nHost: {authority}\r\nAccept: text/event-stream\r\n"
-        )
-        .into_bytes();
+        let get_head =
+            format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nAccept: text/event-stream\r\n")
+                .into_bytes();
         Ok(Target {
             addr: SocketAddr::new(ip, port),
             head,
@@ -1606,13 +1631,16 @@ mod tests {
         assert_eq!(out, b"id: 1");
         let mut from = 0;
         assert!(!completes_event(&out, &mut from));
-        assert_eq!(decode_chunks(&data[10..], &mut out).unwrap(), (15, true));
+        assert_eq!(decode_chunks(&data[10..], &mut out).unwrap(), (13, true));
         assert_eq!(out, b"id: 1\n\n:");
         assert!(completes_event(&out, &mut from));
         assert_eq!(from, 7);
         let mut from = 0;
         assert!(!completes_event(b": keep-alive\n\n", &mut from));
-        assert!(completes_event(b"event: message\nid: 3-2\ndata: {}\n\n", &mut 0));
+        assert!(completes_event(
+            b"event: message\nid: 3-2\ndata: {}\n\n",
+            &mut 0
+        ));
     }
 
     #[test]
@@ -1623,8 +1651,14 @@ mod tests {
         assert_eq!(
             events,
             vec![
-                SseEvent { id: Some("7-1".into()), data: String::new() },
-                SseEvent { id: Some("7-2".into()), data: r#"{"a":1}"#.into() },
+                SseEvent {
+                    id: Some("7-1".into()),
+                    data: String::new()
+                },
+                SseEvent {
+                    id: Some("7-2".into()),
+                    data: r#"{"a":1}"#.into()
+                },
             ]
         );
         assert_eq!(split_event_id("ab-12-3"), Some(("ab-12", 3)));
@@ -1649,20 +1683,30 @@ mod tests {
                 r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":"t","progress":{n}.0,"total":2.0}}}}"#
             ),
         };
-        let answer = |seq: u64| SseEvent {
+        let answer = |seq: u64| {
+            SseEvent {
             id: Some(format!("4-{seq}")),
             data: r#"{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"counted 2"}]}}"#.into(),
+        }
         };
-        assert!(call.check(&[progress(2, 1), progress(3, 2), answer(4)], 1, 0).is_ok());
+        assert!(call
+            .check(&[progress(2, 1), progress(3, 2), answer(4)], 1, 0)
+            .is_ok());
         assert!(call.check(&[progress(3, 2), answer(4)], 2, 1).is_ok());
         let missing = call.check(&[progress(2, 1), answer(4)], 1, 0).unwrap_err();
         assert!(missing.contains("1 seqs missing"), "{missing}");
         let repeated = call
-            .check(&[progress(2, 1), progress(2, 1), progress(3, 2), answer(4)], 1, 0)
+            .check(
+                &[progress(2, 1), progress(2, 1), progress(3, 2), answer(4)],
+                1,
+                0,
+            )
             .unwrap_err();
         assert!(repeated.contains("1 duplicate ids"), "{repeated}");
         assert!(call.check(&[progress(2, 1), progress(3, 2)], 1, 0).is_err());
-        assert!(call.check(&[progress(2, 1), answer(3), progress(4, 2)], 1, 0).is_err());
+        assert!(call
+            .check(&[progress(2, 1), answer(3), progress(4, 2)], 1, 0)
+            .is_err());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 #   deploy/cluster.sh up [--replicas N] [--lb hash|round-robin] [--dir RUN]   (defaults 3, hash)
 #   deploy/cluster.sh kill I        kill -9 replica I (1-based)
 #   deploy/cluster.sh restart I     SIGTERM replica I (it drains), wait, start it again
+#   deploy/cluster.sh revive        start again every replica that is not running
 #   deploy/cluster.sh status | logs I | down
 #
 # `up` installs Debian's nginx-light when no nginx is on the machine, creates a fresh database
@@ -198,6 +199,19 @@ cmd_restart() {
   say "restart r$i: serving again on :$port"
 }
 
+cmd_revive() {
+  load_env
+  local i=0 port
+  for port in $PORTS; do
+    i=$((i + 1))
+    if ! kill -0 "$(cat "$RUN/replica-$i.pid")" 2>/dev/null; then
+      start_replica "$i" "$port"
+      wait_for 20 "replica r$i on :$port healthy again" healthy "$port"
+      say "revived r$i on :$port"
+    fi
+  done
+}
+
 cmd_status() {
   load_env
   local i=0 port
@@ -227,8 +241,9 @@ case ${1:-} in
   up) shift; cmd_up "$@" ;;
   kill) cmd_kill "${2:?replica index}" ;;
   restart) cmd_restart "${2:?replica index}" ;;
+  revive) cmd_revive ;;
   status) cmd_status ;;
   logs) load_env; cat "$RUN/replica-${2:?replica index}.log" ;;
   down) cmd_down ;;
-  *) sed -n '2,13p' "$0"; exit 2 ;;
+  *) sed -n '2,14p' "$0"; exit 2 ;;
 esac

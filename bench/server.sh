@@ -1,0 +1,118 @@
+# Shared by bench/run.sh and bench/eventlog.sh (sourced from the repository root, after
+# `set -euo pipefail`): the release binaries, CPU pinning, starting and stopping the server on a
+# free loopback port with a chosen session-state backend, and removing its Redis keys.
+#
+# Environment: SERVER_CPU (default 0), BENCH_CPU (default 1), REDIS_URL (default
+# redis://127.0.0.1:6379), EVENT_LOG_CAPACITY (default 4096 events kept per SSE stream).
+
+server_bin=target/release/mcp-harbor
+bench_bin=target/release/mcp-harbor-bench
+redis_url=${REDIS_URL:-redis://127.0.0.1:6379}
+
+if [[ ! -x $server_bin || ! -x $bench_bin ]]; then
+    echo "building release binaries..." >&2
+    cargo build --release --bins
+fi
+
+log_dir=$(mktemp -d "${TMPDIR:-/tmp}/mcp-harbor-bench.XXXXXX")
+server_pid=""
+url=""
+# The key prefix of the running server's Redis state ("" with the in-process backend).
+redis_prefix=""
+
+# Server and load generator on different cores, so neither steals the other's CPU.
+pin_server=()
+pin_bench=()
+if command -v taskset >/dev/null 2>&1 && (($(nproc) >= 2)); then
+    pin_server=(taskset -c "${SERVER_CPU:-0}")
+    pin_bench=(taskset -c "${BENCH_CPU:-1}")
+else
+    echo "note: taskset unavailable or a single core; server and bench are not pinned" >&2
+fi
+
+# Fails unless Redis answers at $redis_url (needed by the redis backend).
+check_redis() {
+    if ! command -v redis-cli >/dev/null 2>&1; then
+        echo "the redis backend needs redis-cli (to check Redis and remove the bench's keys)" >&2
+        return 1
+    fi
+    if [[ $(redis-cli -u "$redis_url" ping 2>&1) != PONG ]]; then
+        echo "Redis does not answer at $redis_url; start it, e.g.:" >&2
+        echo "  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no" >&2
+        return 1
+    fi
+}
+
+# Deletes every key of the last Redis-backed server (run after it stopped), in batches.
+redis_cleanup() {
+    if [[ -n $redis_prefix ]]; then
+        redis-cli -u "$redis_url" --scan --pattern "$redis_prefix:*" |
+            xargs -r -n 500 redis-cli -u "$redis_url" del >/dev/null || true
+        redis_prefix=""
+    fi
+}
+
+# Stops the server: SIGTERM (it drains), SIGKILL after 15 s. Then removes its Redis keys.
+stop_server() {
+    if [[ -n $server_pid ]]; then
+        kill "$server_pid" 2>/dev/null || true
+        for _ in $(seq 1 150); do
+            kill -0 "$server_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+        server_pid=""
+    fi
+    redis_cleanup
+}
+
+# start_server NAME BACKEND: starts the server (one HTTP worker, a session cap of 200 000, an
+# SQLite file in its own directory, EVENT_LOG_CAPACITY events per stream) with session state
+# in-process (BACKEND memory) or in Redis under a fresh key prefix (BACKEND redis), on port 0
+# (the kernel picks a free one), and reads the URL it prints into $url.
+start_server() {
+    local name=$1 backend=$2
+    local log=$log_dir/server-$name.log data=$log_dir/data-$name
+    local env=(
+        MCP_HARBOR__SERVER__HOST=127.0.0.1
+        MCP_HARBOR__SERVER__PORT=0
+        MCP_HARBOR__SERVER__WORKERS=1
+        MCP_HARBOR__SESSIONS__MAX_PER_TENANT=200000
+        MCP_HARBOR__SESSIONS__EVENT_LOG_CAPACITY="${EVENT_LOG_CAPACITY:-4096}"
+        MCP_HARBOR__STORAGE__DATA_DIR="$data"
+        MCP_HARBOR__CLUSTER__DRAIN_GRACE_SECS=2
+    )
+    case $backend in
+    memory) ;;
+    redis)
+        redis_prefix=bench-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+        env+=(MCP_HARBOR__REDIS__URL="$redis_url" MCP_HARBOR__REDIS__KEY_PREFIX="$redis_prefix")
+        ;;
+    *)
+        echo "unknown backend $backend (memory or redis)" >&2
+        return 1
+        ;;
+    esac
+    mkdir -p "$data"
+    "${pin_server[@]}" env "${env[@]}" "$server_bin" serve >"$log" 2>&1 &
+    server_pid=$!
+    url=""
+    for _ in $(seq 1 100); do
+        url=$(sed -n 's#^mcp-harbor: tenant demo serving MCP at \(http://[^ ]*\)$#\1#p' "$log" | head -n 1)
+        [[ -n $url ]] && break
+        if ! kill -0 "$server_pid" 2>/dev/null; then
+            echo "the server exited during start-up:" >&2
+            cat "$log" >&2
+            server_pid=""
+            redis_cleanup
+            return 1
+        fi
+        sleep 0.1
+    done
+    if [[ -z $url ]]; then
+        echo "the server did not report its URL within 10 s:" >&2
+        cat "$log" >&2
+        return 1
+    fi
+}
