@@ -314,3 +314,102 @@ async fn a_draining_replica_hands_its_sessions_over() {
         "the log level moved with the session: {others:?}"
     );
 }
+
+/// Redis goes away under a running replica (a proxy in front of it refuses connections), then
+/// comes back: what needs it answers 503 with Retry-After at once (new sessions, readiness), the
+/// open session keeps answering, a running call's events wait (logged before they are written)
+/// and arrive once Redis is back, and the replica recovers by itself.
+#[actix_rt::test]
+async fn redis_outages_are_clear_503s_and_nothing_is_lost_when_it_returns() {
+    use common::redis_proxy::{Mode, Proxy};
+    let Some(redis) = test_redis_url().await else {
+        return;
+    };
+    let proxy = Proxy::start(&redis).await;
+    let through_proxy = proxy.url(&redis);
+    let app = spawn_app_with(move |c| {
+        c.redis.url = through_proxy;
+        c.redis.key_prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
+    })
+    .await;
+    let mut c = app.open_session("demo", "2025-11-25", json!({})).await;
+    c.result("tools/list", json!({})).await;
+
+    proxy.set(Mode::Refuse);
+    let started = std::time::Instant::now();
+    let resp = app
+        .post(
+            "demo",
+            None,
+            &common::initialize_body("2025-11-25", json!({})),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 503, "a new session needs its lease in Redis");
+    assert!(resp.headers().contains_key("retry-after"));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let ready = app
+        .http
+        .get(format!("{}/readyz", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    // The open session still answers what needs no shared state.
+    let echo = c
+        .result(
+            "tools/call",
+            json!({ "name": "echo", "arguments": { "text": "still here" } }),
+        )
+        .await;
+    assert_eq!(echo["content"][0]["text"], "still here");
+    // A call whose answer streams: its events cannot be logged, so they wait.
+    let call = c
+        .post(
+            &json!({ "jsonrpc": "2.0", "id": 40, "method": "tools/call", "params": {
+            "name": "slow_count", "arguments": { "steps": 3, "interval_ms": 20 },
+            "_meta": { "progressToken": "outage" } } }),
+        )
+        .send();
+    let pending = actix_rt::spawn(call);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    proxy.set(Mode::Up);
+    let resp = pending.await.unwrap().unwrap();
+    let (answer, others) = common::read_answer(resp, 40).await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "counted 3",
+        "{answer}"
+    );
+    let progress = others
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .count();
+    assert_eq!(
+        progress, 3,
+        "every event arrived once Redis was back: {others:?}"
+    );
+    let mut recovered = false;
+    for _ in 0..50 {
+        let resp = app
+            .post(
+                "demo",
+                None,
+                &common::initialize_body("2025-11-25", json!({})),
+            )
+            .send()
+            .await
+            .unwrap();
+        if resp.status() == 200 {
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(recovered, "new sessions open again once Redis is back");
+}

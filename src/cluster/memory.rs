@@ -190,6 +190,11 @@ impl EventLog for MemoryCluster {
         if after.seq > stream.last_seq {
             return Ok(None);
         }
+        // Events right after `after` were already trimmed: a replay would skip them silently.
+        let oldest = stream.events.front().map(|e| e.id.seq);
+        if after.seq < stream.last_seq && oldest.is_none_or(|first| first > after.seq + 1) {
+            return Ok(None);
+        }
         Ok(Some(
             stream
                 .events

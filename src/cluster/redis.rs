@@ -76,7 +76,14 @@ local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
 if not top[1] then return false end
 local last = tonumber(string.match(top[1][1], '^0%-(%d+)$'))
 if last == nil then return redis.error_reply('unexpected stream entry id ' .. top[1][1]) end
-if tonumber(ARGV[1]) > last then return false end
+local after = tonumber(ARGV[1])
+if after > last then return false end
+if after < last then
+  -- Events right after `after` were already trimmed: a replay would skip them silently.
+  local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
+  local oldest = tonumber(string.match(first[1][1], '^0%-(%d+)$'))
+  if oldest == nil or oldest > after + 1 then return false end
+end
 return redis.call('XRANGE', KEYS[1], '(0-' .. ARGV[1], '+')
 ";
 

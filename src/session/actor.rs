@@ -86,8 +86,10 @@ impl SessionActor {
     }
 
     /// Runs tool calls: polled once here (most finish at once and answer with no extra hop),
-    /// otherwise spawned; their outcome comes back as `Completed`.
-    fn run(&mut self, jobs: Vec<Invocation>, ctx: &mut Context<Self>) {
+    /// otherwise spawned; their outcome comes back as `Completed`. Returns whether any is still
+    /// running.
+    fn run(&mut self, jobs: Vec<Invocation>, ctx: &mut Context<Self>) -> bool {
+        let mut running = false;
         for job in jobs {
             let Invocation {
                 id,
@@ -97,8 +99,12 @@ impl SessionActor {
             match catch_unwind(AssertUnwindSafe(|| (&mut future).now_or_never())) {
                 Ok(Some(outcome)) if !rctx.used_port() => self.core.complete(&id, outcome),
                 // It sent messages through the mailbox: its response must queue behind them.
-                Ok(Some(outcome)) => ctx.address().do_send(Completed { id, outcome }),
+                Ok(Some(outcome)) => {
+                    running = true;
+                    ctx.address().do_send(Completed { id, outcome });
+                }
                 Ok(None) => {
+                    running = true;
                     let addr = ctx.address();
                     let task_id = id.clone();
                     let handle = actix_rt::spawn(async move {
@@ -121,6 +127,7 @@ impl SessionActor {
             }
         }
         self.core.save_if_changed();
+        running
     }
 }
 
@@ -201,11 +208,13 @@ impl Handler<Post> for SessionActor {
     type Result = MessageResult<Post>;
     fn handle(&mut self, msg: Post, ctx: &mut Context<Self>) -> Self::Result {
         let port = self.port(ctx);
-        match self.guarded(ctx, |s| s.handle_post(msg.0, &port)) {
-            Some((reply, jobs)) => {
-                self.run(jobs, ctx);
-                MessageResult(reply)
-            }
+        let Some((state, jobs)) = self.guarded(ctx, |s| s.handle_post(msg.0, &port)) else {
+            return MessageResult(Reply::Refused(failed()));
+        };
+        // Calls that finish at once answer as plain JSON; only running ones get a stream.
+        let running = self.run(jobs, ctx);
+        match self.guarded(ctx, |s| s.finish_post(state, running)) {
+            Some(reply) => MessageResult(reply),
             None => MessageResult(Reply::Refused(failed())),
         }
     }
@@ -321,7 +330,7 @@ impl Handler<Recover> for SessionActor {
     fn handle(&mut self, msg: Recover, ctx: &mut Context<Self>) {
         let port = self.port(ctx);
         if let Some(jobs) = self.guarded(ctx, |s| s.recover(&msg.last_seqs, &port)) {
-            self.run(jobs, ctx);
+            let _ = self.run(jobs, ctx);
         }
     }
 }

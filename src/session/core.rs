@@ -99,6 +99,13 @@ pub enum Reply {
     Refused(Refusal),
 }
 
+/// A POST handled up to its answer: the reply, or the stream to claim once the calls it started
+/// were polled (see `Session::finish_post`).
+pub enum PostState {
+    Ready(Reply),
+    Claim(StreamKey),
+}
+
 /// A request whose answer comes from a future (a tool call): the actor polls it and hands the
 /// outcome back to `Session::complete`.
 pub struct Invocation {
@@ -166,7 +173,7 @@ impl SessionSnapshot {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct StreamKey(u64);
+pub struct StreamKey(u64);
 
 /// Where a stream's items go.
 enum Outlet {
@@ -205,6 +212,21 @@ struct Stream {
     batch: Option<Vec<Bytes>>,
     /// The standalone GET stream (or the legacy stream): never ends by itself.
     standalone: bool,
+}
+
+impl Stream {
+    /// The id of this SSE stream's next event, and where the event goes once it is logged.
+    fn next_event(&mut self) -> Option<(EventId, Option<StreamSink>)> {
+        let stream = self.log_id?;
+        self.seq += 1;
+        Some((
+            EventId {
+                stream,
+                seq: self.seq,
+            },
+            self.outlet.sink(),
+        ))
+    }
 }
 
 struct InFlight {
@@ -578,52 +600,65 @@ impl Session {
         !self.inflight.is_empty()
     }
 
-    /// Handles one POST body. Invocations returned must be run and their outcomes passed to
-    /// `complete`.
+    /// Handles one POST body. Invocations returned must be run (their outcomes passed to
+    /// `complete`), then the answer taken with `finish_post`.
     pub fn handle_post(
         &mut self,
         payload: Payload,
         port: &Arc<dyn SessionPort>,
-    ) -> (Reply, Vec<Invocation>) {
+    ) -> (PostState, Vec<Invocation>) {
         let mut jobs = Vec::new();
-        let reply = match payload {
+        let state = match payload {
             Payload::Single(Message::Request(req)) => {
                 let key = self.open_request_stream(1, false);
                 self.dispatch(req, key, port, &mut jobs);
-                self.claim(key, !jobs.is_empty())
+                PostState::Claim(key)
             }
             Payload::Single(Message::Notification(n)) => {
                 self.on_notification(n);
-                Reply::Accepted
+                PostState::Ready(Reply::Accepted)
             }
             Payload::Single(Message::Response(r)) => {
                 self.on_response(r);
-                Reply::Accepted
+                PostState::Ready(Reply::Accepted)
             }
             Payload::Batch(items) => return self.handle_batch(items, port),
         };
-        (reply, jobs)
+        (state, jobs)
+    }
+
+    /// The answer to a POST, once the calls it started were polled: `running` says whether any
+    /// is still running (its stream then becomes resumable SSE on revisions with polling).
+    pub fn finish_post(&mut self, state: PostState, running: bool) -> Reply {
+        match state {
+            PostState::Ready(reply) => reply,
+            PostState::Claim(key) => self.claim(key, running),
+        }
     }
 
     fn handle_batch(
         &mut self,
         items: Vec<Result<Message, RpcError>>,
         port: &Arc<dyn SessionPort>,
-    ) -> (Reply, Vec<Invocation>) {
+    ) -> (PostState, Vec<Invocation>) {
         let mut jobs = Vec::new();
         match self.version {
             Some(v) if v.allows_batches() => {}
             Some(v) => {
                 let msg = format!("JSON-RPC batches are not supported in protocol version {v}");
                 return (
-                    Reply::Refused(Refusal::Invalid(RpcError::invalid_request(msg))),
+                    PostState::Ready(Reply::Refused(Refusal::Invalid(RpcError::invalid_request(
+                        msg,
+                    )))),
                     jobs,
                 );
             }
             None => {
                 let msg = "JSON-RPC batches are not accepted before initialization (initialize cannot be batched)";
                 return (
-                    Reply::Refused(Refusal::Invalid(RpcError::invalid_request(msg))),
+                    PostState::Ready(Reply::Refused(Refusal::Invalid(RpcError::invalid_request(
+                        msg,
+                    )))),
                     jobs,
                 );
             }
@@ -649,8 +684,8 @@ impl Session {
                 }
             }
         }
-        let reply = stream.map_or(Reply::Accepted, |key| self.claim(key, !jobs.is_empty()));
-        (reply, jobs)
+        let state = stream.map_or(PostState::Ready(Reply::Accepted), PostState::Claim);
+        (state, jobs)
     }
 
     /// Hands a POST's stream to the transport once the POST is handled: plain JSON when the
@@ -1283,20 +1318,16 @@ impl Session {
             self.dirty = true;
         }
         if polling {
-            stream.seq += 1;
-            let id = EventId {
-                stream: log_id,
-                seq: stream.seq,
-            };
-            let sink = stream.outlet.sink();
-            self.outbox.push(OutboxItem::Event {
-                event: StoredEvent {
-                    id,
-                    data: Bytes::new(),
-                },
-                item: StreamItem::Priming { id, retry_ms },
-                sink,
-            });
+            if let Some((id, sink)) = stream.next_event() {
+                self.outbox.push(OutboxItem::Event {
+                    event: StoredEvent {
+                        id,
+                        data: Bytes::new(),
+                    },
+                    item: StreamItem::Priming { id, retry_ms },
+                    sink,
+                });
+            }
         }
         for message in gathered {
             self.write_event(key, message);
@@ -1304,16 +1335,9 @@ impl Session {
     }
 
     fn write_event(&mut self, key: StreamKey, data: Bytes) {
-        let Some(stream) = self.streams.get_mut(&key) else {
+        let Some((id, sink)) = self.streams.get_mut(&key).and_then(Stream::next_event) else {
             return;
         };
-        let Some(log_id) = stream.log_id else { return };
-        stream.seq += 1;
-        let id = EventId {
-            stream: log_id,
-            seq: stream.seq,
-        };
-        let sink = stream.outlet.sink();
         self.outbox.push(OutboxItem::Event {
             event: StoredEvent {
                 id,

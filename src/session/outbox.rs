@@ -7,7 +7,12 @@
 //! Writes carry the session's lease; a `Fenced` refusal means another replica took the session
 //! over, and the session is told to stop (`on_fenced`). While the backend is unreachable the
 //! worker retries with backoff and delivers nothing it could not log.
+//!
+//! The worker exists only while there is work: it stops after [`IDLE`] without any, and the
+//! next write starts a new one (an idle session holds no task and no channel). A new worker
+//! waits for its predecessor to finish, so writes never overtake each other.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,7 +56,14 @@ pub struct Outbox {
     ttl: Duration,
     on_fenced: Arc<dyn Fn() + Send + Sync>,
     tx: Option<mpsc::UnboundedSender<OutboxItem>>,
+    /// Held by the running worker: a new one starts only when the previous one is done.
+    turn: Arc<tokio::sync::Mutex<()>>,
+    /// Set once a write was fenced: nothing more is written for this copy of the session.
+    fenced: Arc<AtomicBool>,
 }
+
+/// How long a worker waits for more work before it stops.
+pub const IDLE: Duration = Duration::from_millis(250);
 
 impl Outbox {
     pub fn new(
@@ -68,6 +80,8 @@ impl Outbox {
             ttl,
             on_fenced,
             tx: None,
+            turn: Arc::new(tokio::sync::Mutex::new(())),
+            fenced: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -99,27 +113,39 @@ impl Outbox {
             ttl: self.ttl,
             on_fenced: self.on_fenced.clone(),
             tx: self.tx.clone(),
+            turn: self.turn.clone(),
+            fenced: self.fenced.clone(),
         }
     }
 
     pub fn push(&mut self, item: OutboxItem) {
-        let tx = self.tx.get_or_insert_with(|| {
-            let (tx, rx) = mpsc::unbounded_channel();
-            let worker = Worker {
-                key: self.key.clone(),
-                lease: self.lease.clone(),
-                backends: self.backends.clone(),
-                ttl: self.ttl,
-                on_fenced: self.on_fenced.clone(),
-                fenced: false,
-            };
-            tokio::spawn(worker.run(rx));
-            tx
-        });
-        // A closed worker stopped (fenced): nothing more may be written; flushes are answered.
-        if let Err(mpsc::error::SendError(OutboxItem::Flush(done))) = tx.send(item) {
-            let _ = done.send(());
+        if self.fenced.load(Ordering::Acquire) {
+            // Another replica owns the session: nothing may be written; flushes are answered.
+            if let OutboxItem::Flush(done) = item {
+                let _ = done.send(());
+            }
+            return;
         }
+        let item = match &self.tx {
+            Some(tx) => match tx.send(item) {
+                Ok(()) => return,
+                // The worker stopped (idle, or fenced): start another.
+                Err(mpsc::error::SendError(item)) => item,
+            },
+            None => item,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let worker = Worker {
+            key: self.key.clone(),
+            lease: self.lease.clone(),
+            backends: self.backends.clone(),
+            ttl: self.ttl,
+            on_fenced: self.on_fenced.clone(),
+            fenced: self.fenced.clone(),
+        };
+        tokio::spawn(worker.run(rx, self.turn.clone()));
+        let _ = tx.send(item);
+        self.tx = Some(tx);
     }
 
     /// Resolves once everything queued so far is written.
@@ -136,7 +162,7 @@ struct Worker {
     backends: Backends,
     ttl: Duration,
     on_fenced: Arc<dyn Fn() + Send + Sync>,
-    fenced: bool,
+    fenced: Arc<AtomicBool>,
 }
 
 /// Backoff between retries while the backend is unreachable.
@@ -144,9 +170,30 @@ const RETRY_MIN: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(2);
 
 impl Worker {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<OutboxItem>) {
+    async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<OutboxItem>,
+        turn: Arc<tokio::sync::Mutex<()>>,
+    ) {
+        let _turn = turn.lock().await;
         let mut batch: Vec<OutboxItem> = Vec::new();
-        while let Some(first) = rx.recv().await {
+        loop {
+            let first = match tokio::time::timeout(IDLE, rx.recv()).await {
+                Ok(Some(item)) => item,
+                Ok(None) => return,
+                Err(_) => {
+                    // Idle: refuse new items (the session starts another worker, which waits for
+                    // this one), then finish what raced in before the refusal.
+                    rx.close();
+                    while let Some(item) = rx.recv().await {
+                        batch.push(item);
+                    }
+                    if !batch.is_empty() {
+                        self.process(std::mem::take(&mut batch)).await;
+                    }
+                    return;
+                }
+            };
             batch.push(first);
             while let Ok(more) = rx.try_recv() {
                 batch.push(more);
@@ -155,9 +202,10 @@ impl Worker {
                 }
             }
             self.process(std::mem::take(&mut batch)).await;
-            if self.fenced {
+            if self.is_fenced() {
                 (self.on_fenced)();
-                // Drain without writing: answer flushes so nobody waits forever.
+                // Answer flushes without writing, so nobody waits forever.
+                rx.close();
                 while let Some(item) = rx.recv().await {
                     if let OutboxItem::Flush(done) = item {
                         let _ = done.send(());
@@ -166,6 +214,10 @@ impl Worker {
                 return;
             }
         }
+    }
+
+    fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Acquire)
     }
 
     async fn process(&mut self, items: Vec<OutboxItem>) {
@@ -197,7 +249,7 @@ impl Worker {
                     let _ = self.backends.leases.release(&self.key, &self.lease).await;
                 }
             }
-            if self.fenced {
+            if self.is_fenced() {
                 return;
             }
         }
@@ -222,7 +274,7 @@ impl Worker {
                 Err(BackendError::Fenced) => {
                     tracing::warn!(session = %self.key.session, tenant = %self.key.tenant,
                         "session taken over by another replica; this copy stops");
-                    self.fenced = true;
+                    self.fenced.store(true, Ordering::Release);
                     return None;
                 }
                 Err(e) => {

@@ -11,7 +11,7 @@ use actix_web::{HttpRequest, HttpResponse};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use super::{HttpError, FORWARDED_HEADER};
+use super::{HttpError, DRAINING_HEADER, FORWARDED_HEADER};
 use crate::protocol::jsonrpc::RpcError;
 
 /// Headers that describe one hop, not the message (RFC 9110 §7.6.1), plus those the client
@@ -36,7 +36,8 @@ pub struct Forwarder {
 
 /// Why a request could not be forwarded.
 pub enum ForwardError {
-    /// The owner did not accept the connection: it is gone.
+    /// The owner did not accept the connection (it is gone), or it is draining and has handed
+    /// the session over: the caller takes the session over.
     Unreachable,
     /// Something else failed (already an HTTP answer).
     Failed(HttpError),
@@ -47,7 +48,10 @@ impl Forwarder {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_millis(1500))
-            .pool_idle_timeout(Duration::from_secs(30))
+            // A fresh connection per forwarded request (cheap between replicas): a pooled one
+            // could be the one a stopping replica is closing, and a request lost on it could
+            // not be told apart from one that was processed.
+            .pool_max_idle_per_host(0)
             .tcp_nodelay(true)
             .build()?;
         Ok(Forwarder {
@@ -92,6 +96,9 @@ impl Forwarder {
                 )));
             }
         };
+        if response.status().as_u16() == 503 && response.headers().contains_key(DRAINING_HEADER) {
+            return Err(ForwardError::Unreachable);
+        }
         let status =
             StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
         let mut builder = HttpResponse::build(status);

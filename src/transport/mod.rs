@@ -33,6 +33,8 @@ pub const VERSION_HEADER: &str = "mcp-protocol-version";
 pub const FORWARDED_HEADER: &str = "x-harbor-forwarded";
 /// Names the replica that answered (operators and failover drills read it).
 pub const REPLICA_HEADER: &str = "x-harbor-replica";
+/// On a 503: this replica is draining and holds no session any more (another one takes over).
+pub const DRAINING_HEADER: &str = "x-harbor-draining";
 /// JSON-RPC code for an unknown or ended session (implementation-defined server error).
 pub const SESSION_NOT_FOUND: i64 = -32001;
 
@@ -41,11 +43,17 @@ pub const SESSION_NOT_FOUND: i64 = -32001;
 pub struct HttpError {
     pub status: StatusCode,
     pub error: RpcError,
+    /// Refused because this replica is draining.
+    draining: bool,
 }
 
 impl HttpError {
     pub fn new(status: StatusCode, error: RpcError) -> Self {
-        HttpError { status, error }
+        HttpError {
+            status,
+            error,
+            draining: false,
+        }
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, RpcError::invalid_request(message))
@@ -88,9 +96,12 @@ impl From<SessionError> for HttpError {
                     format!("Too Many Requests: this tenant's limit of {max} sessions is reached"),
                 ),
             ),
-            SessionError::Draining => HttpError::unavailable(
-                "Service Unavailable: this server is shutting down; retry (another server takes over)",
-            ),
+            SessionError::Draining => HttpError {
+                draining: true,
+                ..HttpError::unavailable(
+                    "Service Unavailable: this server is shutting down; retry (another server takes over)",
+                )
+            },
             SessionError::Unavailable(why) => {
                 tracing::warn!(reason = %why, "session unavailable");
                 HttpError::unavailable("Service Unavailable: session state is unreachable; retry shortly")
@@ -144,6 +155,9 @@ impl ResponseError for HttpError {
             }
             StatusCode::SERVICE_UNAVAILABLE => {
                 builder.insert_header((header::RETRY_AFTER, "1"));
+                if self.draining {
+                    builder.insert_header((DRAINING_HEADER, "1"));
+                }
             }
             _ => {}
         }

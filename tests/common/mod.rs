@@ -2,6 +2,8 @@
 //! with a small SSE reader. Tests assert on what a client sees.
 #![allow(dead_code)]
 
+pub mod redis_proxy;
+
 use std::time::Duration;
 
 use bytes::BytesMut;

@@ -8,6 +8,8 @@ import { execFileSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { headers, sseEvents as events } from "./mcp_http.mjs";
+
 const [base, hook] = process.argv.slice(2);
 if (!base || !hook || !process.env.ADMIN_TOKEN) {
   console.error("usage: ADMIN_TOKEN=… cluster_elicitation.mjs NGINX_URL HOOK_URL");
@@ -20,38 +22,6 @@ const fail = (msg) => {
 };
 setTimeout(() => fail("did not finish within 60 s"), 60_000).unref();
 const url = `${base}/t/demo/mcp`;
-const headers = (sid, extra = {}) => ({
-  "content-type": "application/json",
-  accept: "application/json, text/event-stream",
-  ...(sid ? { "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25" } : {}),
-  ...extra,
-});
-async function* events(resp) {
-  const reader = resp.body.getReader();
-  const decoder = new TextDecoder();
-  let buf = "";
-  for (;;) {
-    let chunk;
-    try {
-      chunk = await reader.read();
-    } catch {
-      return;
-    }
-    if (chunk.done) return;
-    buf += decoder.decode(chunk.value, { stream: true });
-    let cut;
-    while ((cut = buf.indexOf("\n\n")) >= 0) {
-      const raw = buf.slice(0, cut);
-      buf = buf.slice(cut + 2);
-      const ev = { id: null, data: "" };
-      for (const line of raw.split("\n")) {
-        if (line.startsWith("id:")) ev.id = line.slice(3).trim();
-        else if (line.startsWith("data:")) ev.data += line.slice(5).trimStart();
-      }
-      yield ev;
-    }
-  }
-}
 
 // The tool, published through the admin API (any replica).
 const tool = `ask_name_${Date.now()}`;

@@ -10,6 +10,8 @@ import { execFileSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { headers, sseEvents } from "./mcp_http.mjs";
+
 const base = process.argv[2];
 if (!base) {
   console.error("usage: cluster_failover.mjs NGINX_URL");
@@ -23,43 +25,14 @@ const fail = (msg) => {
 };
 setTimeout(() => fail("did not finish within 60 s"), 60_000).unref();
 
-const headers = (sid, extra = {}) => ({
-  "content-type": "application/json",
-  accept: "application/json, text/event-stream",
-  ...(sid ? { "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25" } : {}),
-  ...extra,
-});
-
-// Reads SSE events from a fetch response, calling onEvent({id, data}) for each.
+// Reads SSE events from a fetch response, calling onEvent({id, data}) for each until it returns
+// "stop"; says how the stream ended.
 async function readSse(resp, onEvent) {
-  const reader = resp.body.getReader();
-  const decoder = new TextDecoder();
-  let buf = "";
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return "ended";
-      buf += decoder.decode(value, { stream: true });
-      let cut;
-      while ((cut = buf.indexOf("\n\n")) >= 0) {
-        const raw = buf.slice(0, cut);
-        buf = buf.slice(cut + 2);
-        const ev = { id: null, data: "" };
-        for (const line of raw.split("\n")) {
-          if (line.startsWith("id:")) ev.id = line.slice(3).trim();
-          else if (line.startsWith("data:")) ev.data += line.slice(5).trimStart();
-        }
-        if (ev.id !== null || ev.data) {
-          if (onEvent(ev) === "stop") {
-            reader.cancel().catch(() => {});
-            return "stopped";
-          }
-        }
-      }
-    }
-  } catch (e) {
-    return `broken (${e.cause?.code ?? e.message})`;
+  const state = {};
+  for await (const ev of sseEvents(resp, state)) {
+    if (onEvent(ev) === "stop") return "stopped";
   }
+  return state.end ?? "ended";
 }
 
 // 1. A session, through the balancer.
