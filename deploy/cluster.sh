@@ -69,9 +69,9 @@ start_replica() {
 write_nginx_conf() {
   local lb=$1 servers="" port
   for port in $PORTS; do
-    servers+="    server 127.0.0.1:$port max_fails=1 fail_timeout=3s;"$'\n'
+    servers+="    server 127.0.0.1:$port max_fails=0;"$'\n'
   done
-  local balance="hash \$http_mcp_session_id consistent;"
+  local balance="hash \$harbor_affinity consistent;"
   [ "$lb" = "round-robin" ] && balance="# round-robin: no affinity at all"
   mkdir -p "$RUN/nginx-tmp"
   cat >"$RUN/nginx.conf" <<EOF
@@ -88,8 +88,16 @@ http {
   fastcgi_temp_path $RUN/nginx-tmp/fastcgi;
   uwsgi_temp_path $RUN/nginx-tmp/uwsgi;
   scgi_temp_path $RUN/nginx-tmp/scgi;
+  # A session's requests by its id; a request without one (initialize) by its own random id, so
+  # new sessions spread over the replicas instead of all hashing to the same one.
+  map \$http_mcp_session_id \$harbor_affinity {
+    ""      \$request_id;
+    default \$http_mcp_session_id;
+  }
   upstream harbor {
-    # Affinity by session (an optimisation: any replica serves any session).
+    # Affinity by session (an optimisation: any replica serves any session). max_fails=0: a
+    # replica is never marked down (a 503 from a draining one would otherwise count, and all of
+    # them could be "down" during a rolling restart); a refused connection is retried at once.
     $balance
 $servers    keepalive 64;
   }

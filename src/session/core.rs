@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
-use super::outbox::{Outbox, OutboxItem};
+use super::outbox::{Outbox, OutboxItem, PendingEvent};
 use crate::catalog::{CallFuture, CatalogHandle, RequestContext, SessionPort};
 use crate::cluster::{EventId, StoredEvent, StreamId};
 use crate::methods::{self, Handled, RequestScope};
@@ -1319,14 +1319,14 @@ impl Session {
         }
         if polling {
             if let Some((id, sink)) = stream.next_event() {
-                self.outbox.push(OutboxItem::Event {
+                self.outbox.push(OutboxItem::Event(Box::new(PendingEvent {
                     event: StoredEvent {
                         id,
                         data: Bytes::new(),
                     },
                     item: StreamItem::Priming { id, retry_ms },
                     sink,
-                });
+                })));
             }
         }
         for message in gathered {
@@ -1338,14 +1338,14 @@ impl Session {
         let Some((id, sink)) = self.streams.get_mut(&key).and_then(Stream::next_event) else {
             return;
         };
-        self.outbox.push(OutboxItem::Event {
+        self.outbox.push(OutboxItem::Event(Box::new(PendingEvent {
             event: StoredEvent {
                 id,
                 data: data.clone(),
             },
             item: StreamItem::Event { id, data },
             sink,
-        });
+        })));
     }
 
     /// The legacy transport's single stream: opened with the `endpoint` event.

@@ -154,12 +154,26 @@ async fn restored(
     transport: TransportKind,
     expected: Option<Lease>,
 ) -> Result<Located, SessionError> {
-    match tenant.restore(id, expected).await? {
-        Some(entry) if entry.transport == transport => {
+    match tenant.restore(id, expected).await {
+        Ok(Some(entry)) if entry.transport == transport => {
             entry.activity.touch();
             Ok(Located::Here(entry))
         }
-        _ => Err(SessionError::NotFound),
+        Ok(_) => Err(SessionError::NotFound),
+        // Another replica restored it first (a race): it is the owner now.
+        Err(SessionError::Moved(lease)) => {
+            match tenant
+                .replica
+                .backends
+                .leases
+                .replica_url(&lease.replica)
+                .await?
+            {
+                Some(url) => Ok(Located::Elsewhere { url, lease }),
+                None => Err(SessionError::Moved(lease)),
+            }
+        }
+        Err(e) => Err(e),
     }
 }
 

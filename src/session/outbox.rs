@@ -22,14 +22,17 @@ use tokio::sync::{mpsc, oneshot};
 use super::core::{StreamItem, StreamSink};
 use crate::cluster::{BackendError, Backends, EventId, Lease, SessionKey, StoredEvent};
 
-/// What the worker does, in order.
+/// An event to log, then hand to its connection (when one is attached).
+pub struct PendingEvent {
+    pub event: StoredEvent,
+    pub item: StreamItem,
+    pub sink: Option<StreamSink>,
+}
+
+/// What the worker does, in order. (Kept small: a channel allocates room for 32 at once.)
 pub enum OutboxItem {
-    /// Log `event`, then hand `item` to `sink` (when a connection is attached).
-    Event {
-        event: StoredEvent,
-        item: StreamItem,
-        sink: Option<StreamSink>,
-    },
+    /// Log the event, then hand it to its connection.
+    Event(Box<PendingEvent>),
     /// Save this snapshot (a newer one queued behind it makes it moot).
     Snapshot(Bytes),
     /// Replay the events of `after.stream` that follow `after` (up to seq `upto` when the stream
@@ -189,7 +192,7 @@ impl Worker {
                         batch.push(item);
                     }
                     if !batch.is_empty() {
-                        self.process(std::mem::take(&mut batch)).await;
+                        Box::pin(self.process(std::mem::take(&mut batch))).await;
                     }
                     return;
                 }
@@ -201,7 +204,9 @@ impl Worker {
                     break;
                 }
             }
-            self.process(std::mem::take(&mut batch)).await;
+            // Boxed: the write path's state lives only while there is work, not in every
+            // session's idle worker.
+            Box::pin(self.process(std::mem::take(&mut batch))).await;
             if self.is_fenced() {
                 (self.on_fenced)();
                 // Answer flushes without writing, so nobody waits forever.
@@ -225,10 +230,11 @@ impl Worker {
         let mut iter = items.into_iter().peekable();
         while let Some(item) = iter.next() {
             match item {
-                OutboxItem::Event { event, item, sink } => {
+                OutboxItem::Event(pending) => {
+                    let PendingEvent { event, item, sink } = *pending;
                     events.push((event, item, sink));
                     // Gather consecutive events into one append.
-                    if matches!(iter.peek(), Some(OutboxItem::Event { .. })) {
+                    if matches!(iter.peek(), Some(OutboxItem::Event(_))) {
                         continue;
                     }
                     self.write_events(std::mem::take(&mut events)).await;
