@@ -29,6 +29,23 @@ pub struct RequestScope<'a> {
     pub port: &'a Arc<dyn SessionPort>,
 }
 
+impl RequestScope<'_> {
+    /// The context a running call of request `id` gets.
+    pub fn context(&self, id: &RequestId, progress_token: Option<Value>) -> RequestContext {
+        let mut ctx = RequestContext::new(
+            id.clone(),
+            self.version,
+            self.client_capabilities.clone(),
+            progress_token,
+            self.call_key.clone(),
+            self.port.clone(),
+        );
+        ctx.principal = self.principal.cloned();
+        ctx.session = self.session.cloned();
+        ctx
+    }
+}
+
 /// The outcome of handling a method.
 pub enum Handled {
     /// The answer is known at once.
@@ -84,16 +101,7 @@ pub fn handle(
                     "tools/call needs a string \"name\"",
                 )));
             };
-            let mut ctx = RequestContext::new(
-                id.clone(),
-                scope.version,
-                scope.client_capabilities.clone(),
-                progress_token,
-                scope.call_key.clone(),
-                scope.port.clone(),
-            );
-            ctx.principal = scope.principal.cloned();
-            ctx.session = scope.session.cloned();
+            let ctx = scope.context(id, progress_token);
             match catalog.call_tool(name, arguments, ctx.clone()) {
                 Some(future) => {
                     return Handled::Run {

@@ -283,6 +283,31 @@ impl webhook::RoundJournal for PendingCall {
     }
 }
 
+/// One call of a published tool, or the tool error when its endpoint may not be reached
+/// (private egress off and a non-public address).
+fn webhook_call(
+    runtime: &WebhookRuntime,
+    tool: &ToolDef,
+    arguments: Map<String, Value>,
+    ctx: &RequestContext,
+) -> Result<WebhookCall, Value> {
+    if !runtime.allow_private {
+        if let Err(e) = crate::tools::egress::check_public_url(&tool.webhook.url) {
+            return Err(crate::protocol::mcp::tool_error(format!(
+                "The `{}` tool failed: its endpoint is not allowed ({e})",
+                tool.name
+            )));
+        }
+    }
+    Ok(WebhookCall {
+        tenant: runtime.tenant.to_string(),
+        tool: tool.name.clone(),
+        arguments,
+        principal: ctx.principal.as_deref().cloned(),
+        output_schema: tool.output_schema.clone(),
+    })
+}
+
 /// A tenant's published entries, ready to serve.
 pub struct StoredCatalog {
     runtime: WebhookRuntime,
@@ -376,20 +401,9 @@ impl Catalog for StoredCatalog {
         let tool = self.tools.iter().find(|t| t.name == name)?.clone();
         let runtime = self.runtime.clone();
         Some(Box::pin(async move {
-            if !runtime.allow_private {
-                if let Err(e) = crate::tools::egress::check_public_url(&tool.webhook.url) {
-                    return Ok(crate::protocol::mcp::tool_error(format!(
-                        "The `{}` tool failed: its endpoint is not allowed ({e})",
-                        tool.name
-                    )));
-                }
-            }
-            let call = WebhookCall {
-                tenant: runtime.tenant.to_string(),
-                tool: tool.name.clone(),
-                arguments,
-                principal: ctx.principal.as_deref().cloned(),
-                output_schema: tool.output_schema.clone(),
+            let call = match webhook_call(&runtime, &tool, arguments, &ctx) {
+                Ok(call) => call,
+                Err(refused) => return Ok(refused),
             };
             let journal = PendingCall::new(&runtime, &tool.name, &ctx);
             let journal = journal.as_ref().map(|j| j as &dyn webhook::RoundJournal);
@@ -442,12 +456,9 @@ impl Catalog for StoredCatalog {
             };
             tracing::info!(tenant = %runtime.tenant, tool = %tool.name, round = from.round,
                 "webhook call goes on from its recorded round after a failover");
-            let call = WebhookCall {
-                tenant: runtime.tenant.to_string(),
-                tool: tool.name.clone(),
-                arguments,
-                principal: ctx.principal.as_deref().cloned(),
-                output_schema: tool.output_schema.clone(),
+            let call = match webhook_call(&runtime, &tool, arguments, &ctx) {
+                Ok(call) => call,
+                Err(refused) => return Ok(refused),
             };
             let journal = &journal as &dyn webhook::RoundJournal;
             Ok(webhook::invoke_with(

@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
 use super::outbox::{Outbox, OutboxItem, PendingEvent};
-use crate::catalog::{CallFuture, CatalogHandle, RequestContext, SessionPort};
+use crate::catalog::{CallFuture, CatalogHandle, RequestContext, SessionPort, TenantCatalog};
 use crate::cluster::{EventId, StoredEvent, StreamId};
 use crate::methods::{self, Handled, RequestScope};
 use crate::protocol::jsonrpc;
@@ -186,6 +186,20 @@ enum Outlet {
 }
 
 impl Outlet {
+    /// Hands an item that is not logged (a JSON answer, the legacy `endpoint` event) to the
+    /// stream's client: kept for the claim while unclaimed, dropped when nobody is connected.
+    fn send(&mut self, item: StreamItem) {
+        match self {
+            Outlet::Unclaimed(items) => items.push(item),
+            Outlet::Open(sink) => {
+                if sink.send(item).is_err() {
+                    *self = Outlet::Detached;
+                }
+            }
+            Outlet::Detached => {}
+        }
+    }
+
     fn sink(&self) -> Option<StreamSink> {
         match self {
             Outlet::Open(sink) if !sink.is_closed() => Some(sink.clone()),
@@ -452,25 +466,17 @@ impl Session {
             Some(Value::Object(m)) => m.clone(),
             _ => Map::new(),
         };
-        let progress_token = record
-            .params
-            .get("_meta")
-            .and_then(|m| m.get("progressToken"))
-            .cloned();
-        let mut ctx = RequestContext::new(
-            record.id.clone(),
-            version,
-            self.client_capabilities.clone(),
-            progress_token,
-            format!("{}/{}/{}", self.tenant, self.id, record.id).into(),
-            port.clone(),
-        );
-        ctx.session = Some(self.id.clone());
+        let request = Request {
+            id: record.id.clone(),
+            method: record.method.clone(),
+            params: Some(record.params.clone()),
+        };
+        let catalog = self.catalog.current();
+        let ctx = self
+            .scope(version, &catalog, &record.id, port)
+            .context(&record.id, request.progress_token());
         let (tx, rx) = oneshot::channel();
-        let future = self
-            .catalog
-            .current()
-            .resume_call(name, arguments, ctx.clone(), rx)?;
+        let future = catalog.resume_call(name, arguments, ctx.clone(), rx)?;
         tracing::info!(session = %self.id, id = %record.id, tool = name,
             "a call waiting for the client's input goes on after a failover");
         self.inflight.insert(
@@ -902,17 +908,28 @@ impl Session {
             _ => {}
         }
         let catalog = self.catalog.current();
-        let scope = RequestScope {
+        let scope = self.scope(version, &catalog, &req.id, port);
+        methods::handle(&req.id, &req.method, params, progress_token, &scope)
+    }
+
+    /// The scope this session gives request `id`.
+    fn scope<'a>(
+        &'a self,
+        version: ProtocolVersion,
+        catalog: &'a TenantCatalog,
+        id: &RequestId,
+        port: &'a Arc<dyn SessionPort>,
+    ) -> RequestScope<'a> {
+        RequestScope {
             version,
             client_capabilities: &self.client_capabilities,
             principal: None,
-            catalog: &catalog,
+            catalog,
             page_size: self.settings.page_size,
-            call_key: format!("{}/{}/{}", self.tenant, self.id, req.id).into(),
+            call_key: format!("{}/{}/{}", self.tenant, self.id, id).into(),
             session: Some(&self.id),
             port,
-        };
-        methods::handle(&req.id, &req.method, params, progress_token, &scope)
+        }
     }
 
     fn initialize(&mut self, params: &Map<String, Value>) -> Result<Value, RpcError> {
@@ -1232,22 +1249,14 @@ impl Session {
         if stream.log_id.is_none() && is_response && !stream.standalone {
             match &mut stream.batch {
                 None => {
-                    if let Outlet::Unclaimed(items) = &mut stream.outlet {
-                        items.push(StreamItem::Json(message));
-                    } else if let Outlet::Open(sink) = &stream.outlet {
-                        let _ = sink.send(StreamItem::Json(message));
-                    }
+                    stream.outlet.send(StreamItem::Json(message));
                     self.finish(key);
                 }
                 Some(gathered) => {
                     gathered.push(message);
                     if stream.owed == 0 {
                         let all = json_array(&std::mem::take(gathered));
-                        if let Outlet::Unclaimed(items) = &mut stream.outlet {
-                            items.push(StreamItem::Json(all));
-                        } else if let Outlet::Open(sink) = &stream.outlet {
-                            let _ = sink.send(StreamItem::Json(all));
-                        }
+                        stream.outlet.send(StreamItem::Json(all));
                         self.finish(key);
                     }
                 }
@@ -1272,14 +1281,7 @@ impl Session {
                     .take()
                     .filter(|g| !g.is_empty() && stream.log_id.is_none())
                 {
-                    let all = StreamItem::Json(json_array(&gathered));
-                    match &mut stream.outlet {
-                        Outlet::Unclaimed(items) => items.push(all),
-                        Outlet::Open(sink) => {
-                            let _ = sink.send(all);
-                        }
-                        Outlet::Detached => {}
-                    }
+                    stream.outlet.send(StreamItem::Json(json_array(&gathered)));
                 }
             }
             self.finish(key);
@@ -1352,9 +1354,9 @@ impl Session {
     pub fn open_legacy_stream(&mut self, endpoint: &str) -> StreamReceiver {
         let rx = self.open_standalone();
         if let Some(stream) = self.standalone.and_then(|k| self.streams.get_mut(&k)) {
-            if let Outlet::Open(sink) = &stream.outlet {
-                let _ = sink.send(StreamItem::Endpoint(endpoint.to_string()));
-            }
+            stream
+                .outlet
+                .send(StreamItem::Endpoint(endpoint.to_string()));
         }
         rx
     }

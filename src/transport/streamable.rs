@@ -45,45 +45,11 @@ pub async fn post(
             "Bad Request: initialize opens a new session and must be sent without Mcp-Session-Id",
         ));
     }
-    let located = locate::locate(
-        &tenant.sessions,
-        id,
-        TransportKind::Streamable,
-        admitted.forwarded,
-    )
-    .await?;
-    let entry = match located {
-        Located::Here(entry) => entry,
-        Located::Elsewhere { url, lease } => {
-            if !has_requests(&payload) {
-                // Answers and notifications need nothing back: the bus takes them to the owner.
-                let message = OwnerMessage {
-                    tenant: tenant.slug.to_string(),
-                    session: id.to_string(),
-                    body: String::from_utf8_lossy(&raw).into_owned(),
-                };
-                if let Ok(bytes) = serde_json::to_vec(&message) {
-                    let topic = owner_topic(&lease.replica);
-                    let bus = &tenant.sessions.replica.backends.bus;
-                    // Nobody listening on the owner's topic: it died; take the session over.
-                    if bus.publish(&topic, Bytes::from(bytes)).await.unwrap_or(0) > 0 {
-                        return Ok(HttpResponse::Accepted().finish());
-                    }
-                }
-            }
-            match forwarder.forward(&url, &req, raw.clone()).await {
-                Ok(response) => return Ok(response),
-                Err(ForwardError::Failed(e)) => return Err(e),
-                Err(ForwardError::Unreachable) => {
-                    match locate::take_over(&tenant.sessions, id, TransportKind::Streamable, lease)
-                        .await?
-                    {
-                        Located::Here(entry) => entry,
-                        Located::Elsewhere { .. } => return Err(SessionError::NotFound.into()),
-                    }
-                }
-            }
-        }
+    // Answers and notifications need nothing back: the bus can take them to another owner.
+    let bus_first = !has_requests(&payload);
+    let entry = match reach(&admitted, id, &req, &forwarder, raw, bus_first).await? {
+        Reached::Forwarded(response) => return Ok(response),
+        Reached::Here(entry) => entry,
     };
     match locate::deliver(&tenant.sessions, id, entry, Post(payload)).await? {
         Reply::Accepted => Ok(HttpResponse::Accepted().finish()),
@@ -177,7 +143,7 @@ pub async fn get(
         ),
     };
     let tenant = &admitted.tenant;
-    let entry = match reach(&admitted, id, &req, &forwarder).await? {
+    let entry = match reach(&admitted, id, &req, &forwarder, Bytes::new(), false).await? {
         Reached::Forwarded(response) => return Ok(response),
         Reached::Here(entry) => entry,
     };
@@ -213,7 +179,7 @@ pub async fn delete(
 ) -> Result<HttpResponse, HttpError> {
     check_version_header(&req)?;
     let id = required_session_header(&req)?;
-    match reach(&admitted, id, &req, &forwarder).await? {
+    match reach(&admitted, id, &req, &forwarder, Bytes::new(), false).await? {
         Reached::Forwarded(response) => Ok(response),
         Reached::Here(entry) => {
             locate::deliver(&admitted.tenant.sessions, id, entry, Terminate).await?;
@@ -227,27 +193,45 @@ enum Reached {
     Forwarded(HttpResponse),
 }
 
-/// Finds the session for a request that carries no body worth keeping (GET, DELETE): held
-/// here, or forwarded to its owner, or taken over when the owner cannot be reached.
+/// Finds the session a request names: held here, or reached at its owner — over the bus for a
+/// body of answers and notifications only (`bus_first`), else by forwarding the request with
+/// `body` — or taken over here when the owner cannot be reached.
 async fn reach(
     admitted: &Admitted,
     id: &str,
     req: &HttpRequest,
     forwarder: &Forwarder,
+    body: Bytes,
+    bus_first: bool,
 ) -> Result<Reached, HttpError> {
     let sessions = &admitted.tenant.sessions;
-    match locate::locate(sessions, id, TransportKind::Streamable, admitted.forwarded).await? {
-        Located::Here(entry) => Ok(Reached::Here(entry)),
-        Located::Elsewhere { url, lease } => {
-            match forwarder.forward(&url, req, Bytes::new()).await {
-                Ok(response) => Ok(Reached::Forwarded(response)),
-                Err(ForwardError::Failed(e)) => Err(e),
-                Err(ForwardError::Unreachable) => {
-                    match locate::take_over(sessions, id, TransportKind::Streamable, lease).await? {
-                        Located::Here(entry) => Ok(Reached::Here(entry)),
-                        Located::Elsewhere { .. } => Err(session_not_found()),
-                    }
-                }
+    let (url, lease) =
+        match locate::locate(sessions, id, TransportKind::Streamable, admitted.forwarded).await? {
+            Located::Here(entry) => return Ok(Reached::Here(entry)),
+            Located::Elsewhere { url, lease } => (url, lease),
+        };
+    if bus_first {
+        let message = OwnerMessage {
+            tenant: admitted.tenant.slug.to_string(),
+            session: id.to_string(),
+            body: String::from_utf8_lossy(&body).into_owned(),
+        };
+        if let Ok(bytes) = serde_json::to_vec(&message) {
+            let bus = &sessions.replica.backends.bus;
+            // Nobody listening on the owner's topic: it died; forwarding fails and we take over.
+            let topic = owner_topic(&lease.replica);
+            if bus.publish(&topic, Bytes::from(bytes)).await.unwrap_or(0) > 0 {
+                return Ok(Reached::Forwarded(HttpResponse::Accepted().finish()));
+            }
+        }
+    }
+    match forwarder.forward(&url, req, body).await {
+        Ok(response) => Ok(Reached::Forwarded(response)),
+        Err(ForwardError::Failed(e)) => Err(e),
+        Err(ForwardError::Unreachable) => {
+            match locate::take_over(sessions, id, TransportKind::Streamable, lease).await? {
+                Located::Here(entry) => Ok(Reached::Here(entry)),
+                Located::Elsewhere { .. } => Err(session_not_found()),
             }
         }
     }
