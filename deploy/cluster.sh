@@ -58,7 +58,7 @@ start_replica() {
   MCP_HARBOR__SERVER__HOST=127.0.0.1 MCP_HARBOR__SERVER__PORT="$port" \
   MCP_HARBOR__SERVER__WORKERS=1 MCP_HARBOR__LOG__FILTER="${CLUSTER_LOG:-info}" \
   MCP_HARBOR__STORAGE__DATABASE_URL="$DATABASE_URL" MCP_HARBOR__STORAGE__MIGRATE_ON_START=false \
-  MCP_HARBOR__ADMIN__TOKEN="$ADMIN_TOKEN" \
+  MCP_HARBOR__ADMIN__TOKEN="$ADMIN_TOKEN" MCP_HARBOR__AUTH__SEALING_KEYS="[\"$SEALING_KEY\"]" \
   MCP_HARBOR__REDIS__URL="$REDIS" MCP_HARBOR__REDIS__KEY_PREFIX="$REDIS_PREFIX" \
   MCP_HARBOR__CLUSTER__REPLICA_ID="r$i" MCP_HARBOR__CLUSTER__ADVERTISE_URL="http://127.0.0.1:$port" \
   MCP_HARBOR__CLUSTER__DRAIN_GRACE_SECS="$GRACE" \
@@ -147,6 +147,8 @@ cmd_up() {
   DATABASE_URL="$PG/$DATABASE"
   REDIS_PREFIX="harbor-cluster-$suffix"
   ADMIN_TOKEN="cluster-$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')"
+  # One sealing key for every replica (signing keys sealed by one are opened by the others).
+  SEALING_KEY="cluster:$(python3 -c 'import base64, os; print(base64.b64encode(os.urandom(32)).decode())')"
   say "database $DATABASE, redis prefix $REDIS_PREFIX, $replicas replicas, $lb balancing"
   psql "$PG/postgres" -qAt -c "CREATE DATABASE $DATABASE" >/dev/null
   MCP_HARBOR__STORAGE__DATABASE_URL="$DATABASE_URL" MCP_HARBOR__LOG__FILTER=warn "$BIN" migrate >/dev/null
@@ -170,6 +172,7 @@ DATABASE=$DATABASE
 DATABASE_URL=$DATABASE_URL
 REDIS_PREFIX=$REDIS_PREFIX
 ADMIN_TOKEN=$ADMIN_TOKEN
+SEALING_KEY=$SEALING_KEY
 EOF
   local i=0 port
   for port in $PORTS; do

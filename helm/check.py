@@ -62,18 +62,20 @@ ROOT = HERE.parent
 CHART = HERE / "mcp-harbor"
 RELEASE, NAMESPACE = "harbor", "mcp"
 # src/config.rs, deny_unknown_fields
-CONFIG_SECTIONS = {"server", "sessions", "log", "storage", "admin", "redis", "cluster", "tenants"}
+CONFIG_SECTIONS = {"server", "sessions", "log", "storage", "admin", "redis", "cluster", "auth",
+                   "tenants"}
 DATA_MOUNT = "/var/lib/mcp-harbor"
 HOOK, HOOK_WEIGHT, HOOK_DELETE = ("helm.sh/hook", "helm.sh/hook-weight",
                                   "helm.sh/hook-delete-policy")
 GENERATED_TOKEN = re.compile(r"generated the admin API token[^:]*: (\S+)")
 
 ADMIN_TOKEN = "helm-check-admin-token-0123456789"
+SEALING_KEYS = "k2:" + "A" * 43 + "=,k1:" + "B" * 42 + "A="
 # Secrets an operator creates before `helm install` in the scenarios that name them.
 # "<database>" stands for the PostgreSQL URL (a fresh local database when booting).
 # "<redis>" stands for the Redis URL (the local Redis, with a fresh key prefix, when booting).
 EXISTING_SECRETS = {"harbor-db": {"url": "<database>"}, "harbor-admin": {"token": ADMIN_TOKEN},
-                    "harbor-redis": {"url": "<redis>"}}
+                    "harbor-redis": {"url": "<redis>"}, "harbor-seal": {"keys": SEALING_KEYS}}
 # What the downward API gives a pod (fieldRef), as the boot check stands in for it.
 POD_FIELDS = {"metadata.name": "harbor-mcp-harbor-5d8c7-x2x9q", "status.podIP": "127.0.0.1"}
 
@@ -103,6 +105,7 @@ SCENARIOS: dict[str, dict] = {
         "storage": {"existingSecret": "harbor-db", "databaseUrlKey": "url", "maxConnections": 20},
         "admin": {"existingSecret": "harbor-admin", "tokenKey": "token"},
         "redis": {"existingSecret": "harbor-redis", "urlKey": "url", "keyPrefix": "harbor-check"},
+        "auth": {"existingSecret": "harbor-seal", "sealingKeysKey": "keys"},
         "drainGraceSeconds": 30,
         "replicaCount": 2,
         "migration": {"podAnnotations": {"sidecar.istio.io/inject": "false"}},
@@ -110,6 +113,7 @@ SCENARIOS: dict[str, dict] = {
     "postgres-inline": {
         "storage": {"databaseUrl": "postgres://harbor:s3cret@postgres.db.svc:5432/harbor"},
         "redis": {"url": "redis://redis.db.svc:6379/0"},
+        "auth": {"sealingKeys": SEALING_KEYS, "publicUrl": "https://mcp.example.com"},
         "replicaCount": 3,
     },
     "admin-token": {
@@ -141,6 +145,10 @@ BAD_VALUES: dict[str, dict] = {
     "redis.url and redis.existingSecret together":
         {"redis": {"url": "redis://r:6379", "existingSecret": "redis"}},
     "drainGraceSeconds 0": {"drainGraceSeconds": 0},
+    "auth.sealingKeys that are not id:base64": {"auth": {"sealingKeys": "not a key"}},
+    "auth.sealingKeys and auth.existingSecret together":
+        {"auth": {"sealingKeys": SEALING_KEYS, "existingSecret": "harbor-seal"}},
+    "auth.publicUrl with a path": {"auth": {"publicUrl": "https://mcp.example.com/x"}},
 }
 
 # Values that pass the schema but the chart must refuse when rendering.
@@ -148,6 +156,9 @@ REFUSED_RENDERS: dict[str, dict] = {
     "replicaCount 2 on embedded SQLite": {"replicaCount": 2},
     "replicaCount 2 with PostgreSQL but no Redis":
         {"replicaCount": 2, "storage": {"databaseUrl": "postgres://db/x"}},
+    "replicaCount 2 without shared sealing keys":
+        {"replicaCount": 2, "storage": {"databaseUrl": "postgres://db/x"},
+         "redis": {"url": "redis://r:6379"}},
 }
 
 
@@ -265,7 +276,9 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
     storage, persistence, admin = merged["storage"], merged["persistence"], merged["admin"]
     postgres = bool(storage["databaseUrl"] or storage["existingSecret"])
     redis = merged["redis"]
-    chart_secret = bool(admin["token"] or storage["databaseUrl"] or redis["url"])
+    auth = merged["auth"]
+    chart_secret = bool(admin["token"] or storage["databaseUrl"] or redis["url"]
+                        or auth["sealingKeys"])
     pvc_wanted = not postgres and persistence["enabled"] and not persistence["existingClaim"]
     release_docs = [d for d in docs if not is_hook(d)]
     hook_docs = [d for d in docs if is_hook(d)]
@@ -340,6 +353,19 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
     if merged["replicaCount"] > 1:
         r.check("more than one replica only with PostgreSQL and Redis",
                 postgres and bool(redis["url"] or redis["existingSecret"]))
+        r.check("more than one replica only with shared sealing keys",
+                bool(auth["sealingKeys"] or auth["existingSecret"]))
+    if auth["sealingKeys"] or auth["existingSecret"]:
+        want_ref = ((auth["existingSecret"], auth["sealingKeysKey"]) if auth["existingSecret"]
+                    else (dep["metadata"]["name"], "sealing-keys"))
+        r.check(f"MCP_HARBOR__AUTH__SEALING_KEYS from secretKeyRef {want_ref}",
+                refs.get("MCP_HARBOR__AUTH__SEALING_KEYS") == want_ref,
+                f"got {refs.get('MCP_HARBOR__AUTH__SEALING_KEYS')}")
+    else:
+        r.check("no MCP_HARBOR__AUTH__SEALING_KEYS without keys",
+                "MCP_HARBOR__AUTH__SEALING_KEYS" not in env and "MCP_HARBOR__AUTH__SEALING_KEYS" not in refs)
+    r.check("MCP_HARBOR__AUTH__PUBLIC_URL from auth.publicUrl",
+            env.get("MCP_HARBOR__AUTH__PUBLIC_URL", "") == auth["publicUrl"])
 
     # Non-root, read-only root filesystem.
     psc, csc = pod["spec"].get("securityContext", {}), container.get("securityContext", {})
@@ -387,7 +413,7 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
                 ingress["metadata"].get("annotations", {}) == merged["ingress"]["annotations"])
 
     notes = rendered.get(f"{chart.name}/templates/NOTES.txt", "")
-    secret_values = [v for v in (admin["token"], storage["databaseUrl"]) if v]
+    secret_values = [v for v in (admin["token"], storage["databaseUrl"], auth["sealingKeys"]) if v]
     r.check("NOTES.txt prints no secret value", not any(v in notes for v in secret_values))
     if chart_secret:
         secret = kinds.get("Secret", {})
@@ -395,7 +421,7 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
         r.check("checksum/secret annotation is the chart-managed Secret's sha256 (pods roll on change)",
                 annotations.get("checksum/secret") == want_sum)
         want_keys = {k for k, v in (("admin-token", admin["token"]), ("database-url", storage["databaseUrl"]),
-                                    ("redis-url", redis["url"])) if v}
+                                    ("redis-url", redis["url"]), ("sealing-keys", auth["sealingKeys"])) if v}
         r.check(f"chart-managed Secret holds exactly {sorted(want_keys)}",
                 set(secret_data(secret)) == want_keys, f"got {sorted(secret_data(secret))}")
     else:

@@ -48,6 +48,8 @@ pub enum StartError {
     DataDir { dir: String, source: std::io::Error },
     #[error("shared session state: {0}")]
     Shared(#[from] crate::cluster::BackendError),
+    #[error("authorization: {0}")]
+    Auth(String),
 }
 
 /// Connects to the configured database (creating the embedded SQLite file's directory) and
@@ -79,6 +81,7 @@ async fn seed_tenants(store: &SqlStore, config: &Config) -> Result<(), StoreErro
                 status: TenantStatus::Active,
                 catalogs: t.catalogs.clone(),
                 limits: TenantLimits::default(),
+                auth: crate::store::TenantAuth::None,
                 created_at: now,
                 updated_at: now,
             };
@@ -154,6 +157,33 @@ impl Application {
         );
 
         let store = open_store(&config).await?;
+        let auth_service = {
+            use secrecy::ExposeSecret;
+            let specs: Vec<&str> = config
+                .auth
+                .sealing_keys
+                .iter()
+                .map(|k| k.expose_secret())
+                .collect();
+            let data_dir = std::path::Path::new(&config.storage.data_dir);
+            let sealer = crate::auth::Sealer::from_config_or_file(&specs, data_dir)
+                .map_err(|e| StartError::Auth(format!("auth.sealing_keys: {e}")))?;
+            if specs.is_empty() && !config.storage.database_url.is_empty() {
+                tracing::warn!("auth.sealing_keys is not set: secrets are sealed with a key in this replica's data directory; replicas sharing a database need the same configured key");
+            }
+            Arc::new(
+                crate::auth::AuthService::new(
+                    store.clone(),
+                    sealer,
+                    config.auth.clone(),
+                    config.admin.allow_http_loopback_webhooks,
+                )
+                .map_err(|e| StartError::Auth(e.to_string()))?,
+            )
+        };
+        auth_service.spawn_sweeper();
+        let auth_data = web::Data::from(auth_service);
+        let oauth_state = web::Data::new(crate::oauth::OAuthState::default());
         let (admin_auth, generated_admin_token) =
             AdminAuth::init(&store, &config.admin.token).await?;
         seed_tenants(&store, &config).await?;
@@ -204,9 +234,13 @@ impl Application {
                 .app_data(directory_data.clone())
                 .app_data(forwarder.clone())
                 .app_data(ready.clone())
+                .app_data(auth_data.clone())
+                .app_data(oauth_state.clone())
                 .route("/healthz", web::get().to(healthz))
                 .route("/readyz", web::get().to(readyz))
                 .configure(admin::configure)
+                // Each oauth tenant's authorization server and the discovery documents.
+                .configure(crate::oauth::configure)
                 // /t/{tenant}/mcp (Streamable HTTP), /t/{tenant}/sse and /t/{tenant}/messages
                 // (legacy HTTP+SSE).
                 .configure(|cfg| transport::configure(cfg, &scope_replica))

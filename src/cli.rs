@@ -72,6 +72,27 @@ pub enum AdminCommand {
     /// A tenant's resource templates.
     #[command(subcommand)]
     ResourceTemplate(EntryCommand),
+    /// A tenant's users (who sign in on its login page).
+    #[command(subcommand)]
+    User(UserCommand),
+}
+
+#[derive(Subcommand)]
+pub enum UserCommand {
+    /// Create a user; the password is read from the environment variable named by
+    /// --password-env (default MCP_HARBOR_USER_PASSWORD), never from the command line.
+    Add {
+        tenant: String,
+        username: String,
+        #[arg(long)]
+        display_name: Option<String>,
+        #[arg(long, value_name = "VAR", default_value = "MCP_HARBOR_USER_PASSWORD")]
+        password_env: String,
+    },
+    /// List a tenant's users.
+    List { tenant: String },
+    /// Delete a user.
+    Remove { tenant: String, username: String },
 }
 
 #[derive(Subcommand)]
@@ -95,6 +116,10 @@ pub enum TenantCommand {
         /// A browser origin allowed to call the MCP endpoint (https://app.example.com); repeatable.
         #[arg(long = "allowed-origin", value_name = "ORIGIN")]
         allowed_origins: Vec<String>,
+        /// How MCP requests are authorized: oauth (the platform signs users in) or none (open).
+        /// Default: the server's (oauth).
+        #[arg(long, value_parser = ["oauth", "none"])]
+        auth: Option<String>,
     },
     /// List all tenants.
     List,
@@ -263,11 +288,54 @@ async fn execute(
 ) -> Result<Output, Failure> {
     match command {
         AdminCommand::Tenant(cmd) => tenant(client, cmd, page_size).await,
+        AdminCommand::User(cmd) => user(client, cmd, page_size).await,
         AdminCommand::Tool(cmd) => entry(client, TOOL, cmd, page_size).await,
         AdminCommand::Prompt(cmd) => entry(client, PROMPT, cmd, page_size).await,
         AdminCommand::Resource(cmd) => entry(client, RESOURCE, cmd, page_size).await,
         AdminCommand::ResourceTemplate(cmd) => {
             entry(client, RESOURCE_TEMPLATE, cmd, page_size).await
+        }
+    }
+}
+
+async fn user(
+    client: &AdminClient,
+    command: UserCommand,
+    page_size: u32,
+) -> Result<Output, Failure> {
+    match command {
+        UserCommand::Add {
+            tenant,
+            username,
+            display_name,
+            password_env,
+        } => {
+            let password = std::env::var(&password_env).map_err(|_| {
+                Failure::Unusable(format!(
+                    "set the user's password in the environment variable {password_env}"
+                ))
+            })?;
+            let mut body = json!({ "username": username, "password": password });
+            if let Some(name) = display_name {
+                body["display_name"] = json!(name);
+            }
+            client
+                .json(Method::POST, &["tenants", &tenant, "users"], Some(&body))
+                .await
+        }
+        UserCommand::List { tenant } => {
+            client.list(&["tenants", &tenant, "users"], page_size).await
+        }
+        UserCommand::Remove { tenant, username } => {
+            client
+                .send(
+                    Method::DELETE,
+                    &["tenants", &tenant, "users", &username],
+                    &[],
+                    None,
+                )
+                .await?;
+            Ok(Output::Done(format!("deleted user {username} of {tenant}")))
         }
     }
 }
@@ -286,6 +354,7 @@ async fn tenant(
             max_sessions,
             requests_per_minute,
             allowed_origins,
+            auth,
         } => {
             let mut limits = Map::new();
             if let Some(n) = max_sessions {
@@ -300,6 +369,9 @@ async fn tenant(
             let mut body = json!({ "slug": slug, "catalogs": catalogs, "limits": limits });
             if let Some(name) = display_name {
                 body["display_name"] = json!(name);
+            }
+            if let Some(mode) = auth {
+                body["auth"] = json!({ "mode": mode });
             }
             client.json(Method::POST, &["tenants"], Some(&body)).await
         }

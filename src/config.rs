@@ -17,6 +17,7 @@ pub struct Config {
     pub admin: AdminConfig,
     pub redis: RedisConfig,
     pub cluster: ClusterConfig,
+    pub auth: AuthConfig,
     /// Tenants created at start when they do not exist yet (the admin API manages them after).
     pub tenants: Vec<TenantConfig>,
 }
@@ -45,6 +46,35 @@ impl StorageConfig {
             self.database_url.clone()
         }
     }
+}
+
+/// OAuth 2.1: tenants' authorization servers and the resource-server check.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// The external base URL clients use (`https://mcp.example.com`), behind a TLS-terminating
+    /// ingress. Empty: taken from each request's Host (and `X-Forwarded-Proto`).
+    pub public_url: String,
+    /// Keys sealing secrets at rest, `id:base64(32 bytes)`; the first seals, all open (rotate by
+    /// prepending). Empty: one is generated into `<data_dir>/sealing.key` (single node only).
+    /// Also accepted as one comma-separated string (`MCP_HARBOR__AUTH__SEALING_KEYS=k2:…,k1:…`).
+    #[serde(default, skip_serializing, deserialize_with = "keys_list")]
+    pub sealing_keys: Vec<secrecy::SecretString>,
+    /// Lifetime of access tokens (JWT).
+    pub access_token_ttl_secs: u64,
+    /// Lifetime of refresh tokens (each use rotates them).
+    pub refresh_token_ttl_secs: u64,
+    /// Lifetime of authorization codes (single use).
+    pub code_ttl_secs: u64,
+    /// The auth mode of tenants created without one: `oauth` or `none`.
+    pub default_mode: String,
+    /// Failed sign-ins allowed per user and per client address per minute.
+    pub login_attempts_per_minute: u32,
+    /// Host names dedicated to one tenant (`"mcp.acme.example" = "acme"`): on such a host the
+    /// root-level endpoints 2025-03-26 clients use (`/.well-known/oauth-authorization-server`,
+    /// `/authorize`, `/token`, `/register`) serve that tenant.
+    #[serde(default)]
+    pub tenant_hosts: std::collections::BTreeMap<String, String>,
 }
 
 /// Redis: shared session state (event logs, snapshots, leases, bus) for several replicas.
@@ -185,6 +215,16 @@ impl Default for Config {
                 liveness_ttl_ms: 3000,
                 drain_grace_secs: 20,
             },
+            auth: AuthConfig {
+                public_url: String::new(),
+                sealing_keys: Vec::new(),
+                access_token_ttl_secs: 900,
+                refresh_token_ttl_secs: 30 * 24 * 3600,
+                code_ttl_secs: 60,
+                default_mode: "oauth".into(),
+                login_attempts_per_minute: 10,
+                tenant_hosts: Default::default(),
+            },
             tenants: vec![TenantConfig {
                 slug: "demo".into(),
                 catalogs: vec!["reference".into(), "demo".into()],
@@ -309,6 +349,26 @@ impl Config {
                 "cluster.liveness_ttl_ms must be at least twice cluster.heartbeat_ms (and both positive)".into(),
             );
         }
+        if !matches!(self.auth.default_mode.as_str(), "oauth" | "none") {
+            return bad("auth.default_mode must be \"oauth\" or \"none\"".into());
+        }
+        let public = &self.auth.public_url;
+        if !(public.is_empty() || public.starts_with("https://") || public.starts_with("http://")) {
+            return bad("auth.public_url must start with https:// (or be empty)".into());
+        }
+        for (host, slug) in &self.auth.tenant_hosts {
+            if !is_valid_slug(slug) || host.is_empty() || host.contains(['/', ' ']) {
+                return bad(format!(
+                    "auth.tenant_hosts: {host:?} = {slug:?} must map a host name to a tenant slug"
+                ));
+            }
+        }
+        if self.auth.access_token_ttl_secs == 0
+            || self.auth.refresh_token_ttl_secs == 0
+            || self.auth.code_ttl_secs == 0
+        {
+            return bad("auth token lifetimes must be at least 1 second".into());
+        }
         if !matches!(self.log.format.as_str(), "plain" | "json") {
             return bad(format!(
                 "log.format must be \"plain\" or \"json\", not {:?}",
@@ -329,6 +389,28 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// A list of secrets, or one string of comma-separated ones.
+fn keys_list<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<secrecy::SecretString>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Keys {
+        One(String),
+        Many(Vec<String>),
+    }
+    let keys = match Keys::deserialize(d)? {
+        Keys::One(s) => s.split(',').map(str::to_string).collect(),
+        Keys::Many(v) => v,
+    };
+    Ok(keys
+        .into_iter()
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
+        .map(secrecy::SecretString::from)
+        .collect())
 }
 
 fn empty_secret() -> secrecy::SecretString {

@@ -11,11 +11,13 @@
 
 pub mod admin;
 pub mod app;
+pub mod auth;
 pub mod catalog;
 pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod methods;
+pub mod oauth;
 pub mod protocol;
 pub mod request;
 pub mod session;

@@ -11,7 +11,8 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 /// The routes `mcp_harbor::admin::configure()` registers under `/admin/v1`, as written there
-/// (`{kind}` is one of [`KINDS`]). `configure_source_matches_the_route_list` keeps this in step.
+/// (`{kind}` is one of [`KINDS`]; the users, oauth-clients and signing-keys routes come first, so
+/// those are not kinds). `configure_source_matches_the_route_list` keeps this in step.
 const ROUTES: &[(&str, &str)] = &[
     ("GET", "/openapi.json"),
     ("POST", "/tenants"),
@@ -19,6 +20,17 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/tenants/{slug}"),
     ("PATCH", "/tenants/{slug}"),
     ("DELETE", "/tenants/{slug}"),
+    ("POST", "/tenants/{slug}/users"),
+    ("GET", "/tenants/{slug}/users"),
+    ("GET", "/tenants/{slug}/users/{username}"),
+    ("PATCH", "/tenants/{slug}/users/{username}"),
+    ("DELETE", "/tenants/{slug}/users/{username}"),
+    ("POST", "/tenants/{slug}/oauth-clients"),
+    ("GET", "/tenants/{slug}/oauth-clients"),
+    ("GET", "/tenants/{slug}/oauth-clients/{client_id}"),
+    ("DELETE", "/tenants/{slug}/oauth-clients/{client_id}"),
+    ("GET", "/tenants/{slug}/signing-keys"),
+    ("POST", "/tenants/{slug}/signing-keys"),
     ("POST", "/tenants/{slug}/{kind}"),
     ("GET", "/tenants/{slug}/{kind}"),
     ("GET", "/tenants/{slug}/{kind}/{name}"),
@@ -460,28 +472,61 @@ async fn document_is_openapi_31_and_covers_exactly_the_routes() {
     }
 }
 
-/// The value of a path's `{name}`: the name in the example of the collection's POST.
-fn entry_name(ops: &[Op], item_path: &str) -> String {
-    let collection = item_path.trim_end_matches("/{name}");
+/// The variable naming an item at the end of `path` (`{name}`, `{username}`, `{client_id}`)
+/// and the collection path before it; `None` for collections and for tenants.
+fn item_of(path: &str) -> Option<(&str, &str)> {
+    let (collection, last) = path.rsplit_once('/')?;
+    let var = last.strip_prefix('{')?.strip_suffix('}')?;
+    (var != "slug").then_some((collection, var))
+}
+
+/// The field by which a collection's POST response names what it created: the variable of the
+/// collection's item path (`slug`, `name`, `username`, `client_id`), if it has one.
+fn created_key(ops: &[Op], collection: &str) -> Option<String> {
+    ops.iter().find_map(|o| {
+        let (parent, last) = o.path.rsplit_once('/')?;
+        let var = last.strip_prefix('{')?.strip_suffix('}')?;
+        (parent == collection).then(|| var.to_string())
+    })
+}
+
+/// The value of an item path's variable: the key in the example of the collection's POST
+/// (`name`, `username`), or else the one the server assigned when the walk created it
+/// (`client_id`), kept in `assigned` by collection path.
+fn item_key(ops: &[Op], item_path: &str, assigned: &BTreeMap<String, String>) -> String {
+    let (collection, var) = item_of(item_path).expect("an item path");
     let create = ops
         .iter()
         .find(|o| o.method == "POST" && o.path == collection)
         .expect("a POST for the collection");
-    create.request_example().unwrap()["name"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    if let Some(key) = create
+        .request_example()
+        .and_then(|e| e.get(var).and_then(Value::as_str).map(str::to_string))
+    {
+        return key;
+    }
+    assigned.get(collection).cloned().unwrap_or_else(|| {
+        panic!("{item_path}: no {var} in the example of POST {collection}, nor one it assigned")
+    })
 }
 
-fn url_path(ops: &[Op], path: &str, slug: &str, name: Option<&str>) -> String {
-    let name = name.map(str::to_string).unwrap_or_else(|| {
-        if path.contains("{name}") {
-            entry_name(ops, path)
-        } else {
-            String::new()
-        }
-    });
-    path.replace("{slug}", slug).replace("{name}", &name)
+/// The URL path (under /admin/v1) of a documented path, for `slug` and the item `item` (default:
+/// the one the walk created).
+fn url_path(
+    ops: &[Op],
+    path: &str,
+    slug: &str,
+    item: Option<&str>,
+    assigned: &BTreeMap<String, String>,
+) -> String {
+    let mut out = path.replace("{slug}", slug);
+    if let Some((_, var)) = item_of(path) {
+        let key = item
+            .map(str::to_string)
+            .unwrap_or_else(|| item_key(ops, path, assigned));
+        out = out.replace(&format!("{{{var}}}"), &key);
+    }
+    out
 }
 
 /// Walk order: creations, reads, updates, then deletions (deepest first, the tenant last).
@@ -513,8 +558,10 @@ async fn every_documented_operation_exists_and_answers_as_documented() {
     assert_eq!(created.status, 201, "{}", created.text);
 
     let mut seen_statuses: BTreeMap<String, BTreeSet<u16>> = BTreeMap::new();
+    // Server-assigned keys of what the walk created, by collection path.
+    let mut assigned: BTreeMap<String, String> = BTreeMap::new();
     for op in &ops {
-        let path = url_path(&ops, &op.path, WALK_TENANT, None);
+        let path = url_path(&ops, &op.path, WALK_TENANT, None, &assigned);
         let example = op.request_example().map(|e| e.to_string());
         let mut record = |answer: &Answer, what: &str| {
             check_documented(&doc, op, answer, what);
@@ -530,7 +577,7 @@ async fn every_documented_operation_exists_and_answers_as_documented() {
             record(&a, "no token");
         }
         if op.path.contains("{slug}") {
-            let missing = url_path(&ops, &op.path, "no-such-tenant", None);
+            let missing = url_path(&ops, &op.path, "no-such-tenant", None, &assigned);
             let a = call(&app, &op.method, &missing, example.clone(), true).await;
             assert_eq!(
                 a.status,
@@ -541,8 +588,14 @@ async fn every_documented_operation_exists_and_answers_as_documented() {
             );
             record(&a, "missing tenant");
         }
-        if op.path.ends_with("{name}") {
-            let missing = url_path(&ops, &op.path, WALK_TENANT, Some("no-such-entry"));
+        if item_of(&op.path).is_some() {
+            let missing = url_path(
+                &ops,
+                &op.path,
+                WALK_TENANT,
+                Some("no-such-entry"),
+                &assigned,
+            );
             let a = call(&app, &op.method, &missing, example.clone(), true).await;
             assert_eq!(a.status, 404, "{} for a missing entry: {}", op.id(), a.text);
             record(&a, "missing entry");
@@ -552,22 +605,43 @@ async fn every_documented_operation_exists_and_answers_as_documented() {
             assert_eq!(a.status, 400, "{} with a non-JSON body", op.id());
             assert_eq!(a.json()["error"]["code"], "bad_request");
             record(&a, "not JSON");
-            let a = call(
-                &app,
-                &op.method,
-                &path,
-                Some(json!({ "no_such_field": 1 }).to_string()),
-                true,
-            )
-            .await;
-            assert_eq!(a.status, 422, "{} with an unknown field", op.id());
-            assert_eq!(a.json()["error"]["code"], "invalid");
-            assert!(
-                a.json()["error"]["field"].is_string(),
-                "422 names the field: {}",
-                a.text
+            let schema = resolve(
+                &doc,
+                &op.op["requestBody"]["content"]["application/json"]["schema"],
             );
-            record(&a, "unknown field");
+            if schema["additionalProperties"] == json!(false) {
+                let a = call(
+                    &app,
+                    &op.method,
+                    &path,
+                    Some(json!({ "no_such_field": 1 }).to_string()),
+                    true,
+                )
+                .await;
+                assert_eq!(a.status, 422, "{} with an unknown field", op.id());
+                assert_eq!(a.json()["error"]["code"], "invalid");
+                assert!(
+                    a.json()["error"]["field"].is_string(),
+                    "422 names the field: {}",
+                    a.text
+                );
+                record(&a, "unknown field");
+            } else {
+                // Documented as ignoring unknown fields (client metadata, RFC 7591): the
+                // example with one more is accepted, and the field is not kept.
+                let mut body = op.request_example().unwrap();
+                body["no_such_field"] = json!(1);
+                let a = call(&app, &op.method, &path, Some(body.to_string()), true).await;
+                assert!(
+                    (200..300).contains(&a.status),
+                    "{} with an ignored unknown field: {} {}",
+                    op.id(),
+                    a.status,
+                    a.text
+                );
+                assert!(a.json().get("no_such_field").is_none(), "{}", a.text);
+                record(&a, "unknown field ignored");
+            }
         }
         if op.params.iter().any(|p| p["name"] == "limit") {
             let a = call(&app, &op.method, &format!("{path}?limit=0"), None, true).await;
@@ -593,13 +667,30 @@ async fn every_documented_operation_exists_and_answers_as_documented() {
             a.text
         );
         record(&a, "success");
-        if a.status == 201 {
-            assert!(a.json()["name"].is_string() || a.json()["slug"].is_string());
-            // Creating it again conflicts (and the 409 must be documented).
+        if let (201, Some(key)) = (a.status, created_key(&ops, &op.path)) {
+            let value = a.json()[&key]
+                .as_str()
+                .unwrap_or_else(|| panic!("{}: the 201 names no {key}: {}", op.id(), a.text))
+                .to_string();
             let again = call(&app, &op.method, &path, example.clone(), true).await;
-            assert_eq!(again.status, 409, "{} twice: {}", op.id(), again.text);
-            assert_eq!(again.json()["error"]["code"], "conflict");
-            record(&again, "duplicate");
+            if example.as_deref().is_some_and(|e| {
+                serde_json::from_str::<Value>(e)
+                    .unwrap()
+                    .get(&key)
+                    .is_some()
+            }) {
+                // A key the client chose: creating it again conflicts (and the 409 must be
+                // documented).
+                assert_eq!(again.status, 409, "{} twice: {}", op.id(), again.text);
+                assert_eq!(again.json()["error"]["code"], "conflict");
+                record(&again, "duplicate");
+            } else {
+                // A key the server assigns: creating again makes another.
+                assert_eq!(again.status, 201, "{} twice: {}", op.id(), again.text);
+                assert_ne!(again.json()[&key], json!(value), "{} twice", op.id());
+                record(&again, "second");
+            }
+            assigned.insert(op.path.clone(), value);
         }
     }
 
@@ -716,4 +807,544 @@ async fn real_responses_match_the_component_schemas() {
     let error = a.json();
     assert_valid(&doc, &component("Error"), &error, "422");
     assert_eq!(error["error"]["field"], "slug");
+}
+
+/// Whether `instance` matches the component schema `name`.
+fn fits(doc: &Value, name: &str, instance: &Value) -> bool {
+    validator(doc, &component(name)).is_valid(instance)
+}
+
+async fn admin_call(app: &TestApp, method: &str, path: &str, body: Option<Value>) -> Answer {
+    call(app, method, path, body.map(|b| b.to_string()), true).await
+}
+
+/// A 422 naming `field` (or, with `None`, a field under `prefix`), in the documented shape.
+fn assert_refused(doc: &Value, a: &Answer, prefix: &str, field: Option<&str>, what: &str) {
+    assert_eq!(a.status, 422, "{what}: {}", a.text);
+    let error = a.json();
+    assert_valid(doc, &component("Error"), &error, what);
+    let named = error["error"]["field"].as_str().unwrap_or_default();
+    match field {
+        Some(f) => assert_eq!(named, f, "{what}: {}", a.text),
+        None => assert!(named.starts_with(prefix), "{what}: {}", a.text),
+    }
+}
+
+#[actix_rt::test]
+async fn tenant_auth_settings_match_the_documented_schemas() {
+    let app = spawn_app().await;
+    let doc = fetch_document(&app).await;
+    let token = "iat-0123456789abcdef";
+    let oidc = json!({ "issuer": "https://id.acme.example", "client_id": "harbor",
+        "client_secret": "upstream-s3cret", "scopes": ["openid", "email"],
+        "subject_claim": "email", "name_claim": "preferred_username" });
+
+    // Accepted by both the schema and the server; the response shows no secret.
+    let accepted = [
+        ("auth-none", json!({ "mode": "none" })),
+        // The none mode ignores other fields (documented).
+        (
+            "auth-none-extra",
+            json!({ "mode": "none", "registration": "token" }),
+        ),
+        ("auth-oauth", json!({ "mode": "oauth" })),
+        (
+            "auth-oauth-full",
+            json!({ "mode": "oauth", "registration": "token", "initial_access_token": token,
+                "login": "oidc", "oidc": oidc, "required_scopes": ["mcp", "mcp:tools"] }),
+        ),
+        (
+            "auth-oauth-nulls",
+            json!({ "mode": "oauth", "registration": null, "initial_access_token": null,
+                "login": null, "oidc": null, "required_scopes": null }),
+        ),
+        (
+            "auth-external",
+            json!({ "mode": "external", "issuer": "https://login.acme.example",
+                "audience": "https://mcp.acme.example", "jwks_uri": "https://login.acme.example/jwks",
+                "required_scopes": ["mcp"] }),
+        ),
+        (
+            "auth-external-min",
+            json!({ "mode": "external", "issuer": "https://login.acme.example", "audience": "mcp" }),
+        ),
+    ];
+    for (slug, auth) in &accepted {
+        let body = json!({ "slug": slug, "auth": auth });
+        assert!(
+            fits(&doc, "CreateTenant", &body),
+            "the schema refuses {body}"
+        );
+        let a = admin_call(&app, "POST", "/tenants", Some(body)).await;
+        assert_eq!(a.status, 201, "{slug}: {}", a.text);
+        assert_valid(&doc, &component("Tenant"), &a.json(), slug);
+        assert!(!a.text.contains(token) && !a.text.contains("upstream-s3cret"));
+    }
+    let auth_of = |slug: &'static str| {
+        let app = &app;
+        async move {
+            let a = admin_call(app, "GET", &format!("/tenants/{slug}"), None).await;
+            assert_eq!(a.status, 200, "{}", a.text);
+            a.json()["auth"].clone()
+        }
+    };
+    assert_eq!(auth_of("auth-none-extra").await, json!({ "mode": "none" }));
+    let defaults = json!({ "mode": "oauth", "registration": "open",
+        "initial_access_token_set": false, "login": "local", "required_scopes": ["mcp"],
+        "oidc": null });
+    assert_eq!(auth_of("auth-oauth").await, defaults);
+    assert_eq!(auth_of("auth-oauth-nulls").await, defaults);
+    assert_eq!(
+        auth_of("auth-oauth-full").await,
+        json!({ "mode": "oauth", "registration": "token", "initial_access_token_set": true,
+            "login": "oidc", "required_scopes": ["mcp", "mcp:tools"],
+            "oidc": { "issuer": "https://id.acme.example", "client_id": "harbor",
+                "client_secret_set": true, "scopes": ["openid", "email"],
+                "subject_claim": "email", "name_claim": "preferred_username" } })
+    );
+    assert_eq!(
+        auth_of("auth-external-min").await,
+        json!({ "mode": "external", "issuer": "https://login.acme.example", "audience": "mcp",
+            "jwks_uri": null, "required_scopes": [] })
+    );
+
+    // An update replaces the settings but keeps the secrets it does not repeat.
+    let body = json!({ "auth": { "mode": "oauth", "registration": "token", "login": "oidc",
+        "oidc": { "issuer": "https://id.acme.example", "client_id": "harbor" } } });
+    assert!(fits(&doc, "UpdateTenant", &body));
+    let a = admin_call(&app, "PATCH", "/tenants/auth-oauth-full", Some(body)).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_valid(&doc, &component("Tenant"), &a.json(), "updated auth");
+    let auth = &a.json()["auth"];
+    assert_eq!(auth["initial_access_token_set"], true);
+    assert_eq!(auth["oidc"]["client_secret_set"], true);
+    assert_eq!(auth["oidc"]["scopes"], json!(["openid", "profile"]));
+    assert_eq!(auth["required_scopes"], json!(["mcp"]));
+    let body = json!({ "auth": { "mode": "oauth",
+        "oidc": { "issuer": "https://id.acme.example", "client_id": "another" } } });
+    let a = admin_call(&app, "PATCH", "/tenants/auth-oauth-full", Some(body)).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    let auth = &a.json()["auth"];
+    assert_eq!(
+        (
+            &auth["registration"],
+            &auth["login"],
+            &auth["oidc"]["client_secret_set"]
+        ),
+        (&json!("open"), &json!("local"), &json!(false))
+    );
+    let a = admin_call(
+        &app,
+        "PATCH",
+        "/tenants/auth-external",
+        Some(json!({ "auth": { "mode": "none" } })),
+    )
+    .await;
+    assert_eq!(a.json()["auth"], json!({ "mode": "none" }));
+    // `registration: token` on an update of an `oauth` tenant that has a token keeps it.
+    let a = admin_call(
+        &app,
+        "PATCH",
+        "/tenants/auth-oauth-full",
+        Some(json!({ "auth": { "mode": "oauth", "registration": "token" } })),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text);
+
+    // Refused by both the schema and the server (422 naming the field; `None`: some field
+    // under `auth`).
+    let refused = [
+        (
+            json!({ "mode": "oauth", "login": "oidc" }),
+            Some("auth.oidc"),
+        ),
+        (
+            json!({ "mode": "oauth", "login": "oidc", "oidc": null }),
+            Some("auth.oidc"),
+        ),
+        (
+            json!({ "mode": "oauth", "oidc": { "issuer": "https://id.acme.example",
+                "client_id": "harbor", "scopes": ["profile"] } }),
+            Some("auth.oidc.scopes"),
+        ),
+        (
+            json!({ "mode": "oauth", "oidc": { "issuer": "https://id.acme.example", "client_id": "" } }),
+            Some("auth.oidc.client_id"),
+        ),
+        (
+            json!({ "mode": "oauth", "required_scopes": ["has space"] }),
+            Some("auth.required_scopes[0]"),
+        ),
+        (
+            json!({ "mode": "external", "issuer": "https://login.acme.example", "audience": "mcp",
+                "required_scopes": ["mcp", "quo\"te"] }),
+            Some("auth.required_scopes[1]"),
+        ),
+        (
+            json!({ "mode": "external", "issuer": "https://login.acme.example", "audience": "" }),
+            Some("auth.audience"),
+        ),
+        (
+            json!({ "mode": "external", "issuer": "https://login.acme.example" }),
+            Some("auth.audience"),
+        ),
+        (
+            json!({ "mode": "external", "issuer": "https://login.acme.example", "audience": "mcp",
+                "required_scopes": null }),
+            None,
+        ),
+        (
+            json!({ "mode": "oauth", "registration": "sometimes" }),
+            None,
+        ),
+        (json!({ "mode": "oauth", "login": "saml" }), None),
+        (json!({ "mode": "oauth", "surprise": true }), None),
+        (json!({ "mode": "bogus" }), None),
+        (json!({ "registration": "open" }), None),
+    ];
+    for (auth, field) in refused {
+        let body = json!({ "slug": "auth-refused", "auth": auth });
+        assert!(
+            !fits(&doc, "CreateTenant", &body),
+            "the schema accepts {body}"
+        );
+        let a = admin_call(&app, "POST", "/tenants", Some(body.clone())).await;
+        assert_refused(&doc, &a, "auth", field, &body.to_string());
+    }
+    // Refused by the server by rules the document states in prose (URLs, the token's length,
+    // the token `registration: token` needs on a new tenant).
+    let described = [
+        (
+            json!({ "mode": "oauth", "registration": "token" }),
+            "auth.initial_access_token",
+        ),
+        (
+            json!({ "mode": "oauth", "initial_access_token": "fifteen-chars!!" }),
+            "auth.initial_access_token",
+        ),
+        (
+            json!({ "mode": "external", "issuer": "http://login.acme.example", "audience": "mcp" }),
+            "auth.issuer",
+        ),
+        (
+            json!({ "mode": "external", "issuer": "https://login.acme.example", "audience": "mcp",
+                "jwks_uri": "ftp://login.acme.example/jwks" }),
+            "auth.jwks_uri",
+        ),
+        (
+            json!({ "mode": "oauth", "oidc": { "issuer": "not a URL", "client_id": "harbor" } }),
+            "auth.oidc.issuer",
+        ),
+        (
+            json!({ "mode": "external", "issuer": "https://login.acme.example", "audience": "  " }),
+            "auth.audience",
+        ),
+    ];
+    for (auth, field) in described {
+        let body = json!({ "slug": "auth-refused", "auth": auth });
+        let a = admin_call(&app, "POST", "/tenants", Some(body.clone())).await;
+        assert_refused(&doc, &a, "auth", Some(field), &body.to_string());
+    }
+    let a = admin_call(&app, "GET", "/tenants/auth-refused", None).await;
+    assert_eq!(a.status, 404);
+}
+
+#[actix_rt::test]
+async fn users_clients_and_keys_match_the_documented_schemas() {
+    let app = spawn_app().await;
+    let doc = fetch_document(&app).await;
+    let a = admin_call(
+        &app,
+        "POST",
+        "/tenants",
+        Some(json!({ "slug": "oauth-admin", "auth": { "mode": "oauth" } })),
+    )
+    .await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    let base = "/tenants/oauth-admin";
+
+    // Users.
+    let password = "correct horse battery staple";
+    let body = json!({ "username": "alice.b-01@acme+x", "password": password });
+    assert!(fits(&doc, "CreateUser", &body));
+    let a = admin_call(&app, "POST", &format!("{base}/users"), Some(body.clone())).await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    let user = a.json();
+    assert_valid(&doc, &component("User"), &user, "created user");
+    assert_eq!(user["display_name"], "alice.b-01@acme+x");
+    assert!(!a.text.contains(password));
+    let a = admin_call(&app, "POST", &format!("{base}/users"), Some(body)).await;
+    assert_eq!(a.status, 409, "{}", a.text);
+    assert_valid(&doc, &component("Error"), &a.json(), "duplicate user");
+    let body = json!({ "username": "bob", "password": "12345678", "display_name": "Bob" });
+    assert!(fits(&doc, "CreateUser", &body));
+    let a = admin_call(&app, "POST", &format!("{base}/users"), Some(body)).await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    let body = json!({ "display_name": "Bob B.", "password": "another passphrase" });
+    assert!(fits(&doc, "UpdateUser", &body));
+    let a = admin_call(&app, "PATCH", &format!("{base}/users/bob"), Some(body)).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_valid(&doc, &component("User"), &a.json(), "updated user");
+    assert_eq!(a.json()["display_name"], "Bob B.");
+    let a = admin_call(&app, "GET", &format!("{base}/users/bob"), None).await;
+    assert_valid(&doc, &component("User"), &a.json(), "read user");
+    let page = admin_call(&app, "GET", &format!("{base}/users"), None)
+        .await
+        .json();
+    assert_valid(&doc, &component("UserPage"), &page, "user list");
+    assert_eq!(page["items"].as_array().unwrap().len(), 2);
+    let page = admin_call(&app, "GET", &format!("{base}/users?limit=1"), None)
+        .await
+        .json();
+    assert_valid(&doc, &component("UserPage"), &page, "user page");
+    assert!(page["next_cursor"].is_string());
+    for (body, field) in [
+        (
+            json!({ "username": "bad name", "password": password }),
+            "username",
+        ),
+        (json!({ "username": "", "password": password }), "username"),
+        (
+            json!({ "username": "x".repeat(101), "password": password }),
+            "username",
+        ),
+        (
+            json!({ "username": "carol", "password": "1234567" }),
+            "password",
+        ),
+        (
+            json!({ "username": "carol", "password": "p".repeat(1025) }),
+            "password",
+        ),
+        (
+            json!({ "username": "carol", "password": password, "display_name": "" }),
+            "display_name",
+        ),
+        (json!({ "username": "carol" }), "password"),
+        (
+            json!({ "username": "carol", "password": password, "admin": true }),
+            "admin",
+        ),
+    ] {
+        assert!(
+            !fits(&doc, "CreateUser", &body),
+            "the schema accepts {body}"
+        );
+        let a = admin_call(&app, "POST", &format!("{base}/users"), Some(body.clone())).await;
+        assert_refused(&doc, &a, field, None, &body.to_string());
+    }
+    for (body, field) in [
+        (json!({ "password": "short" }), "password"),
+        (json!({ "display_name": "x".repeat(201) }), "display_name"),
+        (json!({ "username": "renamed" }), "username"),
+    ] {
+        assert!(
+            !fits(&doc, "UpdateUser", &body),
+            "the schema accepts {body}"
+        );
+        let a = admin_call(
+            &app,
+            "PATCH",
+            &format!("{base}/users/bob"),
+            Some(body.clone()),
+        )
+        .await;
+        assert_refused(&doc, &a, field, None, &body.to_string());
+    }
+    // Not blank: stated in prose.
+    let a = admin_call(
+        &app,
+        "PATCH",
+        &format!("{base}/users/bob"),
+        Some(json!({ "display_name": "   " })),
+    )
+    .await;
+    assert_refused(&doc, &a, "", Some("display_name"), "blank display name");
+    let a = admin_call(&app, "DELETE", &format!("{base}/users/bob"), None).await;
+    assert_eq!(a.status, 204);
+    let a = admin_call(&app, "GET", &format!("{base}/users/bob"), None).await;
+    assert_eq!(a.status, 404);
+
+    // Pre-registered clients: the secret shows once.
+    let body = json!({ "client_name": "Acme", "redirect_uris": ["https://app.acme.example/cb"] });
+    assert!(fits(&doc, "ClientMetadataInput", &body));
+    let a = admin_call(&app, "POST", &format!("{base}/oauth-clients"), Some(body)).await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    let confidential = a.json();
+    assert_valid(
+        &doc,
+        &component("CreatedOAuthClient"),
+        &confidential,
+        "confidential client",
+    );
+    assert!(
+        !fits(&doc, "OAuthClient", &confidential),
+        "a secret is only shown once"
+    );
+    assert_eq!(confidential["confidential"], true);
+    assert_eq!(confidential["source"], "admin");
+    assert_eq!(
+        confidential["token_endpoint_auth_method"],
+        "client_secret_basic"
+    );
+    assert_eq!(
+        confidential["grant_types"],
+        json!(["authorization_code", "refresh_token"])
+    );
+    let secret = confidential["client_secret"].as_str().unwrap().to_string();
+    let id = confidential["client_id"].as_str().unwrap().to_string();
+
+    let body = json!({ "redirect_uris": ["http://127.0.0.1/callback", "http://[::1]:8080/cb"],
+        "token_endpoint_auth_method": "none", "surprise": 1 });
+    assert!(fits(&doc, "ClientMetadataInput", &body));
+    let a = admin_call(&app, "POST", &format!("{base}/oauth-clients"), Some(body)).await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    let public = a.json();
+    assert_valid(
+        &doc,
+        &component("CreatedOAuthClient"),
+        &public,
+        "public client",
+    );
+    assert_valid(&doc, &component("OAuthClient"), &public, "public client");
+    assert_eq!(public["confidential"], false);
+    assert!(public.get("surprise").is_none());
+
+    let body = json!({ "grant_types": ["client_credentials"],
+        "token_endpoint_auth_method": "client_secret_post", "scope": "mcp",
+        "client_uri": "https://acme.example", "logo_uri": "https://acme.example/logo.png",
+        "software_id": "acme-agent", "software_version": "1.2" });
+    assert!(fits(&doc, "ClientMetadataInput", &body));
+    let a = admin_call(&app, "POST", &format!("{base}/oauth-clients"), Some(body)).await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    assert_valid(
+        &doc,
+        &component("CreatedOAuthClient"),
+        &a.json(),
+        "service client",
+    );
+    assert_eq!(a.json()["redirect_uris"], json!([]));
+
+    // A client registered by Dynamic Client Registration is listed too.
+    let dcr = app
+        .http
+        .post(format!("{}/t/oauth-admin/oauth/register", app.base))
+        .json(&json!({ "redirect_uris": ["http://127.0.0.1/cb"], "token_endpoint_auth_method": "none" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(dcr.status(), 201);
+
+    let a = admin_call(&app, "GET", &format!("{base}/oauth-clients/{id}"), None).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_valid(&doc, &component("OAuthClient"), &a.json(), "read client");
+    assert!(!a.text.contains(&secret));
+    let a = admin_call(&app, "GET", &format!("{base}/oauth-clients"), None).await;
+    let page = a.json();
+    assert_valid(&doc, &component("OAuthClientPage"), &page, "client list");
+    assert!(!a.text.contains(&secret));
+    let sources: BTreeSet<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["source"].as_str().unwrap())
+        .collect();
+    assert_eq!(sources, BTreeSet::from(["admin", "dcr"]));
+    assert_eq!(page["items"].as_array().unwrap().len(), 4);
+
+    let https = json!(["https://app.acme.example/cb"]);
+    let refused = [
+        (json!({}), "redirect_uris"),
+        (json!({ "redirect_uris": [] }), "redirect_uris"),
+        (json!({ "redirect_uris": null }), "redirect_uris"),
+        (
+            json!({ "redirect_uris": (0..21).map(|i| format!("https://a.example/{i}")).collect::<Vec<_>>() }),
+            "redirect_uris",
+        ),
+        (
+            json!({ "redirect_uris": https, "token_endpoint_auth_method": "none",
+                "grant_types": ["authorization_code", "client_credentials"] }),
+            "grant_types",
+        ),
+        (
+            json!({ "redirect_uris": https, "grant_types": ["implicit"] }),
+            "grant_types",
+        ),
+        (
+            json!({ "redirect_uris": https, "response_types": ["token"] }),
+            "response_types",
+        ),
+        (
+            json!({ "redirect_uris": https, "token_endpoint_auth_method": "private_key_jwt" }),
+            "token_endpoint_auth_method",
+        ),
+        (
+            json!({ "redirect_uris": https, "client_name": "" }),
+            "client_name",
+        ),
+        (
+            json!({ "redirect_uris": https, "client_uri": "http://acme.example" }),
+            "client_uri",
+        ),
+        (
+            json!({ "redirect_uris": https, "logo_uri": "data:image/png;base64,AAAA" }),
+            "logo_uri",
+        ),
+    ];
+    for (body, field) in refused {
+        assert!(
+            !fits(&doc, "ClientMetadataInput", &body),
+            "the schema accepts {body}"
+        );
+        let a = admin_call(
+            &app,
+            "POST",
+            &format!("{base}/oauth-clients"),
+            Some(body.clone()),
+        )
+        .await;
+        assert_refused(&doc, &a, field, None, &body.to_string());
+    }
+    // Redirect URI rules stated in prose.
+    for uri in [
+        "http://app.acme.example/cb",
+        "https://app.acme.example/cb#fragment",
+        "app.acme.example/cb",
+    ] {
+        let body = json!({ "redirect_uris": [uri] });
+        let a = admin_call(&app, "POST", &format!("{base}/oauth-clients"), Some(body)).await;
+        assert_refused(&doc, &a, "", Some("redirect_uris"), uri);
+    }
+    let a = admin_call(&app, "DELETE", &format!("{base}/oauth-clients/{id}"), None).await;
+    assert_eq!(a.status, 204);
+    let a = admin_call(&app, "GET", &format!("{base}/oauth-clients/{id}"), None).await;
+    assert_eq!(a.status, 404);
+    let a = admin_call(&app, "DELETE", &format!("{base}/oauth-clients/{id}"), None).await;
+    assert_eq!(a.status, 404);
+
+    // Signing keys: each rotation retires the active key.
+    let a = admin_call(&app, "GET", &format!("{base}/signing-keys"), None).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_valid(&doc, &component("SigningKeyList"), &a.json(), "no keys yet");
+    let before = a.json()["items"].as_array().unwrap().len();
+    let mut kids = Vec::new();
+    for _ in 0..2 {
+        let a = admin_call(&app, "POST", &format!("{base}/signing-keys"), None).await;
+        assert_eq!(a.status, 201, "{}", a.text);
+        assert_valid(&doc, &component("RotatedSigningKey"), &a.json(), "rotated");
+        kids.push(a.json()["kid"].as_str().unwrap().to_string());
+    }
+    assert_ne!(kids[0], kids[1]);
+    let list = admin_call(&app, "GET", &format!("{base}/signing-keys"), None)
+        .await
+        .json();
+    assert_valid(&doc, &component("SigningKeyList"), &list, "keys");
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), before + 2);
+    let active: Vec<&Value> = items.iter().filter(|k| k["active"] == true).collect();
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0]["kid"], json!(kids[1]));
+    assert!(active[0]["retired_at"].is_null());
+    let first = items.iter().find(|k| k["kid"] == json!(kids[0])).unwrap();
+    assert!(first["retired_at"].is_i64() && first["active"] == false);
 }

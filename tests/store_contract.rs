@@ -5,8 +5,9 @@
 mod db;
 
 use mcp_harbor::store::{
-    AdminStore, CatalogEntry, CatalogKind, CatalogStore, SqlStore, StoreError, TenantLimits,
-    TenantRecord, TenantStatus, TenantStore,
+    AdminStore, CatalogEntry, CatalogKind, CatalogStore, GrantRecord, OAuthClient, OAuthSettings,
+    OAuthStore, Redeemed, SigningKeyRecord, SqlStore, StoreError, TenantAuth, TenantLimits,
+    TenantRecord, TenantStatus, TenantStore, UserRecord,
 };
 use serde_json::json;
 
@@ -21,6 +22,7 @@ fn tenant(slug: &str) -> TenantRecord {
             requests_per_minute: None,
             allowed_origins: vec!["https://a.example".into()],
         },
+        auth: TenantAuth::Oauth(OAuthSettings::default()),
         created_at: 1,
         updated_at: 1,
     }
@@ -149,12 +151,18 @@ async fn contract(store: SqlStore) {
         .await
         .unwrap());
 
+    oauth_contract(&store).await;
+
     // Deleting a tenant removes what it owns, and nothing of others.
     assert!(store.delete_tenant("acme").await.unwrap());
     assert!(!store.delete_tenant("acme").await.unwrap());
     assert_eq!(store.get_tenant("acme").await.unwrap(), None);
     assert!(store.all_entries("acme").await.unwrap().is_empty());
     assert_eq!(store.all_entries("beta").await.unwrap().len(), 1);
+    assert_eq!(store.get_client("acme", "c1").await.unwrap(), None);
+    assert_eq!(store.get_user("acme", "alice").await.unwrap(), None);
+    assert!(store.signing_keys("acme").await.unwrap().is_empty());
+    assert!(store.get_client("beta", "c1").await.unwrap().is_some());
 
     // The admin token hash.
     assert_eq!(store.admin_token_hash().await.unwrap(), None);
@@ -165,6 +173,168 @@ async fn contract(store: SqlStore) {
         Some("h2")
     );
     store.close().await;
+}
+
+fn grant(hash: &str, family: &str, expires_at: i64) -> GrantRecord {
+    GrantRecord {
+        token_hash: hash.into(),
+        family: family.into(),
+        client_id: "c1".into(),
+        grant: json!({ "scope": "mcp", "family": family }),
+        expires_at,
+        used_at: None,
+        revoked_at: None,
+    }
+}
+
+/// Clients, codes, refresh families, keys and users: tenant-keyed, single-use redemption.
+async fn oauth_contract(store: &SqlStore) {
+    let client = |tenant: &str| OAuthClient {
+        tenant: tenant.into(),
+        client_id: "c1".into(),
+        secret_hash: Some("s".into()),
+        registration_token_hash: None,
+        source: "dcr".into(),
+        metadata: json!({ "client_name": format!("client of {tenant}") }),
+        created_at: 1,
+    };
+    store.insert_client(&client("acme")).await.unwrap();
+    store.insert_client(&client("beta")).await.unwrap();
+    assert!(matches!(
+        store.insert_client(&client("acme")).await,
+        Err(StoreError::Conflict)
+    ));
+    assert_eq!(
+        store.get_client("beta", "c1").await.unwrap(),
+        Some(client("beta"))
+    );
+    let mut changed = client("acme");
+    changed.metadata = json!({ "client_name": "renamed" });
+    store.update_client(&changed).await.unwrap();
+    assert_eq!(store.get_client("acme", "c1").await.unwrap(), Some(changed));
+    assert_eq!(store.list_clients("acme", None, 10).await.unwrap().len(), 1);
+
+    // A code redeems once, and only at its tenant.
+    store
+        .insert_code("acme", &grant("code-1", "", 10_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.redeem_code("beta", "code-1", 5).await.unwrap(),
+        Redeemed::Unknown
+    );
+    assert!(
+        matches!(store.redeem_code("acme", "code-1", 5).await.unwrap(), Redeemed::Fresh(g) if g.used_at == Some(5))
+    );
+    assert!(matches!(
+        store.redeem_code("acme", "code-1", 6).await.unwrap(),
+        Redeemed::Reused(_)
+    ));
+
+    // Refresh tokens: redeemed once; a family is revoked as one.
+    store
+        .insert_refresh("acme", &grant("r1", "fam", 10_000))
+        .await
+        .unwrap();
+    store
+        .insert_refresh("acme", &grant("r2", "fam", 10_000))
+        .await
+        .unwrap();
+    store
+        .insert_refresh("acme", &grant("r3", "other", 10_000))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.redeem_refresh("acme", "r1", 7).await.unwrap(),
+        Redeemed::Fresh(_)
+    ));
+    assert!(matches!(
+        store.redeem_refresh("acme", "r1", 8).await.unwrap(),
+        Redeemed::Reused(_)
+    ));
+    store.revoke_family("acme", "fam", 9).await.unwrap();
+    assert!(
+        matches!(store.redeem_refresh("acme", "r2", 10).await.unwrap(), Redeemed::Reused(g) if g.revoked_at == Some(9))
+    );
+    assert!(matches!(
+        store.redeem_refresh("acme", "r3", 10).await.unwrap(),
+        Redeemed::Fresh(_)
+    ));
+    assert_eq!(store.get_refresh("beta", "r3").await.unwrap(), None);
+
+    // Signing keys: a rotation retires the previous one.
+    let key = |kid: &str, at: i64| SigningKeyRecord {
+        kid: kid.into(),
+        alg: "ES256".into(),
+        public_jwk: json!({ "kid": kid }),
+        private_key: "sealed".into(),
+        created_at: at,
+        retired_at: None,
+    };
+    store
+        .rotate_signing_key("acme", &key("k1", 100))
+        .await
+        .unwrap();
+    store
+        .rotate_signing_key("acme", &key("k2", 200))
+        .await
+        .unwrap();
+    let keys = store.signing_keys("acme").await.unwrap();
+    assert_eq!(
+        keys.iter()
+            .map(|k| (k.kid.as_str(), k.retired_at))
+            .collect::<Vec<_>>(),
+        [("k1", Some(200)), ("k2", None)]
+    );
+    assert!(store.signing_keys("beta").await.unwrap().is_empty());
+
+    // Users.
+    let user = |name: &str| UserRecord {
+        username: name.into(),
+        password_hash: "$argon2id$x".into(),
+        display_name: name.to_uppercase(),
+        created_at: 1,
+        updated_at: 1,
+    };
+    store.insert_user("acme", &user("alice")).await.unwrap();
+    assert!(matches!(
+        store.insert_user("acme", &user("alice")).await,
+        Err(StoreError::Conflict)
+    ));
+    assert_eq!(store.get_user("beta", "alice").await.unwrap(), None);
+    let mut renamed = user("alice");
+    renamed.display_name = "Alice A".into();
+    store.update_user("acme", &renamed).await.unwrap();
+    assert_eq!(
+        store.get_user("acme", "alice").await.unwrap(),
+        Some(renamed)
+    );
+    store.insert_user("acme", &user("bob")).await.unwrap();
+    let page = store.list_users("acme", Some("alice"), 10).await.unwrap();
+    assert_eq!(
+        page.iter().map(|u| u.username.as_str()).collect::<Vec<_>>(),
+        ["bob"]
+    );
+    assert!(store.delete_user("acme", "bob").await.unwrap());
+    assert!(!store.delete_user("acme", "bob").await.unwrap());
+
+    // The sweep removes expired grants and long-retired keys only.
+    store
+        .insert_code("acme", &grant("old-code", "", 50))
+        .await
+        .unwrap();
+    store
+        .insert_refresh("acme", &grant("old-r", "f", 50))
+        .await
+        .unwrap();
+    let removed = store.sweep_oauth(60, 250).await.unwrap();
+    assert_eq!(removed, 3, "one code, one refresh token, one key");
+    assert_eq!(
+        store.redeem_code("acme", "old-code", 61).await.unwrap(),
+        Redeemed::Unknown
+    );
+    assert_eq!(store.signing_keys("acme").await.unwrap().len(), 1);
+    assert!(store.get_refresh("acme", "r3").await.unwrap().is_some());
 }
 
 #[actix_rt::test]

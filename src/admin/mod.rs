@@ -6,6 +6,7 @@
 
 mod auth;
 mod catalog;
+pub mod oauth;
 pub mod openapi;
 mod tenants;
 
@@ -42,6 +43,44 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/tenants/{slug}", web::get().to(tenants::get))
             .route("/tenants/{slug}", web::patch().to(tenants::update))
             .route("/tenants/{slug}", web::delete().to(tenants::delete))
+            .route("/tenants/{slug}/users", web::post().to(oauth::create_user))
+            .route("/tenants/{slug}/users", web::get().to(oauth::list_users))
+            .route(
+                "/tenants/{slug}/users/{username}",
+                web::get().to(oauth::get_user),
+            )
+            .route(
+                "/tenants/{slug}/users/{username}",
+                web::patch().to(oauth::update_user),
+            )
+            .route(
+                "/tenants/{slug}/users/{username}",
+                web::delete().to(oauth::delete_user),
+            )
+            .route(
+                "/tenants/{slug}/oauth-clients",
+                web::post().to(oauth::create_client),
+            )
+            .route(
+                "/tenants/{slug}/oauth-clients",
+                web::get().to(oauth::list_clients),
+            )
+            .route(
+                "/tenants/{slug}/oauth-clients/{client_id}",
+                web::get().to(oauth::get_client),
+            )
+            .route(
+                "/tenants/{slug}/oauth-clients/{client_id}",
+                web::delete().to(oauth::delete_client),
+            )
+            .route(
+                "/tenants/{slug}/signing-keys",
+                web::get().to(oauth::list_keys),
+            )
+            .route(
+                "/tenants/{slug}/signing-keys",
+                web::post().to(oauth::rotate_key),
+            )
             .route("/tenants/{slug}/{kind}", web::post().to(catalog::create))
             .route("/tenants/{slug}/{kind}", web::get().to(catalog::list))
             .route("/tenants/{slug}/{kind}/{name}", web::get().to(catalog::get))

@@ -5,7 +5,9 @@ use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::oauth::{default_auth, AuthInput};
 use super::{page, parse_body, Admin, AdminError, AdminState, PageQuery};
+use crate::auth::AuthService;
 use crate::catalog::TenantCatalog;
 use crate::config::is_valid_slug;
 use crate::store::{now_millis, StoreError, TenantLimits, TenantRecord, TenantStatus, TenantStore};
@@ -19,6 +21,8 @@ struct CreateTenant {
     catalogs: Vec<String>,
     #[serde(default)]
     limits: TenantLimits,
+    /// Default: `auth.default_mode` (`oauth`).
+    auth: Option<AuthInput>,
 }
 
 #[derive(Deserialize)]
@@ -28,6 +32,7 @@ struct UpdateTenant {
     status: Option<TenantStatus>,
     catalogs: Option<Vec<String>>,
     limits: Option<TenantLimits>,
+    auth: Option<AuthInput>,
 }
 
 /// The API's view of a tenant.
@@ -38,6 +43,7 @@ pub fn tenant_json(t: &TenantRecord) -> Value {
         "status": t.status.as_str(),
         "catalogs": t.catalogs,
         "limits": t.limits,
+        "auth": crate::auth::public_view(&t.auth),
         "mcp_path": format!("/t/{}/mcp", t.slug),
         "created_at": t.created_at,
         "updated_at": t.updated_at,
@@ -92,6 +98,7 @@ fn validate_limits(limits: &TenantLimits) -> Result<(), AdminError> {
 pub async fn create(
     _: Admin,
     state: web::Data<AdminState>,
+    auth: web::Data<AuthService>,
     body: web::Bytes,
 ) -> Result<HttpResponse, AdminError> {
     let input: CreateTenant = parse_body(&body)?;
@@ -105,6 +112,10 @@ pub async fn create(
     validate_display_name(&display_name)?;
     validate_catalogs(&input.catalogs)?;
     validate_limits(&input.limits)?;
+    let tenant_auth = match input.auth {
+        Some(a) => a.into_stored(&input.slug, &auth, None)?,
+        None => default_auth(&auth),
+    };
     let now = now_millis();
     let record = TenantRecord {
         slug: input.slug,
@@ -112,6 +123,7 @@ pub async fn create(
         status: TenantStatus::Active,
         catalogs: input.catalogs,
         limits: input.limits,
+        auth: tenant_auth,
         created_at: now,
         updated_at: now,
     };
@@ -170,6 +182,7 @@ pub async fn get(
 pub async fn update(
     _: Admin,
     state: web::Data<AdminState>,
+    auth: web::Data<AuthService>,
     slug: web::Path<String>,
     body: web::Bytes,
 ) -> Result<HttpResponse, AdminError> {
@@ -182,6 +195,9 @@ pub async fn update(
     if let Some(limits) = input.limits {
         validate_limits(&limits)?;
         record.limits = limits;
+    }
+    if let Some(a) = input.auth {
+        record.auth = a.into_stored(&record.slug, &auth, Some(&record.auth))?;
     }
     let catalogs_changed = match input.catalogs {
         Some(catalogs) if catalogs != record.catalogs => {

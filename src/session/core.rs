@@ -155,6 +155,9 @@ pub struct SessionSnapshot {
     pub inflight: Vec<InFlightRecord>,
     #[serde(default)]
     pub awaiting: Vec<AwaitingRecord>,
+    /// Who opened the session (protected tenants): only that principal may use it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<Value>,
 }
 
 impl SessionSnapshot {
@@ -285,6 +288,8 @@ pub struct Session {
     catalog: CatalogHandle,
     outbox: Outbox,
     settings: Arc<SessionSettings>,
+    /// Who opened the session (protected tenants); webhook calls receive it.
+    principal: Option<Arc<Value>>,
 }
 
 impl Session {
@@ -320,7 +325,21 @@ impl Session {
             catalog,
             outbox,
             settings,
+            principal: None,
         }
+    }
+
+    /// Binds the session to the principal that opened it.
+    pub fn with_principal(mut self, principal: Option<Arc<Value>>) -> Self {
+        self.principal = principal;
+        self
+    }
+
+    /// The binding key of the session's principal (`None` on open tenants).
+    pub fn owner(&self) -> Option<Arc<str>> {
+        self.principal
+            .as_deref()
+            .and_then(crate::auth::binding_of_value)
     }
 
     /// Rebuilds a session from its snapshot: after its actor crashed (same lease: `same_epoch`)
@@ -360,6 +379,7 @@ impl Session {
         }
         s.recovered = snapshot.inflight.clone();
         s.recovered_awaiting = snapshot.awaiting.clone();
+        s.principal = snapshot.principal.clone().map(Arc::new);
         s
     }
 
@@ -544,6 +564,7 @@ impl Session {
                 .map(|s| s.0),
             streams_opened: self.streams_opened,
             next_server_request: self.next_server_request,
+            principal: self.principal.as_deref().cloned(),
             inflight,
             awaiting: {
                 let mut awaiting: Vec<AwaitingRecord> = self
@@ -923,7 +944,7 @@ impl Session {
         RequestScope {
             version,
             client_capabilities: &self.client_capabilities,
-            principal: None,
+            principal: self.principal.as_ref(),
             catalog,
             page_size: self.settings.page_size,
             call_key: format!("{}/{}/{}", self.tenant, self.id, id).into(),

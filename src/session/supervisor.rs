@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use actix_rt::ArbiterHandle;
 use parking_lot::{Mutex, RwLock};
+use serde_json::Value;
 
 use super::actor::{ExpireIfIdle, HandOver, IsRunning, Recover, SessionActor, Terminate};
 use super::core::{Session, SessionSettings, SessionSnapshot, TransportKind};
@@ -50,6 +51,8 @@ pub struct SessionEntry {
     pub addr: Addr<SessionActor>,
     pub activity: Arc<Activity>,
     pub transport: TransportKind,
+    /// The binding of the principal that opened the session (protected tenants).
+    pub owner: Option<Arc<str>>,
     instance: u64,
     arbiter: ArbiterHandle,
     lease: Lease,
@@ -175,6 +178,7 @@ impl TenantSessions {
     pub async fn start(
         self: &Arc<Self>,
         transport: TransportKind,
+        principal: Option<Arc<Value>>,
     ) -> Result<(Arc<str>, Addr<SessionActor>), SessionError> {
         self.replica.admit_new()?;
         self.at_capacity()?;
@@ -201,7 +205,8 @@ impl TenantSessions {
             self.catalog.clone(),
             self.outbox(key, lease.clone()),
             self.settings.clone(),
-        );
+        )
+        .with_principal(principal);
         let addr = self.launch(id.clone(), core, transport, lease, None)?;
         Ok((id, addr))
     }
@@ -220,6 +225,7 @@ impl TenantSessions {
             self.at_capacity()?;
         }
         let instance = self.next_instance.fetch_add(1, Ordering::Relaxed) + 1;
+        let owner = core.owner();
         let actor = SessionActor::new(core, instance, self.clone());
         let (addr, arbiter) = match arbiter {
             Some(arbiter) => (
@@ -236,6 +242,7 @@ impl TenantSessions {
                 addr: addr.clone(),
                 activity,
                 transport,
+                owner,
                 instance,
                 arbiter,
                 lease,

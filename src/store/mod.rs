@@ -3,6 +3,7 @@
 //! production and an SQLite file as the embedded default. Every tenant-owned query takes the
 //! tenant first and filters on it.
 
+mod oauth;
 mod sql;
 
 pub use sql::SqlStore;
@@ -59,6 +60,128 @@ pub struct TenantLimits {
     pub allowed_origins: Vec<String>,
 }
 
+/// How a tenant's MCP endpoint is protected (stored form: secrets sealed or hashed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "lowercase")]
+pub enum TenantAuth {
+    /// Open: anyone who knows the URL (local development, the embedded `demo` tenant).
+    None,
+    /// The platform is the tenant's authorization server.
+    Oauth(OAuthSettings),
+    /// Resource server only: JWT access tokens from the tenant's own authorization server.
+    External(ExternalIssuer),
+}
+
+impl TenantAuth {
+    pub fn mode(&self) -> &'static str {
+        match self {
+            TenantAuth::None => "none",
+            TenantAuth::Oauth(_) => "oauth",
+            TenantAuth::External(_) => "external",
+        }
+    }
+}
+
+/// Who may register clients by Dynamic Client Registration (RFC 7591).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RegistrationPolicy {
+    /// Anyone (what MCP hosts expect).
+    #[default]
+    Open,
+    /// Nobody: clients are pre-registered or use Client ID Metadata Documents.
+    Disabled,
+    /// Holders of the tenant's initial access token.
+    Token,
+}
+
+/// How end users of an `oauth` tenant sign in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoginMethod {
+    /// Tenant users (username + password) managed through the admin API.
+    #[default]
+    Local,
+    /// The tenant's own OpenID Connect provider.
+    Oidc,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthSettings {
+    #[serde(default)]
+    pub registration: RegistrationPolicy,
+    /// SHA-256 (hex) of the initial access token (`registration: token`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_access_token_hash: Option<String>,
+    #[serde(default)]
+    pub login: LoginMethod,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<UpstreamOidc>,
+    /// Scopes an access token needs to reach the MCP endpoint.
+    #[serde(default = "default_required_scopes")]
+    pub required_scopes: Vec<String>,
+}
+
+pub fn default_required_scopes() -> Vec<String> {
+    vec!["mcp".into()]
+}
+
+impl Default for OAuthSettings {
+    fn default() -> Self {
+        OAuthSettings {
+            registration: RegistrationPolicy::Open,
+            initial_access_token_hash: None,
+            login: LoginMethod::Local,
+            oidc: None,
+            required_scopes: default_required_scopes(),
+        }
+    }
+}
+
+/// The tenant's OpenID provider, of which the platform is a client (code flow + PKCE + nonce).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamOidc {
+    pub issuer: String,
+    pub client_id: String,
+    /// Sealed (see `auth::Sealer`); absent for a public client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_sealed: Option<String>,
+    #[serde(default = "default_oidc_scopes")]
+    pub scopes: Vec<String>,
+    /// The ID-token claim that becomes the principal's subject.
+    #[serde(default = "default_subject_claim")]
+    pub subject_claim: String,
+    /// The ID-token claim shown as the principal's name.
+    #[serde(default = "default_name_claim")]
+    pub name_claim: String,
+}
+
+pub fn default_oidc_scopes() -> Vec<String> {
+    vec!["openid".into(), "profile".into()]
+}
+pub fn default_subject_claim() -> String {
+    "sub".into()
+}
+pub fn default_name_claim() -> String {
+    "name".into()
+}
+
+/// An authorization server the tenant already runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalIssuer {
+    pub issuer: String,
+    /// The `aud` its tokens carry for this tenant.
+    pub audience: String,
+    /// Where its keys are; default: from the issuer's metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_uri: Option<String>,
+    #[serde(default)]
+    pub required_scopes: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct TenantRecord {
     pub slug: String,
@@ -67,6 +190,7 @@ pub struct TenantRecord {
     /// Built-in catalogs enabled for the tenant.
     pub catalogs: Vec<String>,
     pub limits: TenantLimits,
+    pub auth: TenantAuth,
     /// Unix milliseconds.
     pub created_at: i64,
     pub updated_at: i64,
@@ -191,6 +315,139 @@ pub trait PendingInputStore {
         session: &str,
         request_id: Option<&str>,
     ) -> Result<(), StoreError>;
+}
+
+/// A client registered with a tenant's authorization server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OAuthClient {
+    pub tenant: String,
+    pub client_id: String,
+    /// SHA-256 (hex) of the secret of a confidential client.
+    pub secret_hash: Option<String>,
+    /// SHA-256 (hex) of the RFC 7592 registration access token.
+    pub registration_token_hash: Option<String>,
+    /// `dcr` or `admin`.
+    pub source: String,
+    /// RFC 7591 client metadata as accepted.
+    pub metadata: Value,
+    pub created_at: i64,
+}
+
+/// A single-use authorization code or a refresh token (stored hashed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrantRecord {
+    pub token_hash: String,
+    /// Refresh tokens: the family every rotation shares (codes: the family their tokens get).
+    pub family: String,
+    pub client_id: String,
+    /// What was granted: scope, resource, principal, PKCE challenge, redirect URI…
+    pub grant: Value,
+    pub expires_at: i64,
+    pub used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+/// The outcome of redeeming a code or a refresh token.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Redeemed {
+    /// First use: now marked used.
+    Fresh(GrantRecord),
+    /// Already used (or revoked): a replay.
+    Reused(GrantRecord),
+    Unknown,
+}
+
+/// A tenant's token-signing key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SigningKeyRecord {
+    pub kid: String,
+    pub alg: String,
+    pub public_jwk: Value,
+    /// PKCS#8, sealed.
+    pub private_key: String,
+    pub created_at: i64,
+    pub retired_at: Option<i64>,
+}
+
+/// A tenant user who signs in on the tenant's login page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserRecord {
+    pub username: String,
+    /// argon2id PHC string.
+    pub password_hash: String,
+    pub display_name: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// OAuth state of every tenant: clients, codes, refresh tokens, signing keys, users.
+#[allow(async_fn_in_trait)]
+pub trait OAuthStore {
+    async fn insert_client(&self, client: &OAuthClient) -> Result<(), StoreError>;
+    async fn get_client(
+        &self,
+        tenant: &str,
+        client_id: &str,
+    ) -> Result<Option<OAuthClient>, StoreError>;
+    async fn update_client(&self, client: &OAuthClient) -> Result<(), StoreError>;
+    async fn delete_client(&self, tenant: &str, client_id: &str) -> Result<bool, StoreError>;
+    async fn list_clients(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<OAuthClient>, StoreError>;
+
+    async fn insert_code(&self, tenant: &str, code: &GrantRecord) -> Result<(), StoreError>;
+    /// Marks a code used; says whether this was its first use.
+    async fn redeem_code(
+        &self,
+        tenant: &str,
+        code_hash: &str,
+        now: i64,
+    ) -> Result<Redeemed, StoreError>;
+
+    async fn insert_refresh(&self, tenant: &str, token: &GrantRecord) -> Result<(), StoreError>;
+    /// Marks a refresh token rotated away; says whether this was its first use.
+    async fn redeem_refresh(
+        &self,
+        tenant: &str,
+        token_hash: &str,
+        now: i64,
+    ) -> Result<Redeemed, StoreError>;
+    async fn get_refresh(
+        &self,
+        tenant: &str,
+        token_hash: &str,
+    ) -> Result<Option<GrantRecord>, StoreError>;
+    /// Revokes every refresh token of a family (reuse detected, or revocation).
+    async fn revoke_family(&self, tenant: &str, family: &str, now: i64) -> Result<(), StoreError>;
+
+    async fn signing_keys(&self, tenant: &str) -> Result<Vec<SigningKeyRecord>, StoreError>;
+    /// Adds a key and retires every other active one (at `key.created_at`).
+    async fn rotate_signing_key(
+        &self,
+        tenant: &str,
+        key: &SigningKeyRecord,
+    ) -> Result<(), StoreError>;
+
+    async fn insert_user(&self, tenant: &str, user: &UserRecord) -> Result<(), StoreError>;
+    async fn get_user(
+        &self,
+        tenant: &str,
+        username: &str,
+    ) -> Result<Option<UserRecord>, StoreError>;
+    async fn update_user(&self, tenant: &str, user: &UserRecord) -> Result<(), StoreError>;
+    async fn delete_user(&self, tenant: &str, username: &str) -> Result<bool, StoreError>;
+    async fn list_users(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<UserRecord>, StoreError>;
+
+    /// Deletes expired codes and refresh tokens, and keys retired before `retired_before`.
+    async fn sweep_oauth(&self, now: i64, retired_before: i64) -> Result<u64, StoreError>;
 }
 
 /// The admin API's credential, stored hashed.

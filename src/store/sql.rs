@@ -10,7 +10,7 @@ use sqlx::{AnyPool, Row};
 
 use super::{
     AdminStore, CatalogEntry, CatalogKind, CatalogStore, PendingInput, PendingInputStore,
-    StoreError, TenantLimits, TenantRecord, TenantStatus, TenantStore,
+    StoreError, TenantAuth, TenantLimits, TenantRecord, TenantStatus, TenantStore,
 };
 
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
@@ -24,7 +24,7 @@ pub enum Backend {
 
 #[derive(Clone)]
 pub struct SqlStore {
-    pool: AnyPool,
+    pub(super) pool: AnyPool,
     backend: Backend,
 }
 
@@ -116,7 +116,7 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
 }
 
 /// An insert's outcome: a unique-key violation means the row already exists.
-fn inserted<T>(result: Result<T, sqlx::Error>) -> Result<(), StoreError> {
+pub(super) fn inserted<T>(result: Result<T, sqlx::Error>) -> Result<(), StoreError> {
     match result {
         Ok(_) => Ok(()),
         Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict),
@@ -128,6 +128,7 @@ fn tenant_from_row(row: &AnyRow) -> Result<TenantRecord, StoreError> {
     let status: String = row.try_get("status")?;
     let catalogs: String = row.try_get("catalogs")?;
     let limits: String = row.try_get("limits")?;
+    let auth: String = row.try_get("auth")?;
     Ok(TenantRecord {
         slug: row.try_get("slug")?,
         display_name: row.try_get("display_name")?,
@@ -137,6 +138,8 @@ fn tenant_from_row(row: &AnyRow) -> Result<TenantRecord, StoreError> {
             .map_err(|e| StoreError::Corrupt(e.to_string()))?,
         limits: serde_json::from_str::<TenantLimits>(&limits)
             .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        auth: serde_json::from_str::<TenantAuth>(&auth)
+            .map_err(|e| StoreError::Corrupt(format!("tenant auth: {e}")))?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
@@ -157,13 +160,13 @@ fn entry_from_row(row: &AnyRow) -> Result<CatalogEntry, StoreError> {
     })
 }
 
-fn json(v: &impl serde::Serialize) -> String {
+pub(super) fn json(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
 
 macro_rules! tenant_columns {
     () => {
-        "slug, display_name, status, catalogs, limits, created_at, updated_at"
+        "slug, display_name, status, catalogs, limits, created_at, updated_at, auth"
     };
 }
 macro_rules! entry_columns {
@@ -178,7 +181,7 @@ impl TenantStore for SqlStore {
         let result = sqlx::query(concat!(
             "INSERT INTO tenants (",
             tenant_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7)"
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
         ))
         .bind(&tenant.slug)
         .bind(&tenant.display_name)
@@ -187,6 +190,7 @@ impl TenantStore for SqlStore {
         .bind(json(&tenant.limits))
         .bind(tenant.created_at)
         .bind(tenant.updated_at)
+        .bind(json(&tenant.auth))
         .execute(&self.pool)
         .await;
         inserted(result)
@@ -226,8 +230,8 @@ impl TenantStore for SqlStore {
     #[tracing::instrument(skip(self, tenant), fields(tenant = %tenant.slug))]
     async fn update_tenant(&self, tenant: &TenantRecord) -> Result<(), StoreError> {
         let done = sqlx::query(
-            "UPDATE tenants SET display_name = $2, status = $3, catalogs = $4, limits = $5, updated_at = $6 \
-             WHERE slug = $1",
+            "UPDATE tenants SET display_name = $2, status = $3, catalogs = $4, limits = $5, updated_at = $6, \
+             auth = $7 WHERE slug = $1",
         )
         .bind(&tenant.slug)
         .bind(&tenant.display_name)
@@ -235,6 +239,7 @@ impl TenantStore for SqlStore {
         .bind(json(&tenant.catalogs))
         .bind(json(&tenant.limits))
         .bind(tenant.updated_at)
+        .bind(json(&tenant.auth))
         .execute(&self.pool)
         .await?;
         if done.rows_affected() == 0 {
@@ -246,10 +251,17 @@ impl TenantStore for SqlStore {
     #[tracing::instrument(skip(self))]
     async fn delete_tenant(&self, slug: &str) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("DELETE FROM catalog_entries WHERE tenant = $1")
-            .bind(slug)
-            .execute(&mut *tx)
-            .await?;
+        for delete in [
+            "DELETE FROM catalog_entries WHERE tenant = $1",
+            "DELETE FROM pending_inputs WHERE tenant = $1",
+            "DELETE FROM oauth_clients WHERE tenant = $1",
+            "DELETE FROM oauth_codes WHERE tenant = $1",
+            "DELETE FROM oauth_refresh_tokens WHERE tenant = $1",
+            "DELETE FROM oauth_signing_keys WHERE tenant = $1",
+            "DELETE FROM tenant_users WHERE tenant = $1",
+        ] {
+            sqlx::query(delete).bind(slug).execute(&mut *tx).await?;
+        }
         let done = sqlx::query("DELETE FROM tenants WHERE slug = $1")
             .bind(slug)
             .execute(&mut *tx)

@@ -65,6 +65,9 @@ pub struct OwnerMessage {
     pub session: String,
     /// The JSON-RPC body as the client sent it.
     pub body: String,
+    /// The binding of the sender's principal (protected tenants): the owner checks it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// How long "no such tenant" is remembered before the store is asked again.
@@ -473,6 +476,10 @@ impl TenantDirectory {
             tracing::debug!(session = %m.session, "bus message for a session not held here");
             return;
         };
+        if entry.owner.as_deref() != m.owner.as_deref() {
+            tracing::warn!(session = %m.session, "bus message from another principal dropped");
+            return;
+        }
         let payload = match jsonrpc::parse_payload(m.body.as_bytes()) {
             Ok(p) => p,
             Err(_) => return,

@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::store::{TenantLimits, TenantRecord, TenantStatus};
+use std::sync::Arc;
+
+use crate::store::{TenantAuth, TenantLimits, TenantRecord, TenantStatus};
 
 /// Why the tenant's policy refused a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,13 +25,26 @@ struct Bucket {
     last: Instant,
 }
 
-#[derive(Default)]
 pub struct TenantPolicy {
     suspended: AtomicBool,
     /// Whether a rate limit is set (so unlimited tenants take no lock per request).
     rate_limited: AtomicBool,
     allowed_origins: RwLock<Vec<String>>,
     rate: Mutex<Option<Bucket>>,
+    /// How requests are authorized (open, own authorization server, external issuer).
+    auth: RwLock<Arc<TenantAuth>>,
+}
+
+impl Default for TenantPolicy {
+    fn default() -> Self {
+        TenantPolicy {
+            suspended: AtomicBool::new(false),
+            rate_limited: AtomicBool::new(false),
+            allowed_origins: RwLock::new(Vec::new()),
+            rate: Mutex::new(None),
+            auth: RwLock::new(Arc::new(TenantAuth::None)),
+        }
+    }
 }
 
 impl TenantPolicy {
@@ -39,8 +54,16 @@ impl TenantPolicy {
         policy
     }
 
-    /// Takes a tenant's current status and limits.
+    /// The tenant's auth settings.
+    pub fn auth(&self) -> Arc<TenantAuth> {
+        self.auth.read().clone()
+    }
+
+    /// Takes a tenant's current status, limits and auth settings.
     pub fn apply(&self, record: &TenantRecord) {
+        if **self.auth.read() != record.auth {
+            *self.auth.write() = Arc::new(record.auth.clone());
+        }
         self.suspended
             .store(record.status == TenantStatus::Suspended, Ordering::Release);
         let TenantLimits {
@@ -113,6 +136,7 @@ mod tests {
                 requests_per_minute: rpm,
                 allowed_origins: vec!["https://App.example/".into()],
             },
+            auth: crate::store::TenantAuth::None,
             created_at: 0,
             updated_at: 0,
         }

@@ -22,7 +22,10 @@ pub async fn open(
 ) -> Result<HttpResponse, HttpError> {
     check_sse_accept(&req)?;
     let tenant = &admitted.tenant;
-    let (id, addr) = tenant.sessions.start(TransportKind::Legacy).await?;
+    let (id, addr) = tenant
+        .sessions
+        .start(TransportKind::Legacy, admitted.principal_value())
+        .await?;
     let endpoint = format!("/t/{}/messages?sessionId={id}", tenant.slug);
     let rx = match addr.send(OpenLegacy { endpoint }).await {
         Ok(Some(rx)) => rx,
@@ -59,7 +62,10 @@ pub async fn message(
     let raw = read_body(body, &req, edge.max_body_bytes).await?;
     let payload = parse_body(&raw)?;
     let entry = match located {
-        Located::Here(entry) => entry,
+        Located::Here(entry) => {
+            admitted.check_owner(entry.owner.as_ref())?;
+            entry
+        }
         Located::Elsewhere { url, .. } => {
             return match forwarder.forward(&url, &req, raw).await {
                 Ok(response) => Ok(response),

@@ -21,6 +21,7 @@ use futures_util::future::LocalBoxFuture;
 use futures_util::StreamExt;
 use serde_json::Value;
 
+use crate::auth::{AuthService, Challenge, Principal};
 use crate::config::ServerConfig;
 use crate::protocol::jsonrpc::{self, RpcError};
 use crate::protocol::{Payload, ProtocolVersion};
@@ -45,6 +46,8 @@ pub struct HttpError {
     pub error: RpcError,
     /// Refused because this replica is draining.
     draining: bool,
+    /// The bearer challenge of an unauthorized request.
+    www_authenticate: Option<String>,
 }
 
 impl HttpError {
@@ -53,6 +56,7 @@ impl HttpError {
             status,
             error,
             draining: false,
+            www_authenticate: None,
         }
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -137,6 +141,25 @@ impl From<PolicyRefusal> for HttpError {
     }
 }
 
+/// A refused token: 401 (missing, invalid, expired, wrong audience), 403 (insufficient scope),
+/// 400 (token in the query string), 503 (keys unreachable), with the bearer challenge.
+impl From<Challenge> for HttpError {
+    fn from(c: Challenge) -> Self {
+        let status = StatusCode::from_u16(c.status).unwrap_or(StatusCode::UNAUTHORIZED);
+        let reason = status.canonical_reason().unwrap_or("Unauthorized");
+        HttpError {
+            www_authenticate: c.www_authenticate,
+            ..HttpError::new(
+                status,
+                RpcError::new(
+                    jsonrpc::SERVER_REFUSED,
+                    format!("{reason}: {}", c.description),
+                ),
+            )
+        }
+    }
+}
+
 impl std::fmt::Display for HttpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}", self.status.as_u16(), self.error)
@@ -149,6 +172,9 @@ impl ResponseError for HttpError {
     }
     fn error_response(&self) -> HttpResponse {
         let mut builder = HttpResponse::build(self.status);
+        if let Some(challenge) = &self.www_authenticate {
+            builder.insert_header((header::WWW_AUTHENTICATE, challenge.as_str()));
+        }
         match self.status {
             StatusCode::TOO_MANY_REQUESTS => {
                 builder.insert_header((header::RETRY_AFTER, "5"));
@@ -219,12 +245,31 @@ pub async fn not_found(req: HttpRequest) -> HttpResponse {
 }
 
 /// A request the edge let in: its tenant (live on this replica), admitted (Host/Origin allowed,
-/// tenant active, within its rate), and who is calling (`None` on open tenants).
+/// tenant active, within its rate), and who is calling (`None` on open tenants; a protected
+/// tenant's requests carry a valid bearer token).
 pub struct Admitted {
     pub tenant: TenantHandle,
-    pub principal: Option<Arc<Value>>,
+    pub principal: Option<Arc<Principal>>,
     /// Another replica forwarded this request to us (its owner).
     pub forwarded: bool,
+}
+
+impl Admitted {
+    /// The principal as sessions and webhook calls see it.
+    pub fn principal_value(&self) -> Option<Arc<Value>> {
+        self.principal.as_ref().map(|p| Arc::new(p.to_value()))
+    }
+
+    /// Whether this request's principal may use a session bound to `owner` (a session of an
+    /// open tenant has no owner). Another principal is told the session does not exist.
+    pub fn check_owner(&self, owner: Option<&Arc<str>>) -> Result<(), HttpError> {
+        let mine = self.principal.as_ref().map(|p| p.binding());
+        if mine.as_deref() == owner.map(|o| &**o) {
+            Ok(())
+        } else {
+            Err(session_not_found())
+        }
+    }
 }
 
 impl FromRequest for Admitted {
@@ -253,9 +298,23 @@ impl FromRequest for Admitted {
                 .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?;
             edge.check_host_and_origin(&req, &tenant.policy)?;
             tenant.policy.admit()?;
+            let auth = tenant.policy.auth();
+            let principal = match *auth {
+                crate::store::TenantAuth::None => None,
+                _ => {
+                    let service = req
+                        .app_data::<web::Data<AuthService>>()
+                        .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?;
+                    service
+                        .authenticate(&req, &slug, &auth)
+                        .await
+                        .map_err(HttpError::from)?
+                        .map(Arc::new)
+                }
+            };
             Ok(Admitted {
                 tenant,
-                principal: None,
+                principal,
                 forwarded: req.headers().contains_key(FORWARDED_HEADER),
             })
         })

@@ -22,7 +22,7 @@ use crate::protocol::{Message, Payload, RpcError};
 use crate::session::actor::{OpenStream, Post, Terminate};
 use crate::session::locate::{self, Located};
 use crate::session::{Reply, SessionError, StreamItem, TransportKind};
-use crate::tenant::{owner_topic, OwnerMessage, TenantHandle};
+use crate::tenant::{owner_topic, OwnerMessage};
 
 pub async fn post(
     req: HttpRequest,
@@ -38,7 +38,7 @@ pub async fn post(
     let payload = parse_body(&raw)?;
     let tenant = &admitted.tenant;
     let Some(id) = session_header(&req)? else {
-        return initialize(tenant, payload, edge.keepalive).await;
+        return initialize(&admitted, payload, edge.keepalive).await;
     };
     if is_initialize(&payload) {
         return Err(HttpError::bad_request(
@@ -64,14 +64,18 @@ pub async fn post(
 
 /// A POST without a session: only `initialize`, which opens one.
 async fn initialize(
-    tenant: &TenantHandle,
+    admitted: &Admitted,
     payload: Payload,
     keepalive: Duration,
 ) -> Result<HttpResponse, HttpError> {
     if !is_initialize(&payload) {
         return Err(HttpError::bad_request("Bad Request: Mcp-Session-Id header is required (send initialize first to open a session)"));
     }
-    let (id, addr) = tenant.sessions.start(TransportKind::Streamable).await?;
+    let (id, addr) = admitted
+        .tenant
+        .sessions
+        .start(TransportKind::Streamable, admitted.principal_value())
+        .await?;
     let reply = addr
         .send(Post(payload))
         .await
@@ -207,7 +211,10 @@ async fn reach(
     let sessions = &admitted.tenant.sessions;
     let (url, lease) =
         match locate::locate(sessions, id, TransportKind::Streamable, admitted.forwarded).await? {
-            Located::Here(entry) => return Ok(Reached::Here(entry)),
+            Located::Here(entry) => {
+                admitted.check_owner(entry.owner.as_ref())?;
+                return Ok(Reached::Here(entry));
+            }
             Located::Elsewhere { url, lease } => (url, lease),
         };
     if bus_first {
@@ -215,6 +222,7 @@ async fn reach(
             tenant: admitted.tenant.slug.to_string(),
             session: id.to_string(),
             body: String::from_utf8_lossy(&body).into_owned(),
+            owner: admitted.principal.as_ref().map(|p| p.binding().to_string()),
         };
         if let Ok(bytes) = serde_json::to_vec(&message) {
             let bus = &sessions.replica.backends.bus;
@@ -230,7 +238,10 @@ async fn reach(
         Err(ForwardError::Failed(e)) => Err(e),
         Err(ForwardError::Unreachable) => {
             match locate::take_over(sessions, id, TransportKind::Streamable, lease).await? {
-                Located::Here(entry) => Ok(Reached::Here(entry)),
+                Located::Here(entry) => {
+                    admitted.check_owner(entry.owner.as_ref())?;
+                    Ok(Reached::Here(entry))
+                }
                 Located::Elsewhere { .. } => Err(session_not_found()),
             }
         }

@@ -35,6 +35,9 @@ pub fn test_config() -> Config {
     c.server.port = 0;
     c.server.workers = 1;
     c.admin.token = secrecy::SecretString::from(ADMIN_TOKEN.to_string());
+    // Tenants the MCP-behaviour tests create are open; tests/oauth.rs covers protected ones
+    // (and the production default, `oauth`).
+    c.auth.default_mode = "none".into();
     c.tenants.push(TenantConfig {
         slug: "other".into(),
         catalogs: vec!["demo".into()],

@@ -57,7 +57,7 @@ allowedHosts, the Service's in-cluster DNS names and, when the ingress is on, it
 
 {{/* Non-empty when the chart manages a Secret (an inline admin token or database URL). */}}
 {{- define "mcp-harbor.hasSecret" -}}
-{{- if or .Values.admin.token .Values.storage.databaseUrl .Values.redis.url }}true{{ end }}
+{{- if or .Values.admin.token .Values.storage.databaseUrl .Values.redis.url .Values.auth.sealingKeys }}true{{ end }}
 {{- end }}
 
 {{/* "true" when shared session state lives in Redis. */}}
@@ -75,6 +75,9 @@ database-url: {{ . | b64enc | quote }}
 {{- end }}
 {{- with .Values.redis.url }}
 redis-url: {{ . | b64enc | quote }}
+{{- end }}
+{{- with .Values.auth.sealingKeys }}
+sealing-keys: {{ . | b64enc | quote }}
 {{- end }}
 {{- end }}
 
@@ -130,6 +133,22 @@ Call with (dict "root" $ "resources" <name of the ConfigMap/Secret to read> "mig
 {{- end }}
 - name: MCP_HARBOR__ADMIN__ALLOW_HTTP_LOOPBACK_WEBHOOKS
   value: {{ $v.admin.allowHttpLoopbackWebhooks | quote }}
+{{- with $v.auth.publicUrl }}
+- name: MCP_HARBOR__AUTH__PUBLIC_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- if or $v.auth.existingSecret $v.auth.sealingKeys }}
+- name: MCP_HARBOR__AUTH__SEALING_KEYS
+  valueFrom:
+    secretKeyRef:
+      {{- if $v.auth.existingSecret }}
+      name: {{ $v.auth.existingSecret | quote }}
+      key: {{ $v.auth.sealingKeysKey | quote }}
+      {{- else }}
+      name: {{ .resources | quote }}
+      key: sealing-keys
+      {{- end }}
+{{- end }}
 {{- if include "mcp-harbor.redis" .root }}
 - name: MCP_HARBOR__REDIS__URL
   valueFrom:

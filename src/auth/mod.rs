@@ -1,0 +1,457 @@
+//! Authorization: who is calling a protected tenant. Each tenant is an OAuth 2.1 protected
+//! resource (`store::TenantAuth`): open (`none`), served by the platform's own authorization
+//! server (`oauth`) or by the tenant's own issuer (`external`). This module
+//! holds what both sides share — the principal, secrets sealed at rest, signing keys, token
+//! issuing and verification — and the resource-server check every MCP request passes
+//! (`AuthService::authenticate`), whose refusals carry the `WWW-Authenticate` challenge.
+
+pub mod keys;
+pub mod password;
+pub mod seal;
+pub mod tokens;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_web::HttpRequest;
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::config::AuthConfig;
+use crate::store::{ExternalIssuer, OAuthSettings, SqlStore, StoreError, TenantAuth};
+pub use keys::KeyRing;
+pub use seal::{SealError, Sealer};
+use tokens::{JwksCache, TokenRejection};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Internal(String),
+    /// An outside server (issuer metadata, JWKS, client metadata document) failed us.
+    #[error("{0}")]
+    Upstream(String),
+}
+
+/// Who is calling: the token's issuer, subject and client, and what it may do.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Principal {
+    pub issuer: String,
+    pub subject: String,
+    pub client_id: String,
+    pub scopes: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl Principal {
+    /// What a session is bound to: a refreshed token keeps it, another principal does not.
+    pub fn binding(&self) -> Arc<str> {
+        binding_of(&self.issuer, &self.subject, &self.client_id)
+    }
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+pub fn binding_of(issuer: &str, subject: &str, client_id: &str) -> Arc<str> {
+    format!("{issuer}\n{subject}\n{client_id}").into()
+}
+
+/// The binding of a principal as its JSON form (sessions keep the JSON form).
+pub fn binding_of_value(principal: &Value) -> Option<Arc<str>> {
+    let text = |k: &str| principal.get(k).and_then(Value::as_str);
+    Some(binding_of(
+        text("issuer")?,
+        text("subject")?,
+        text("client_id")?,
+    ))
+}
+
+/// SHA-256 (hex) of a token or secret: what the database keeps.
+pub fn hash_secret(secret: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(secret.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// 256 random bits, base64url.
+pub fn random_token() -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>())
+}
+
+/// The external base URL (`https://host[:port]`): configured, or taken from the request
+/// (Host and the scheme, honouring `Forwarded`/`X-Forwarded-*` from a TLS-terminating proxy).
+pub fn base_url(req: &HttpRequest, config: &AuthConfig) -> String {
+    if !config.public_url.is_empty() {
+        return config.public_url.trim_end_matches('/').to_string();
+    }
+    let info = req.connection_info();
+    format!("{}://{}", info.scheme(), info.host())
+}
+
+/// A tenant's issuer identifier.
+pub fn issuer(base: &str, tenant: &str) -> String {
+    format!("{base}/t/{tenant}")
+}
+
+/// The resource identifiers of a tenant (RFC 8707 `resource`, token `aud`): its Streamable HTTP
+/// endpoint first (canonical), its legacy SSE endpoint, and the tenant URL itself.
+pub fn resources(base: &str, tenant: &str) -> Vec<String> {
+    let t = issuer(base, tenant);
+    vec![format!("{t}/mcp"), format!("{t}/sse"), t]
+}
+
+/// Where the Protected Resource Metadata of `resource` is (RFC 9728 path insertion).
+pub fn resource_metadata_url(base: &str, resource: &str) -> String {
+    let path = resource.strip_prefix(base).unwrap_or("");
+    format!("{base}/.well-known/oauth-protected-resource{path}")
+}
+
+/// A refused request: the HTTP status, the OAuth error code and the `WWW-Authenticate` value.
+#[derive(Debug, Clone)]
+pub struct Challenge {
+    pub status: u16,
+    pub description: String,
+    pub www_authenticate: Option<String>,
+}
+
+/// What the edge needs to check tokens.
+pub struct AuthService {
+    pub store: SqlStore,
+    pub sealer: Sealer,
+    pub keys: KeyRing,
+    pub jwks: JwksCache,
+    pub config: AuthConfig,
+    /// Outside fetches (JWKS, issuer metadata, client metadata documents) may reach loopback and
+    /// private addresses (development; `admin.allow_http_loopback_webhooks`).
+    pub allow_private_egress: bool,
+    metadata: Mutex<HashMap<String, (Instant, Value)>>,
+}
+
+impl AuthService {
+    pub fn new(
+        store: SqlStore,
+        sealer: Sealer,
+        config: AuthConfig,
+        allow_private_egress: bool,
+    ) -> Result<AuthService, AuthError> {
+        let http = if allow_private_egress {
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .connect_timeout(Duration::from_secs(5))
+                .user_agent(concat!("mcp-harbor/", env!("CARGO_PKG_VERSION")))
+                .build()
+        } else {
+            crate::tools::egress::public_http_client()
+        }
+        .map_err(|e| AuthError::Internal(e.to_string()))?;
+        Ok(AuthService {
+            store,
+            sealer,
+            keys: KeyRing::default(),
+            jwks: JwksCache::new(http),
+            config,
+            allow_private_egress,
+            metadata: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Checks an outside URL before fetching it: https (http only to loopback in development),
+    /// and no private address unless allowed.
+    pub fn check_outside_url(&self, url: &str) -> Result<(), String> {
+        crate::tools::webhook::validate_url(url, self.allow_private_egress)?;
+        if !self.allow_private_egress {
+            crate::tools::egress::check_public_url(url)?;
+        }
+        Ok(())
+    }
+
+    /// An outside issuer's metadata (OpenID discovery, then RFC 8414), cached for 10 minutes.
+    pub async fn issuer_metadata(&self, issuer: &str) -> Result<Value, AuthError> {
+        if let Some((at, doc)) = self.metadata.lock().get(issuer) {
+            if at.elapsed() < Duration::from_secs(600) {
+                return Ok(doc.clone());
+            }
+        }
+        self.check_outside_url(issuer)
+            .map_err(|e| AuthError::Upstream(format!("{issuer}: {e}")))?;
+        let trimmed = issuer.trim_end_matches('/');
+        let mut candidates = vec![format!("{trimmed}/.well-known/openid-configuration")];
+        if let Ok(url) = url::Url::parse(trimmed) {
+            let origin = url.origin().ascii_serialization();
+            let path = url.path().trim_end_matches('/');
+            candidates.push(format!(
+                "{origin}/.well-known/oauth-authorization-server{path}"
+            ));
+            candidates.push(format!("{origin}/.well-known/openid-configuration{path}"));
+        }
+        let mut last = AuthError::Upstream(format!("{issuer}: no metadata"));
+        for url in candidates {
+            match tokens::fetch_json(self.jwks.http(), &url).await {
+                Ok(doc) if doc.get("issuer").and_then(Value::as_str) == Some(issuer) => {
+                    self.metadata
+                        .lock()
+                        .insert(issuer.to_string(), (Instant::now(), doc.clone()));
+                    return Ok(doc);
+                }
+                Ok(_) => {
+                    last = AuthError::Upstream(format!("{url}: issuer does not match {issuer}"))
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// The resource-server check: `Ok(None)` on an open tenant, the principal on a valid token,
+    /// else the challenge to answer with.
+    pub async fn authenticate(
+        &self,
+        req: &HttpRequest,
+        tenant: &str,
+        auth: &TenantAuth,
+    ) -> Result<Option<Principal>, Challenge> {
+        let required: &[String] = match auth {
+            TenantAuth::None => return Ok(None),
+            TenantAuth::Oauth(o) => &o.required_scopes,
+            TenantAuth::External(e) => &e.required_scopes,
+        };
+        let base = base_url(req, &self.config);
+        let resource = if req.path().ends_with("/mcp") {
+            format!("{}/mcp", issuer(&base, tenant))
+        } else {
+            format!("{}/sse", issuer(&base, tenant))
+        };
+        let metadata = resource_metadata_url(&base, &resource);
+        let challenge = |status: u16, error: Option<&str>, description: String| {
+            let mut value = format!("Bearer resource_metadata=\"{metadata}\"");
+            if !required.is_empty() {
+                value.push_str(&format!(", scope=\"{}\"", required.join(" ")));
+            }
+            if let Some(error) = error {
+                value.push_str(&format!(
+                    ", error=\"{error}\", error_description=\"{}\"",
+                    description.replace('"', "'")
+                ));
+            }
+            Challenge {
+                status,
+                description,
+                www_authenticate: Some(value),
+            }
+        };
+        if req
+            .query_string()
+            .split('&')
+            .any(|kv| kv.split('=').next() == Some("access_token"))
+        {
+            return Err(challenge(
+                400,
+                Some("invalid_request"),
+                "access tokens in the query string are refused; send Authorization: Bearer".into(),
+            ));
+        }
+        let token =
+            match req
+                .headers()
+                .get(actix_web::http::header::AUTHORIZATION)
+                .map(|v| v.to_str().unwrap_or(""))
+            {
+                None => return Err(challenge(
+                    401,
+                    None,
+                    "this MCP server requires authorization: send Authorization: Bearer <token>"
+                        .into(),
+                )),
+                Some(v) => match v.split_once(' ') {
+                    Some((scheme, token))
+                        if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() =>
+                    {
+                        token.trim().to_string()
+                    }
+                    _ => {
+                        return Err(challenge(
+                            401,
+                            Some("invalid_request"),
+                            "the Authorization header must be 'Bearer <token>'".into(),
+                        ))
+                    }
+                },
+            };
+        let invalid = |r: TokenRejection| challenge(401, Some("invalid_token"), r.description());
+        let principal = match auth {
+            TenantAuth::None => return Ok(None),
+            TenantAuth::Oauth(settings) => self
+                .verify_own(&token, &base, tenant, settings)
+                .await
+                .map_err(|e| match e {
+                Ok(r) => invalid(r),
+                Err(e) => unavailable(e),
+            })?,
+            TenantAuth::External(settings) => self
+                .verify_external(&token, settings)
+                .await
+                .map_err(|e| match e {
+                    Ok(r) => invalid(r),
+                    Err(e) => unavailable(e),
+                })?,
+        };
+        let missing: Vec<&String> = required
+            .iter()
+            .filter(|s| !principal.scopes.contains(s))
+            .collect();
+        if !missing.is_empty() {
+            return Err(challenge(
+                403,
+                Some("insufficient_scope"),
+                format!(
+                    "the access token lacks the scope(s) {}",
+                    missing
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
+            ));
+        }
+        Ok(Some(principal))
+    }
+
+    /// Verifies one of the tenant's own access tokens.
+    pub async fn verify_own(
+        &self,
+        token: &str,
+        base: &str,
+        tenant: &str,
+        _settings: &OAuthSettings,
+    ) -> Result<Principal, Result<TokenRejection, AuthError>> {
+        let iss = issuer(base, tenant);
+        let audiences = resources(base, tenant);
+        let keys = self
+            .keys
+            .get(&self.store, &self.sealer, tenant)
+            .await
+            .map_err(Err)?;
+        let claims = match tokens::verify_own(token, &keys, &iss, &audiences) {
+            Err(TokenRejection::UnknownKey) => {
+                // Another replica may have rotated: reload once.
+                let keys = self
+                    .keys
+                    .load(&self.store, &self.sealer, tenant)
+                    .await
+                    .map_err(Err)?;
+                tokens::verify_own(token, &keys, &iss, &audiences)
+            }
+            other => other,
+        }
+        .map_err(Ok)?;
+        Ok(Principal {
+            issuer: claims.iss,
+            subject: claims.sub,
+            client_id: claims.client_id,
+            scopes: claims
+                .scope
+                .split_whitespace()
+                .map(str::to_string)
+                .collect(),
+            name: claims.name,
+        })
+    }
+
+    async fn verify_external(
+        &self,
+        token: &str,
+        settings: &ExternalIssuer,
+    ) -> Result<Principal, Result<TokenRejection, AuthError>> {
+        let jwks_uri = match &settings.jwks_uri {
+            Some(uri) => uri.clone(),
+            None => self
+                .issuer_metadata(&settings.issuer)
+                .await
+                .map_err(Err)?
+                .get("jwks_uri")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    Err(AuthError::Upstream(format!(
+                        "{}: metadata names no jwks_uri",
+                        settings.issuer
+                    )))
+                })?,
+        };
+        self.check_outside_url(&jwks_uri)
+            .map_err(|e| Err(AuthError::Upstream(format!("{jwks_uri}: {e}"))))?;
+        let claims = self
+            .jwks
+            .verify(
+                token,
+                &jwks_uri,
+                &settings.issuer,
+                std::slice::from_ref(&settings.audience),
+            )
+            .await
+            .map_err(Err)?
+            .map_err(Ok)?;
+        Ok(tokens::external_principal(&claims, settings))
+    }
+
+    /// Periodically deletes expired codes and refresh tokens, and keys retired long enough that
+    /// no token they signed is still valid.
+    pub fn spawn_sweeper(self: &Arc<Self>) {
+        let this = self.clone();
+        actix_rt::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                tick.tick().await;
+                let now = crate::store::now_millis();
+                let keep = (this.config.access_token_ttl_secs as i64 + 300) * 1000;
+                use crate::store::OAuthStore;
+                match this.store.sweep_oauth(now, now - keep).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(removed = n, "swept expired OAuth rows"),
+                    Err(e) => tracing::warn!(error = %e, "OAuth sweep failed"),
+                }
+            }
+        });
+    }
+}
+
+fn unavailable(e: AuthError) -> Challenge {
+    tracing::warn!(error = %e, "token verification unavailable");
+    Challenge {
+        status: 503,
+        description: "authorization is temporarily unavailable; retry shortly".into(),
+        www_authenticate: None,
+    }
+}
+
+/// The JSON the admin API shows for a tenant's auth settings (no secrets, no hashes).
+pub fn public_view(auth: &TenantAuth) -> Value {
+    match auth {
+        TenantAuth::None => json!({ "mode": "none" }),
+        TenantAuth::Oauth(o) => json!({
+            "mode": "oauth",
+            "registration": o.registration,
+            "initial_access_token_set": o.initial_access_token_hash.is_some(),
+            "login": o.login,
+            "required_scopes": o.required_scopes,
+            "oidc": o.oidc.as_ref().map(|u| json!({
+                "issuer": u.issuer, "client_id": u.client_id,
+                "client_secret_set": u.client_secret_sealed.is_some(),
+                "scopes": u.scopes, "subject_claim": u.subject_claim, "name_claim": u.name_claim,
+            })),
+        }),
+        TenantAuth::External(e) => json!({
+            "mode": "external",
+            "issuer": e.issuer, "audience": e.audience, "jwks_uri": e.jwks_uri,
+            "required_scopes": e.required_scopes,
+        }),
+    }
+}

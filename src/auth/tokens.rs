@@ -1,0 +1,284 @@
+//! Access and ID tokens: short-lived ES256 JWTs with a `kid`, audience-bound to the tenant's MCP
+//! resource (RFC 8707). Verification of our own tokens (the tenant's keys) and of an external
+//! issuer's (its JWKS, fetched and cached; asymmetric algorithms only).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, Header, Validation};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::keys::TenantKeys;
+use super::{AuthError, Principal};
+use crate::store::ExternalIssuer;
+
+/// The claims of an access token this platform issues.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AccessClaims {
+    pub iss: String,
+    pub sub: String,
+    pub aud: String,
+    pub exp: i64,
+    pub iat: i64,
+    pub jti: String,
+    pub client_id: String,
+    #[serde(default)]
+    pub scope: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+pub fn now_secs() -> i64 {
+    crate::store::now_millis() / 1000
+}
+
+/// Signs `claims` with the tenant's active key.
+pub fn sign(keys: &TenantKeys, claims: &impl Serialize) -> Result<String, AuthError> {
+    let active = keys
+        .active
+        .as_ref()
+        .ok_or_else(|| AuthError::Internal("no active signing key".into()))?;
+    let mut header = Header::new(Algorithm::ES256);
+    header.kid = Some(active.kid.clone());
+    header.typ = Some("JWT".into());
+    jsonwebtoken::encode(&header, claims, &active.encoding)
+        .map_err(|e| AuthError::Internal(format!("signing: {e}")))
+}
+
+/// Why a bearer token was not accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TokenRejection {
+    Malformed,
+    UnknownKey,
+    BadSignature,
+    Expired,
+    WrongIssuer,
+    WrongAudience,
+    Other(String),
+}
+
+impl TokenRejection {
+    pub fn description(&self) -> String {
+        match self {
+            TokenRejection::Malformed => "the access token is malformed".into(),
+            TokenRejection::UnknownKey => "the access token is signed by an unknown key".into(),
+            TokenRejection::BadSignature => "the access token signature is invalid".into(),
+            TokenRejection::Expired => "the access token expired".into(),
+            TokenRejection::WrongIssuer => "the access token is from another issuer".into(),
+            TokenRejection::WrongAudience => {
+                "the access token is not meant for this resource (audience)".into()
+            }
+            TokenRejection::Other(m) => m.clone(),
+        }
+    }
+}
+
+fn rejection(e: jsonwebtoken::errors::Error) -> TokenRejection {
+    use jsonwebtoken::errors::ErrorKind;
+    match e.kind() {
+        ErrorKind::ExpiredSignature => TokenRejection::Expired,
+        ErrorKind::InvalidIssuer => TokenRejection::WrongIssuer,
+        ErrorKind::InvalidAudience => TokenRejection::WrongAudience,
+        ErrorKind::InvalidSignature => TokenRejection::BadSignature,
+        ErrorKind::InvalidToken
+        | ErrorKind::Base64(_)
+        | ErrorKind::Json(_)
+        | ErrorKind::Utf8(_) => TokenRejection::Malformed,
+        other => TokenRejection::Other(format!("the access token was refused ({other:?})")),
+    }
+}
+
+fn validation(alg: Algorithm, issuer: &str, audiences: &[String], leeway: u64) -> Validation {
+    let mut v = Validation::new(alg);
+    v.leeway = leeway;
+    v.set_issuer(&[issuer]);
+    v.set_audience(audiences);
+    v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+    v
+}
+
+/// The `kid` of a token's header (which key ring to consult).
+pub fn header_kid(token: &str) -> Result<(Algorithm, Option<String>), TokenRejection> {
+    let header = jsonwebtoken::decode_header(token).map_err(|_| TokenRejection::Malformed)?;
+    Ok((header.alg, header.kid))
+}
+
+/// Verifies a token the tenant issued. `Err(UnknownKey)` asks the caller to reload the keys.
+pub fn verify_own(
+    token: &str,
+    keys: &TenantKeys,
+    issuer: &str,
+    audiences: &[String],
+) -> Result<AccessClaims, TokenRejection> {
+    let (alg, kid) = header_kid(token)?;
+    if alg != Algorithm::ES256 {
+        return Err(TokenRejection::BadSignature);
+    }
+    let key = kid
+        .and_then(|k| keys.verifying.get(&k))
+        .ok_or(TokenRejection::UnknownKey)?;
+    // Our own clocks: little skew to allow for.
+    jsonwebtoken::decode::<AccessClaims>(token, key, &validation(alg, issuer, audiences, 5))
+        .map(|d| d.claims)
+        .map_err(rejection)
+}
+
+const ASYMMETRIC: [Algorithm; 8] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+];
+
+/// JWKS of outside issuers (external-mode tenants, upstream OpenID providers), cached per URL.
+pub struct JwksCache {
+    http: reqwest::Client,
+    sets: Mutex<HashMap<String, (Instant, JwkSet)>>,
+    ttl: Duration,
+    /// An unknown `kid` refetches at most this often per URL.
+    refetch_every: Duration,
+}
+
+impl JwksCache {
+    pub fn new(http: reqwest::Client) -> Self {
+        JwksCache {
+            http,
+            sets: Mutex::new(HashMap::new()),
+            ttl: Duration::from_secs(600),
+            refetch_every: Duration::from_secs(10),
+        }
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    async fn fetch(&self, url: &str) -> Result<JwkSet, AuthError> {
+        let value = fetch_json(&self.http, url).await?;
+        let set: JwkSet = serde_json::from_value(value)
+            .map_err(|e| AuthError::Upstream(format!("{url}: not a JWKS ({e})")))?;
+        self.sets
+            .lock()
+            .insert(url.to_string(), (Instant::now(), set.clone()));
+        Ok(set)
+    }
+
+    /// The key `kid` from the JWKS at `url` (refetched when stale or when `kid` is new).
+    pub async fn key(
+        &self,
+        url: &str,
+        kid: Option<&str>,
+        alg: Algorithm,
+    ) -> Result<Option<DecodingKey>, AuthError> {
+        let cached = self.sets.lock().get(url).cloned();
+        let pick = |set: &JwkSet| -> Option<DecodingKey> {
+            let jwk = match kid {
+                Some(kid) => set.find(kid),
+                None if set.keys.len() == 1 => set.keys.first(),
+                None => None,
+            }?;
+            if let Some(key_alg) = jwk.common.key_algorithm {
+                if format!("{key_alg:?}") != format!("{alg:?}") {
+                    return None;
+                }
+            }
+            DecodingKey::from_jwk(jwk).ok()
+        };
+        match cached {
+            Some((at, set)) if at.elapsed() < self.ttl => {
+                if let Some(key) = pick(&set) {
+                    return Ok(Some(key));
+                }
+                if at.elapsed() < self.refetch_every {
+                    return Ok(None);
+                }
+            }
+            _ => {}
+        }
+        let set = self.fetch(url).await?;
+        Ok(pick(&set))
+    }
+
+    /// Verifies a JWT from an outside issuer against its JWKS; returns the claims.
+    pub async fn verify(
+        &self,
+        token: &str,
+        jwks_uri: &str,
+        issuer: &str,
+        audiences: &[String],
+    ) -> Result<Result<Value, TokenRejection>, AuthError> {
+        let (alg, kid) = match header_kid(token) {
+            Ok(h) => h,
+            Err(r) => return Ok(Err(r)),
+        };
+        if !ASYMMETRIC.contains(&alg) && alg != Algorithm::EdDSA {
+            return Ok(Err(TokenRejection::BadSignature));
+        }
+        let Some(key) = self.key(jwks_uri, kid.as_deref(), alg).await? else {
+            return Ok(Err(TokenRejection::UnknownKey));
+        };
+        Ok(
+            jsonwebtoken::decode::<Value>(token, &key, &validation(alg, issuer, audiences, 30))
+                .map(|d| d.claims)
+                .map_err(rejection),
+        )
+    }
+}
+
+/// GETs a JSON document (metadata, JWKS, client metadata) with a time and size bound.
+pub async fn fetch_json(http: &reqwest::Client, url: &str) -> Result<Value, AuthError> {
+    const LIMIT: usize = 256 * 1024;
+    let upstream = |m: String| AuthError::Upstream(format!("{url}: {m}"));
+    let mut response = http
+        .get(url)
+        .header("accept", "application/json")
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .map_err(|e| upstream(e.to_string()))?;
+    if !response.status().is_success() {
+        return Err(upstream(format!("answered {}", response.status())));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| upstream(e.to_string()))?
+    {
+        if body.len() + chunk.len() > LIMIT {
+            return Err(upstream(format!("document larger than {LIMIT} bytes")));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|e| upstream(format!("not JSON ({e})")))
+}
+
+/// The principal an external issuer's claims name.
+pub fn external_principal(claims: &Value, settings: &ExternalIssuer) -> Principal {
+    let text = |k: &str| claims.get(k).and_then(Value::as_str).map(str::to_string);
+    let scopes = match claims.get("scope").or_else(|| claims.get("scp")) {
+        Some(Value::String(s)) => s.split_whitespace().map(str::to_string).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    };
+    Principal {
+        issuer: settings.issuer.clone(),
+        subject: text("sub").unwrap_or_default(),
+        client_id: text("client_id")
+            .or_else(|| text("azp"))
+            .unwrap_or_default(),
+        scopes,
+        name: text("name").or_else(|| text("preferred_username")),
+    }
+}

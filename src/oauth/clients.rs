@@ -1,0 +1,595 @@
+//! Clients: Dynamic Client Registration (RFC 7591) under the tenant's policy, its management
+//! protocol (RFC 7592), Client ID Metadata Documents (an `https` client id whose JSON is fetched
+//! through the egress guard, bounded and cached), redirect-URI rules (https or loopback; any port
+//! on loopback as RFC 8252 says; exact otherwise) and client authentication at the token
+//! endpoint.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, HttpRequest, HttpResponse};
+use base64::Engine;
+use parking_lot::Mutex;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{as_tenant, same, OAuthError};
+use crate::auth::{hash_secret, random_token, AuthService};
+use crate::store::{now_millis, OAuthClient, OAuthStore, RegistrationPolicy, StoreError};
+
+/// Client metadata as a client or the admin API sends it (unknown fields are ignored, as RFC
+/// 7591 asks).
+#[derive(Deserialize, Default)]
+pub struct ClientInput {
+    #[serde(default)]
+    pub redirect_uris: Vec<String>,
+    pub client_name: Option<String>,
+    pub grant_types: Option<Vec<String>>,
+    pub response_types: Option<Vec<String>>,
+    pub token_endpoint_auth_method: Option<String>,
+    pub scope: Option<String>,
+    pub client_uri: Option<String>,
+    pub logo_uri: Option<String>,
+    pub software_id: Option<String>,
+    pub software_version: Option<String>,
+}
+
+fn is_loopback_host(host: Option<url::Host<&str>>) -> bool {
+    match host {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
+}
+
+/// A redirect URI a client may register: https, or http to a loopback host; no fragment.
+pub fn check_redirect_uri(uri: &str) -> Result<(), String> {
+    let u = url::Url::parse(uri).map_err(|e| format!("{uri:?} is not a URL ({e})"))?;
+    if u.fragment().is_some() {
+        return Err(format!("{uri:?} must not have a fragment"));
+    }
+    match u.scheme() {
+        "https" if u.host().is_some() => Ok(()),
+        "http" if is_loopback_host(u.host()) => Ok(()),
+        _ => Err(format!(
+            "{uri:?} must be https://, or http:// to a loopback address"
+        )),
+    }
+}
+
+/// Whether `presented` matches the registered `registered`: exactly, except that a loopback
+/// redirect URI matches on any port (RFC 8252 §7.3).
+pub fn redirect_matches(registered: &str, presented: &str) -> bool {
+    if registered == presented {
+        return true;
+    }
+    let (Ok(r), Ok(p)) = (url::Url::parse(registered), url::Url::parse(presented)) else {
+        return false;
+    };
+    r.scheme() == "http"
+        && p.scheme() == "http"
+        && is_loopback_host(r.host())
+        && r.host() == p.host()
+        && r.path() == p.path()
+        && r.query() == p.query()
+        && p.fragment().is_none()
+        && r.username().is_empty()
+        && p.username().is_empty()
+}
+
+/// Validates metadata; returns what is stored, or (field, message).
+pub fn validate_metadata(
+    input: ClientInput,
+    _allow_private: bool,
+) -> Result<Value, (String, String)> {
+    let err = |f: &str, m: String| Err((f.to_string(), m));
+    let grant_types = input
+        .grant_types
+        .unwrap_or_else(|| vec!["authorization_code".into(), "refresh_token".into()]);
+    for g in &grant_types {
+        if !matches!(
+            g.as_str(),
+            "authorization_code" | "refresh_token" | "client_credentials"
+        ) {
+            return err("grant_types", format!("unsupported grant type {g:?}"));
+        }
+    }
+    let method = input
+        .token_endpoint_auth_method
+        .unwrap_or_else(|| "client_secret_basic".into());
+    if !matches!(
+        method.as_str(),
+        "none" | "client_secret_basic" | "client_secret_post"
+    ) {
+        return err(
+            "token_endpoint_auth_method",
+            format!(
+                "unsupported method {method:?} (none, client_secret_basic, client_secret_post)"
+            ),
+        );
+    }
+    if method == "none" && grant_types.iter().any(|g| g == "client_credentials") {
+        return err(
+            "grant_types",
+            "client_credentials needs a confidential client (a secret)".into(),
+        );
+    }
+    let response_types = input.response_types.unwrap_or_else(|| vec!["code".into()]);
+    if response_types.iter().any(|r| r != "code") {
+        return err("response_types", "only \"code\" is supported".into());
+    }
+    if grant_types.iter().any(|g| g == "authorization_code") && input.redirect_uris.is_empty() {
+        return err(
+            "redirect_uris",
+            "at least one redirect URI is needed for the authorization code grant".into(),
+        );
+    }
+    if input.redirect_uris.len() > 20 {
+        return err("redirect_uris", "at most 20 redirect URIs".into());
+    }
+    for uri in &input.redirect_uris {
+        if let Err(e) = check_redirect_uri(uri) {
+            return err("redirect_uris", e);
+        }
+    }
+    if let Some(name) = &input.client_name {
+        if name.trim().is_empty() || name.chars().count() > 200 {
+            return err("client_name", "must be 1 to 200 characters".into());
+        }
+    }
+    for (field, value) in [
+        ("client_uri", &input.client_uri),
+        ("logo_uri", &input.logo_uri),
+    ] {
+        if let Some(v) = value {
+            if !v.starts_with("https://") || v.len() > 2000 {
+                return err(field, "must be an https:// URL".into());
+            }
+        }
+    }
+    let mut v = json!({
+        "redirect_uris": input.redirect_uris,
+        "grant_types": grant_types,
+        "response_types": response_types,
+        "token_endpoint_auth_method": method,
+    });
+    if let Some(o) = v.as_object_mut() {
+        for (k, val) in [
+            ("client_name", input.client_name),
+            ("scope", input.scope),
+            ("client_uri", input.client_uri),
+            ("logo_uri", input.logo_uri),
+            ("software_id", input.software_id),
+            ("software_version", input.software_version),
+        ] {
+            if let Some(val) = val {
+                o.insert(k.into(), json!(val));
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// A client as the authorization server uses it.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub client_id: String,
+    pub secret_hash: Option<String>,
+    pub metadata: Value,
+}
+
+impl Client {
+    pub fn name(&self) -> String {
+        self.metadata
+            .get("client_name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| self.client_id.clone())
+    }
+    pub fn redirect_uris(&self) -> Vec<&str> {
+        self.metadata
+            .get("redirect_uris")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default()
+    }
+    pub fn allows_grant(&self, grant: &str) -> bool {
+        self.metadata
+            .get("grant_types")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|g| g.as_str() == Some(grant)))
+    }
+    pub fn auth_method(&self) -> &str {
+        self.metadata
+            .get("token_endpoint_auth_method")
+            .and_then(Value::as_str)
+            .unwrap_or("none")
+    }
+    /// The registered redirect URI `presented` matches (or the only one, when none is given).
+    pub fn redirect_uri(&self, presented: Option<&str>) -> Option<String> {
+        let registered = self.redirect_uris();
+        match presented {
+            Some(p) => registered
+                .iter()
+                .any(|r| redirect_matches(r, p))
+                .then(|| p.to_string()),
+            None if registered.len() == 1 => Some(registered[0].to_string()),
+            None => None,
+        }
+    }
+}
+
+/// Client ID Metadata Documents fetched recently, per (tenant, URL).
+#[derive(Default)]
+pub struct MetadataDocuments {
+    cache: Mutex<HashMap<String, (Instant, Client)>>,
+}
+
+const CIMD_TTL: Duration = Duration::from_secs(300);
+
+/// Finds a client: registered with the tenant, or (an `https` client id) described by its
+/// metadata document.
+pub async fn find(
+    auth: &AuthService,
+    documents: &MetadataDocuments,
+    tenant: &str,
+    client_id: &str,
+) -> Result<Option<Client>, OAuthError> {
+    if client_id.starts_with("https://") || client_id.starts_with("http://") {
+        return metadata_document(auth, documents, tenant, client_id).await;
+    }
+    Ok(auth
+        .store
+        .get_client(tenant, client_id)
+        .await?
+        .map(|c| Client {
+            client_id: c.client_id,
+            secret_hash: c.secret_hash,
+            metadata: c.metadata,
+        }))
+}
+
+async fn metadata_document(
+    auth: &AuthService,
+    documents: &MetadataDocuments,
+    tenant: &str,
+    url: &str,
+) -> Result<Option<Client>, OAuthError> {
+    let key = format!("{tenant} {url}");
+    if let Some((at, c)) = documents.cache.lock().get(&key) {
+        if at.elapsed() < CIMD_TTL {
+            return Ok(Some(c.clone()));
+        }
+    }
+    let bad = |m: String| {
+        OAuthError::bad(
+            "invalid_client",
+            format!("client metadata document {url}: {m}"),
+        )
+    };
+    let parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
+    let loopback_dev =
+        auth.allow_private_egress && parsed.scheme() == "http" && is_loopback_host(parsed.host());
+    if !(parsed.scheme() == "https" || loopback_dev)
+        || parsed.path().len() <= 1
+        || parsed.fragment().is_some()
+    {
+        return Err(bad(
+            "a client id URL must be https with a path and no fragment".into(),
+        ));
+    }
+    auth.check_outside_url(url).map_err(bad)?;
+    let doc = crate::auth::tokens::fetch_json(auth.jwks.http(), url)
+        .await
+        .map_err(|e| bad(e.to_string()))?;
+    if doc.get("client_id").and_then(Value::as_str) != Some(url) {
+        return Err(bad("its client_id must equal its URL".into()));
+    }
+    let input: ClientInput =
+        serde_json::from_value(doc.clone()).map_err(|e| bad(format!("malformed ({e})")))?;
+    let method = input
+        .token_endpoint_auth_method
+        .clone()
+        .unwrap_or_else(|| "none".into());
+    if method != "none" {
+        return Err(bad(
+            "only public clients (token_endpoint_auth_method none) may use a metadata document"
+                .into(),
+        ));
+    }
+    let input = ClientInput {
+        token_endpoint_auth_method: Some(method),
+        ..input
+    };
+    let metadata = validate_metadata(input, auth.allow_private_egress)
+        .map_err(|(f, m)| bad(format!("{f}: {m}")))?;
+    let client = Client {
+        client_id: url.to_string(),
+        secret_hash: None,
+        metadata,
+    };
+    documents
+        .cache
+        .lock()
+        .insert(key, (Instant::now(), client.clone()));
+    Ok(Some(client))
+}
+
+/// Authenticates the client of a token or revocation request (Basic, form secret, or none).
+pub async fn authenticate(
+    auth: &AuthService,
+    documents: &MetadataDocuments,
+    tenant: &str,
+    req: &HttpRequest,
+    form: &HashMap<String, String>,
+) -> Result<Client, OAuthError> {
+    let basic = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Basic ")
+                .or_else(|| v.strip_prefix("basic "))
+        })
+        .map(|b64| -> Result<(String, String), OAuthError> {
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(b64.trim())
+                .map_err(|_| OAuthError::invalid_client("malformed Basic credentials", true))?;
+            let text = String::from_utf8(raw)
+                .map_err(|_| OAuthError::invalid_client("malformed Basic credentials", true))?;
+            let (id, secret) = text
+                .split_once(':')
+                .ok_or_else(|| OAuthError::invalid_client("malformed Basic credentials", true))?;
+            let decode = |s: &str| {
+                url::form_urlencoded::parse(format!("x={s}").as_bytes())
+                    .next()
+                    .map(|(_, v)| v.into_owned())
+                    .unwrap_or_default()
+            };
+            Ok((decode(id), decode(secret)))
+        })
+        .transpose()?;
+    let (client_id, secret, used_basic) = match basic {
+        Some((id, secret)) => (id, Some(secret), true),
+        None => (
+            form.get("client_id").cloned().unwrap_or_default(),
+            form.get("client_secret").cloned(),
+            false,
+        ),
+    };
+    if client_id.is_empty() {
+        return Err(OAuthError::invalid_client(
+            "client authentication is required (client_id)",
+            false,
+        ));
+    }
+    let client = find(auth, documents, tenant, &client_id)
+        .await?
+        .ok_or_else(|| OAuthError::invalid_client("unknown client", used_basic))?;
+    match (&client.secret_hash, secret) {
+        (None, None) => Ok(client),
+        (None, Some(_)) => Err(OAuthError::invalid_client(
+            "this client has no secret",
+            used_basic,
+        )),
+        (Some(_), None) => Err(OAuthError::invalid_client(
+            "this client must authenticate with its secret",
+            true,
+        )),
+        (Some(hash), Some(secret)) if same(hash, &hash_secret(&secret)) => Ok(client),
+        (Some(_), Some(_)) => Err(OAuthError::invalid_client(
+            "client authentication failed",
+            used_basic,
+        )),
+    }
+}
+
+fn registration_json(
+    c: &OAuthClient,
+    base_issuer: &str,
+    extra: Option<(&str, Option<&str>)>,
+) -> Value {
+    let mut v = c.metadata.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("client_id".into(), json!(c.client_id));
+        o.insert("client_id_issued_at".into(), json!(c.created_at / 1000));
+        if c.secret_hash.is_some() {
+            o.insert("client_secret_expires_at".into(), json!(0));
+        }
+        o.insert(
+            "registration_client_uri".into(),
+            json!(format!("{base_issuer}/oauth/register/{}", c.client_id)),
+        );
+        if let Some((token, secret)) = extra {
+            o.insert("registration_access_token".into(), json!(token));
+            if let Some(secret) = secret {
+                o.insert("client_secret".into(), json!(secret));
+            }
+        }
+    }
+    v
+}
+
+fn bearer(req: &HttpRequest) -> Option<String> {
+    req.headers()
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .split_once(' ')
+        .filter(|(s, _)| s.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim().to_string())
+}
+
+fn invalid_token(description: &str) -> OAuthError {
+    OAuthError {
+        challenge: Some(format!(
+            "Bearer error=\"invalid_token\", error_description=\"{description}\""
+        )),
+        ..OAuthError::new(StatusCode::UNAUTHORIZED, "invalid_token", description)
+    }
+}
+
+fn parse_metadata(body: &[u8], auth: &AuthService) -> Result<Value, OAuthError> {
+    let input: ClientInput = serde_json::from_slice(body).map_err(|e| {
+        OAuthError::bad(
+            "invalid_client_metadata",
+            format!("unreadable client metadata: {e}"),
+        )
+    })?;
+    validate_metadata(input, auth.allow_private_egress).map_err(|(field, message)| {
+        let error = if field == "redirect_uris" {
+            "invalid_redirect_uri"
+        } else {
+            "invalid_client_metadata"
+        };
+        OAuthError::bad(error, format!("{field}: {message}"))
+    })
+}
+
+/// `POST /t/{tenant}/oauth/register` (RFC 7591).
+pub async fn register(
+    req: HttpRequest,
+    slug: web::Path<String>,
+    auth: web::Data<AuthService>,
+    body: web::Bytes,
+) -> Result<HttpResponse, OAuthError> {
+    let t = as_tenant(&req, &slug, &auth).await?;
+    match t.settings.registration {
+        RegistrationPolicy::Open => {}
+        RegistrationPolicy::Disabled => {
+            return Err(OAuthError::new(
+                StatusCode::FORBIDDEN,
+                "access_denied",
+                "dynamic client registration is disabled for this tenant; use a pre-registered client or a client metadata document",
+            ))
+        }
+        RegistrationPolicy::Token => {
+            let ok = match (bearer(&req), &t.settings.initial_access_token_hash) {
+                (Some(token), Some(hash)) => same(hash, &hash_secret(&token)),
+                _ => false,
+            };
+            if !ok {
+                return Err(invalid_token("registration requires this tenant's initial access token"));
+            }
+        }
+    }
+    let metadata = parse_metadata(&body, &auth)?;
+    let confidential = metadata
+        .get("token_endpoint_auth_method")
+        .and_then(Value::as_str)
+        != Some("none");
+    let secret = confidential.then(random_token);
+    let registration_token = random_token();
+    let client = OAuthClient {
+        tenant: t.handle.slug.to_string(),
+        client_id: format!("hc_{}", uuid::Uuid::new_v4().simple()),
+        secret_hash: secret.as_deref().map(hash_secret),
+        registration_token_hash: Some(hash_secret(&registration_token)),
+        source: "dcr".into(),
+        metadata,
+        created_at: now_millis(),
+    };
+    auth.store.insert_client(&client).await?;
+    tracing::info!(tenant = %client.tenant, client_id = %client.client_id, "client registered");
+    Ok(HttpResponse::Created()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(registration_json(
+            &client,
+            &t.issuer,
+            Some((&registration_token, secret.as_deref())),
+        )))
+}
+
+/// The client an RFC 7592 request names, checked against its registration access token.
+async fn managed(
+    req: &HttpRequest,
+    auth: &AuthService,
+    slug: &str,
+    client_id: &str,
+) -> Result<(OAuthClient, String), OAuthError> {
+    let t = as_tenant(req, slug, auth).await?;
+    let token =
+        bearer(req).ok_or_else(|| invalid_token("the registration access token is required"))?;
+    let client = auth.store.get_client(slug, client_id).await?;
+    match client {
+        Some(c)
+            if c.registration_token_hash
+                .as_deref()
+                .is_some_and(|h| same(h, &hash_secret(&token))) =>
+        {
+            Ok((c, t.issuer))
+        }
+        // Unknown client or wrong token: the same answer (RFC 7592 §2).
+        _ => Err(invalid_token("invalid registration access token")),
+    }
+}
+
+pub async fn read(
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    auth: web::Data<AuthService>,
+) -> Result<HttpResponse, OAuthError> {
+    let (slug, id) = path.into_inner();
+    let (client, issuer) = managed(&req, &auth, &slug, &id).await?;
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(registration_json(&client, &issuer, None)))
+}
+
+pub async fn update(
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    auth: web::Data<AuthService>,
+    body: web::Bytes,
+) -> Result<HttpResponse, OAuthError> {
+    let (slug, id) = path.into_inner();
+    let (mut client, issuer) = managed(&req, &auth, &slug, &id).await?;
+    let sent: Value = serde_json::from_slice(&body).map_err(|e| {
+        OAuthError::bad(
+            "invalid_client_metadata",
+            format!("unreadable client metadata: {e}"),
+        )
+    })?;
+    if sent.get("client_id").and_then(Value::as_str) != Some(id.as_str()) {
+        return Err(OAuthError::bad(
+            "invalid_client_metadata",
+            "client_id must be the client's own",
+        ));
+    }
+    let metadata = parse_metadata(&body, &auth)?;
+    let was_confidential = client.secret_hash.is_some();
+    let confidential = metadata
+        .get("token_endpoint_auth_method")
+        .and_then(Value::as_str)
+        != Some("none");
+    if was_confidential != confidential {
+        return Err(OAuthError::bad(
+            "invalid_client_metadata",
+            "token_endpoint_auth_method cannot switch between public and confidential",
+        ));
+    }
+    client.metadata = metadata;
+    match auth.store.update_client(&client).await {
+        Err(StoreError::NotFound) => {
+            return Err(invalid_token("invalid registration access token"))
+        }
+        other => other?,
+    }
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(registration_json(&client, &issuer, None)))
+}
+
+pub async fn delete(
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    auth: web::Data<AuthService>,
+) -> Result<HttpResponse, OAuthError> {
+    let (slug, id) = path.into_inner();
+    managed(&req, &auth, &slug, &id).await?;
+    auth.store.delete_client(&slug, &id).await?;
+    tracing::info!(tenant = %slug, client_id = %id, "client deleted itself");
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,250 @@
+//! Each `oauth` tenant's authorization server, served under its issuer `/t/{tenant}`:
+//! discovery (RFC 9728 resource metadata, RFC 8414 and OpenID Connect metadata, JWKS), client
+//! registration (RFC 7591/7592, pre-registered clients, Client ID Metadata Documents), the
+//! login/consent page and its federated variant, the token endpoint (authorization code with
+//! PKCE S256, rotating refresh tokens, client credentials) and revocation (RFC 7009). Errors
+//! are OAuth error JSON (`error`, `error_description`); the page shows its errors rather than
+//! redirecting anywhere it cannot trust.
+
+pub mod authorize;
+pub mod clients;
+pub mod discovery;
+pub mod fallback;
+pub mod page;
+pub mod token;
+
+use actix_web::http::header;
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use serde_json::json;
+
+use crate::auth::{AuthError, AuthService};
+use crate::store::{OAuthSettings, StoreError, TenantAuth};
+use crate::tenant::{TenantDirectory, TenantHandle};
+
+/// Mounts the authorization-server routes (before the MCP `/t/{tenant}` scope).
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("/t/{tenant}/oauth")
+            .wrap(cors())
+            .route("/authorize", web::get().to(authorize::show))
+            .route("/authorize", web::post().to(authorize::submit))
+            .route("/callback", web::get().to(authorize::callback))
+            .route("/token", web::post().to(token::token))
+            .route("/revoke", web::post().to(token::revoke))
+            .route("/register", web::post().to(clients::register))
+            .route("/register/{client_id}", web::get().to(clients::read))
+            .route("/register/{client_id}", web::put().to(clients::update))
+            .route("/register/{client_id}", web::delete().to(clients::delete))
+            .route("/jwks", web::get().to(discovery::jwks))
+            .default_service(web::to(preflight_or_404)),
+    )
+    .service(
+        web::scope("/t/{tenant}/.well-known")
+            .wrap(cors())
+            .route("/{doc}", web::get().to(discovery::appended))
+            .route(
+                "/{doc}/{rest:.*}",
+                web::get().to(discovery::appended_with_rest),
+            )
+            .default_service(web::to(preflight_or_404)),
+    )
+    .service(
+        web::scope("/.well-known")
+            .wrap(cors())
+            .route("/{doc}", web::get().to(fallback::metadata))
+            .route("/{doc}/{rest:.*}", web::get().to(discovery::inserted))
+            .default_service(web::to(preflight_or_404)),
+    )
+    // 2025-03-26 default endpoints, on hosts dedicated to a tenant.
+    .route("/authorize", web::get().to(fallback::authorize_show))
+    .route("/authorize", web::post().to(fallback::authorize_submit))
+    .route("/token", web::post().to(fallback::token))
+    .route("/register", web::post().to(fallback::register));
+}
+
+/// Browser-based MCP clients (the Inspector) call discovery, registration and the token
+/// endpoint from another origin; none of these use cookies.
+fn cors() -> actix_web::middleware::DefaultHeaders {
+    actix_web::middleware::DefaultHeaders::new()
+        .add((header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"))
+        .add((
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            "WWW-Authenticate, Location",
+        ))
+}
+
+async fn preflight_or_404(req: HttpRequest) -> HttpResponse {
+    if req.method() == actix_web::http::Method::OPTIONS {
+        return HttpResponse::NoContent()
+            .insert_header((
+                header::ACCESS_CONTROL_ALLOW_METHODS,
+                "GET, POST, PUT, DELETE, OPTIONS",
+            ))
+            .insert_header((
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                "Authorization, Content-Type, MCP-Protocol-Version",
+            ))
+            .insert_header((header::ACCESS_CONTROL_MAX_AGE, "600"))
+            .finish();
+    }
+    OAuthError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no such endpoint: {}", req.path()),
+    )
+    .error_response()
+}
+
+/// What the authorization server keeps in memory on each replica.
+#[derive(Default)]
+pub struct OAuthState {
+    pub documents: clients::MetadataDocuments,
+    pub limiter: authorize::LoginLimiter,
+}
+
+/// An OAuth error response: `{"error", "error_description"}`.
+#[derive(Debug)]
+pub struct OAuthError {
+    pub status: StatusCode,
+    pub error: &'static str,
+    pub description: String,
+    /// `WWW-Authenticate` (401 on client authentication or registration tokens).
+    pub challenge: Option<String>,
+}
+
+impl OAuthError {
+    pub fn new(status: StatusCode, error: &'static str, description: impl Into<String>) -> Self {
+        OAuthError {
+            status,
+            error,
+            description: description.into(),
+            challenge: None,
+        }
+    }
+    pub fn bad(error: &'static str, description: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, error, description)
+    }
+    pub fn invalid_client(description: impl Into<String>, basic: bool) -> Self {
+        OAuthError {
+            challenge: basic.then(|| "Basic realm=\"mcp-harbor\"".to_string()),
+            ..Self::new(StatusCode::UNAUTHORIZED, "invalid_client", description)
+        }
+    }
+    pub fn not_found(description: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", description)
+    }
+    pub fn unavailable(e: impl std::fmt::Display) -> Self {
+        tracing::warn!(error = %e, "authorization server dependency failed");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "temporarily_unavailable",
+            "the authorization server is temporarily unavailable; retry shortly",
+        )
+    }
+}
+
+impl std::fmt::Display for OAuthError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            self.status.as_u16(),
+            self.error,
+            self.description
+        )
+    }
+}
+
+impl ResponseError for OAuthError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+    fn error_response(&self) -> HttpResponse {
+        let mut b = HttpResponse::build(self.status);
+        b.insert_header((header::CACHE_CONTROL, "no-store"));
+        if let Some(c) = &self.challenge {
+            b.insert_header((header::WWW_AUTHENTICATE, c.as_str()));
+        }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            b.insert_header((header::RETRY_AFTER, "1"));
+        }
+        b.json(json!({ "error": self.error, "error_description": self.description }))
+    }
+}
+
+impl From<StoreError> for OAuthError {
+    fn from(e: StoreError) -> Self {
+        OAuthError::unavailable(e)
+    }
+}
+
+impl From<AuthError> for OAuthError {
+    fn from(e: AuthError) -> Self {
+        OAuthError::unavailable(e)
+    }
+}
+
+/// A tenant and its authorization-server settings (404 unless the tenant uses `oauth`).
+pub struct AsTenant {
+    pub handle: TenantHandle,
+    pub settings: OAuthSettings,
+    pub issuer: String,
+    pub base: String,
+}
+
+pub const INVALID_TARGET: &str = "resource must be this tenant's MCP server URL";
+
+impl AsTenant {
+    /// The resource (RFC 8707) a request names, checked to be one of this tenant's; the
+    /// Streamable HTTP endpoint when none is named.
+    pub fn resource(&self, requested: Option<&String>) -> Option<String> {
+        let resources = crate::auth::resources(&self.base, &self.handle.slug);
+        match requested {
+            None => resources.into_iter().next(),
+            Some(r) => {
+                let r = r.trim_end_matches('/');
+                resources.into_iter().find(|x| x == r)
+            }
+        }
+    }
+}
+
+pub async fn as_tenant(
+    req: &HttpRequest,
+    slug: &str,
+    auth: &AuthService,
+) -> Result<AsTenant, OAuthError> {
+    let handle = resolve(req, slug).await?;
+    match &*handle.policy.auth() {
+        TenantAuth::Oauth(settings) => {
+            let base = crate::auth::base_url(req, &auth.config);
+            Ok(AsTenant {
+                issuer: crate::auth::issuer(&base, slug),
+                settings: settings.clone(),
+                handle,
+                base,
+            })
+        }
+        _ => Err(OAuthError::not_found(format!(
+            "tenant {slug:?} has no authorization server here"
+        ))),
+    }
+}
+
+pub async fn resolve(req: &HttpRequest, slug: &str) -> Result<TenantHandle, OAuthError> {
+    let directory = req
+        .app_data::<web::Data<TenantDirectory>>()
+        .ok_or_else(|| OAuthError::unavailable("no tenant directory"))?;
+    directory
+        .resolve(slug)
+        .await
+        .map_err(OAuthError::unavailable)?
+        .ok_or_else(|| OAuthError::not_found(format!("unknown tenant {slug:?}")))
+}
+
+/// Constant-time comparison of two hashes.
+pub fn same(a: &str, b: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}

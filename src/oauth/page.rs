@@ -1,0 +1,126 @@
+//! The server-rendered login/consent page and error page: plain, accessible HTML (labels on
+//! every field, no JavaScript), everything interpolated escaped.
+
+use actix_web::http::{header, StatusCode};
+use actix_web::HttpResponse;
+
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:32rem;margin:2rem auto;padding:0 1rem;line-height:1.5;color:#1a1a1a}\
+label{display:block;margin-top:1rem;font-weight:600}input[type=text],input[type=password]{width:100%;padding:.5rem;font-size:1rem;box-sizing:border-box}\
+.actions{margin-top:1.5rem;display:flex;gap:1rem}button{padding:.6rem 1.2rem;font-size:1rem}.error{color:#a40000;border:1px solid #a40000;padding:.5rem}\
+code{background:#f2f2f2;padding:0 .2rem}";
+
+fn document(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{}</title><style>{STYLE}</style></head><body><main>{body}</main></body></html>",
+        escape(title)
+    )
+}
+
+fn html(status: StatusCode, page: String) -> HttpResponse {
+    HttpResponse::build(status)
+        .content_type("text/html; charset=utf-8")
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header(("x-frame-options", "DENY"))
+        .insert_header((
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+        ))
+        .insert_header(("referrer-policy", "no-referrer"))
+        .body(page)
+}
+
+/// An error shown to the user (never a redirect to an untrusted place).
+pub fn error(status: StatusCode, title: &str, message: &str) -> HttpResponse {
+    html(
+        status,
+        document(
+            title,
+            &format!(
+                "<h1>{}</h1><p role=\"alert\">{}</p><p>Return to the application and try again.</p>",
+                escape(title),
+                escape(message)
+            ),
+        ),
+    )
+}
+
+/// What the login/consent page shows.
+pub struct Consent<'a> {
+    pub tenant: &'a str,
+    pub client_name: &'a str,
+    pub redirect_host: &'a str,
+    pub scopes: &'a [String],
+    /// The authorization request's parameters, carried through the form.
+    pub hidden: &'a [(String, String)],
+    pub csrf: &'a str,
+    pub error: Option<&'a str>,
+    pub username: &'a str,
+    /// Federated sign-in: the provider's name replaces the username and password fields.
+    pub provider: Option<&'a str>,
+}
+
+pub fn consent(status: StatusCode, c: &Consent) -> HttpResponse {
+    let scopes: String = c
+        .scopes
+        .iter()
+        .map(|s| format!("<li><code>{}</code></li>", escape(s)))
+        .collect();
+    let hidden: String = c
+        .hidden
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
+                escape(k),
+                escape(v)
+            )
+        })
+        .collect();
+    let error = c
+        .error
+        .map(|e| format!("<p class=\"error\" role=\"alert\">{}</p>", escape(e)))
+        .unwrap_or_default();
+    let body = format!(
+        "<h1>Sign in to {tenant}</h1>{error}\
+         <p><strong>{client}</strong> wants to access the MCP server <strong>{tenant}</strong> on your behalf.</p>\
+         <p>After you allow it, you will be sent back to <strong>{host}</strong>.</p>\
+         <p>It asks for:</p><ul>{scopes}</ul>\
+         <form method=\"post\">{hidden}<input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         {fields}\
+         <div class=\"actions\"><button type=\"submit\" name=\"decision\" value=\"allow\">{allow}</button>\
+         <button type=\"submit\" name=\"decision\" value=\"deny\" formnovalidate>Deny</button></div></form>",
+        tenant = escape(c.tenant),
+        client = escape(c.client_name),
+        host = escape(c.redirect_host),
+        csrf = escape(c.csrf),
+        fields = match c.provider {
+            Some(_) => String::new(),
+            None => format!(
+                "<label for=\"username\">Username</label><input type=\"text\" id=\"username\" name=\"username\" autocomplete=\"username\" value=\"{}\" required>\
+                 <label for=\"password\">Password</label><input type=\"password\" id=\"password\" name=\"password\" autocomplete=\"current-password\" required>",
+                escape(c.username)
+            ),
+        },
+        allow = match c.provider {
+            Some(p) => format!("Allow and sign in with {}", escape(p)),
+            None => "Allow".into(),
+        },
+    );
+    html(status, document(&format!("Sign in to {}", c.tenant), &body))
+}

@@ -1,0 +1,427 @@
+//! `OAuthStore` over the same `Any` pool: clients, codes, refresh-token families, signing keys and
+//! users. Every query takes the tenant first. Codes and refresh tokens are redeemed with one
+//! conditional UPDATE, so two replicas racing on the same code cannot both win.
+
+use serde_json::Value;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use super::sql::{inserted, json, SqlStore};
+use super::{
+    GrantRecord, OAuthClient, OAuthStore, Redeemed, SigningKeyRecord, StoreError, UserRecord,
+};
+
+fn parse_json(text: &str, what: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+fn client_from_row(row: &AnyRow) -> Result<OAuthClient, StoreError> {
+    let metadata: String = row.try_get("metadata")?;
+    Ok(OAuthClient {
+        tenant: row.try_get("tenant")?,
+        client_id: row.try_get("client_id")?,
+        secret_hash: row.try_get("secret_hash")?,
+        registration_token_hash: row.try_get("registration_token_hash")?,
+        source: row.try_get("source")?,
+        metadata: parse_json(&metadata, "client metadata")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn code_from_row(row: &AnyRow) -> Result<GrantRecord, StoreError> {
+    let grant: String = row.try_get("grant_data")?;
+    Ok(GrantRecord {
+        token_hash: row.try_get("code_hash")?,
+        family: String::new(),
+        client_id: row.try_get("client_id")?,
+        grant: parse_json(&grant, "code grant")?,
+        expires_at: row.try_get("expires_at")?,
+        used_at: row.try_get("used_at")?,
+        revoked_at: None,
+    })
+}
+
+fn refresh_from_row(row: &AnyRow) -> Result<GrantRecord, StoreError> {
+    let grant: String = row.try_get("grant_data")?;
+    Ok(GrantRecord {
+        token_hash: row.try_get("token_hash")?,
+        family: row.try_get("family")?,
+        client_id: row.try_get("client_id")?,
+        grant: parse_json(&grant, "refresh grant")?,
+        expires_at: row.try_get("expires_at")?,
+        used_at: row.try_get("used_at")?,
+        revoked_at: row.try_get("revoked_at")?,
+    })
+}
+
+fn key_from_row(row: &AnyRow) -> Result<SigningKeyRecord, StoreError> {
+    let jwk: String = row.try_get("public_jwk")?;
+    Ok(SigningKeyRecord {
+        kid: row.try_get("kid")?,
+        alg: row.try_get("alg")?,
+        public_jwk: parse_json(&jwk, "signing key")?,
+        private_key: row.try_get("private_key")?,
+        created_at: row.try_get("created_at")?,
+        retired_at: row.try_get("retired_at")?,
+    })
+}
+
+fn user_from_row(row: &AnyRow) -> Result<UserRecord, StoreError> {
+    Ok(UserRecord {
+        username: row.try_get("username")?,
+        password_hash: row.try_get("password_hash")?,
+        display_name: row.try_get("display_name")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+impl OAuthStore for SqlStore {
+    async fn insert_client(&self, c: &OAuthClient) -> Result<(), StoreError> {
+        let result = sqlx::query(
+            "INSERT INTO oauth_clients (tenant, client_id, secret_hash, registration_token_hash, \
+             source, metadata, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(&c.tenant)
+        .bind(&c.client_id)
+        .bind(c.secret_hash.as_deref())
+        .bind(c.registration_token_hash.as_deref())
+        .bind(&c.source)
+        .bind(json(&c.metadata))
+        .bind(c.created_at)
+        .execute(&self.pool)
+        .await;
+        inserted(result)
+    }
+
+    async fn get_client(
+        &self,
+        tenant: &str,
+        client_id: &str,
+    ) -> Result<Option<OAuthClient>, StoreError> {
+        let row = sqlx::query(
+            "SELECT tenant, client_id, secret_hash, registration_token_hash, source, metadata, \
+             created_at FROM oauth_clients WHERE tenant = $1 AND client_id = $2",
+        )
+        .bind(tenant)
+        .bind(client_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(client_from_row).transpose()
+    }
+
+    async fn update_client(&self, c: &OAuthClient) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE oauth_clients SET secret_hash = $3, registration_token_hash = $4, metadata = $5 \
+             WHERE tenant = $1 AND client_id = $2",
+        )
+        .bind(&c.tenant)
+        .bind(&c.client_id)
+        .bind(c.secret_hash.as_deref())
+        .bind(c.registration_token_hash.as_deref())
+        .bind(json(&c.metadata))
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    async fn delete_client(&self, tenant: &str, client_id: &str) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // The client's grants go with it.
+        sqlx::query("DELETE FROM oauth_refresh_tokens WHERE tenant = $1 AND client_id = $2")
+            .bind(tenant)
+            .bind(client_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM oauth_codes WHERE tenant = $1 AND client_id = $2")
+            .bind(tenant)
+            .bind(client_id)
+            .execute(&mut *tx)
+            .await?;
+        let done = sqlx::query("DELETE FROM oauth_clients WHERE tenant = $1 AND client_id = $2")
+            .bind(tenant)
+            .bind(client_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn list_clients(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<OAuthClient>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT tenant, client_id, secret_hash, registration_token_hash, source, metadata, \
+             created_at FROM oauth_clients WHERE tenant = $1 AND client_id > $2 \
+             ORDER BY client_id LIMIT $3",
+        )
+        .bind(tenant)
+        .bind(after.unwrap_or(""))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(client_from_row).collect()
+    }
+
+    async fn insert_code(&self, tenant: &str, code: &GrantRecord) -> Result<(), StoreError> {
+        let result = sqlx::query(
+            "INSERT INTO oauth_codes (tenant, code_hash, client_id, grant_data, expires_at) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(tenant)
+        .bind(&code.token_hash)
+        .bind(&code.client_id)
+        .bind(json(&code.grant))
+        .bind(code.expires_at)
+        .execute(&self.pool)
+        .await;
+        inserted(result)
+    }
+
+    async fn redeem_code(
+        &self,
+        tenant: &str,
+        code_hash: &str,
+        now: i64,
+    ) -> Result<Redeemed, StoreError> {
+        let won = sqlx::query(
+            "UPDATE oauth_codes SET used_at = $3 \
+             WHERE tenant = $1 AND code_hash = $2 AND used_at IS NULL",
+        )
+        .bind(tenant)
+        .bind(code_hash)
+        .bind(now)
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            == 1;
+        let row = sqlx::query(
+            "SELECT code_hash, client_id, grant_data, expires_at, used_at FROM oauth_codes \
+             WHERE tenant = $1 AND code_hash = $2",
+        )
+        .bind(tenant)
+        .bind(code_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(match row.as_ref().map(code_from_row).transpose()? {
+            None => Redeemed::Unknown,
+            Some(code) if won => Redeemed::Fresh(code),
+            Some(code) => Redeemed::Reused(code),
+        })
+    }
+
+    async fn insert_refresh(&self, tenant: &str, t: &GrantRecord) -> Result<(), StoreError> {
+        let result = sqlx::query(
+            "INSERT INTO oauth_refresh_tokens (tenant, token_hash, family, client_id, grant_data, \
+             expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(tenant)
+        .bind(&t.token_hash)
+        .bind(&t.family)
+        .bind(&t.client_id)
+        .bind(json(&t.grant))
+        .bind(t.expires_at)
+        .execute(&self.pool)
+        .await;
+        inserted(result)
+    }
+
+    async fn redeem_refresh(
+        &self,
+        tenant: &str,
+        token_hash: &str,
+        now: i64,
+    ) -> Result<Redeemed, StoreError> {
+        let won = sqlx::query(
+            "UPDATE oauth_refresh_tokens SET used_at = $3 WHERE tenant = $1 AND token_hash = $2 \
+             AND used_at IS NULL AND revoked_at IS NULL",
+        )
+        .bind(tenant)
+        .bind(token_hash)
+        .bind(now)
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            == 1;
+        Ok(match self.get_refresh(tenant, token_hash).await? {
+            None => Redeemed::Unknown,
+            Some(t) if won => Redeemed::Fresh(t),
+            Some(t) => Redeemed::Reused(t),
+        })
+    }
+
+    async fn get_refresh(
+        &self,
+        tenant: &str,
+        token_hash: &str,
+    ) -> Result<Option<GrantRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT token_hash, family, client_id, grant_data, expires_at, used_at, revoked_at \
+             FROM oauth_refresh_tokens WHERE tenant = $1 AND token_hash = $2",
+        )
+        .bind(tenant)
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(refresh_from_row).transpose()
+    }
+
+    async fn revoke_family(&self, tenant: &str, family: &str, now: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE oauth_refresh_tokens SET revoked_at = $3 \
+             WHERE tenant = $1 AND family = $2 AND revoked_at IS NULL",
+        )
+        .bind(tenant)
+        .bind(family)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn signing_keys(&self, tenant: &str) -> Result<Vec<SigningKeyRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT kid, alg, public_jwk, private_key, created_at, retired_at \
+             FROM oauth_signing_keys WHERE tenant = $1 ORDER BY created_at, kid",
+        )
+        .bind(tenant)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(key_from_row).collect()
+    }
+
+    async fn rotate_signing_key(
+        &self,
+        tenant: &str,
+        key: &SigningKeyRecord,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "UPDATE oauth_signing_keys SET retired_at = $2 WHERE tenant = $1 AND retired_at IS NULL",
+        )
+        .bind(tenant)
+        .bind(key.created_at)
+        .execute(&mut *tx)
+        .await?;
+        let result = sqlx::query(
+            "INSERT INTO oauth_signing_keys (tenant, kid, alg, public_jwk, private_key, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(tenant)
+        .bind(&key.kid)
+        .bind(&key.alg)
+        .bind(json(&key.public_jwk))
+        .bind(&key.private_key)
+        .bind(key.created_at)
+        .execute(&mut *tx)
+        .await;
+        inserted(result)?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn insert_user(&self, tenant: &str, u: &UserRecord) -> Result<(), StoreError> {
+        let result = sqlx::query(
+            "INSERT INTO tenant_users (tenant, username, password_hash, display_name, created_at, \
+             updated_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(tenant)
+        .bind(&u.username)
+        .bind(&u.password_hash)
+        .bind(&u.display_name)
+        .bind(u.created_at)
+        .bind(u.updated_at)
+        .execute(&self.pool)
+        .await;
+        inserted(result)
+    }
+
+    async fn get_user(
+        &self,
+        tenant: &str,
+        username: &str,
+    ) -> Result<Option<UserRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT username, password_hash, display_name, created_at, updated_at \
+             FROM tenant_users WHERE tenant = $1 AND username = $2",
+        )
+        .bind(tenant)
+        .bind(username)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(user_from_row).transpose()
+    }
+
+    async fn update_user(&self, tenant: &str, u: &UserRecord) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE tenant_users SET password_hash = $3, display_name = $4, updated_at = $5 \
+             WHERE tenant = $1 AND username = $2",
+        )
+        .bind(tenant)
+        .bind(&u.username)
+        .bind(&u.password_hash)
+        .bind(&u.display_name)
+        .bind(u.updated_at)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    async fn delete_user(&self, tenant: &str, username: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM tenant_users WHERE tenant = $1 AND username = $2")
+            .bind(tenant)
+            .bind(username)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn list_users(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<UserRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT username, password_hash, display_name, created_at, updated_at \
+             FROM tenant_users WHERE tenant = $1 AND username > $2 ORDER BY username LIMIT $3",
+        )
+        .bind(tenant)
+        .bind(after.unwrap_or(""))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(user_from_row).collect()
+    }
+
+    async fn sweep_oauth(&self, now: i64, retired_before: i64) -> Result<u64, StoreError> {
+        let mut removed = 0;
+        removed += sqlx::query("DELETE FROM oauth_codes WHERE expires_at < $1")
+            .bind(now)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        removed += sqlx::query("DELETE FROM oauth_refresh_tokens WHERE expires_at < $1")
+            .bind(now)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        removed += sqlx::query(
+            "DELETE FROM oauth_signing_keys WHERE retired_at IS NOT NULL AND retired_at < $1",
+        )
+        .bind(retired_before)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(removed)
+    }
+}

@@ -1,0 +1,1868 @@
+//! OAuth 2.1 per tenant, end to end over real HTTP: the resource server's challenges, discovery,
+//! client registration (DCR policies, RFC 7592, client metadata documents, pre-registered
+//! clients), the login/consent page, every grant and its failure modes, refresh rotation and
+//! reuse detection, revocation, key rotation, external-issuer mode, sessions bound to their
+//! principal, and the cross-tenant matrix.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use actix_web::{web, App, HttpResponse, HttpServer};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use common::{initialize_body, spawn_app, spawn_app_with, TestApp};
+use parking_lot::Mutex;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use sha2::Digest;
+
+const PASSWORD: &str = "correct horse battery";
+
+/// An HTTP client that does not follow redirects (the test plays the browser).
+fn browser() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+async fn create_tenant(app: &TestApp, slug: &str, auth: Value) {
+    let r = app
+        .admin(Method::POST, "/tenants")
+        .json(&json!({ "slug": slug, "catalogs": ["reference", "demo"], "auth": auth }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
+
+async fn create_user(app: &TestApp, tenant: &str, username: &str) {
+    let r = app
+        .admin(Method::POST, &format!("/tenants/{tenant}/users"))
+        .json(&json!({ "username": username, "password": PASSWORD, "display_name": username.to_uppercase() }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
+
+/// Tenants `acme` and `beta` (oauth) with users `alice` (acme), `bob` (acme) and `carol` (beta).
+async fn oauth_app() -> TestApp {
+    let app = spawn_app().await;
+    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    create_tenant(&app, "beta", json!({ "mode": "oauth" })).await;
+    create_user(&app, "acme", "alice").await;
+    create_user(&app, "acme", "bob").await;
+    create_user(&app, "beta", "carol").await;
+    app
+}
+
+fn issuer(app: &TestApp, tenant: &str) -> String {
+    format!("{}/t/{tenant}", app.base)
+}
+
+async fn register(app: &TestApp, tenant: &str, body: Value) -> Value {
+    let r = app
+        .http
+        .post(format!("{}/oauth/register", issuer(app, tenant)))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    r.json().await.unwrap()
+}
+
+const REDIRECT: &str = "http://127.0.0.1:9/callback";
+
+async fn public_client(app: &TestApp, tenant: &str) -> String {
+    let c = register(
+        app,
+        tenant,
+        json!({ "client_name": "Test Host", "redirect_uris": [REDIRECT],
+                "token_endpoint_auth_method": "none" }),
+    )
+    .await;
+    c["client_id"].as_str().unwrap().to_string()
+}
+
+struct Pkce {
+    verifier: String,
+    challenge: String,
+}
+
+fn pkce() -> Pkce {
+    let verifier = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 40]>());
+    let challenge = URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier.as_bytes()));
+    Pkce {
+        verifier,
+        challenge,
+    }
+}
+
+fn authorize_params(client_id: &str, p: &Pkce, redirect: &str) -> Vec<(String, String)> {
+    [
+        ("response_type", "code"),
+        ("client_id", client_id),
+        ("redirect_uri", redirect),
+        ("state", "st-123"),
+        ("code_challenge", &p.challenge),
+        ("code_challenge_method", "S256"),
+        ("scope", "mcp"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// The login page for `params`: (status, CSRF cookie, HTML).
+async fn login_page(
+    app: &TestApp,
+    tenant: &str,
+    params: &[(String, String)],
+) -> (StatusCode, Option<String>, String) {
+    let r = browser()
+        .get(format!("{}/oauth/authorize", issuer(app, tenant)))
+        .query(params)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let cookie = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("harbor_csrf="))
+        .map(|c| c.split(';').next().unwrap().to_string());
+    (status, cookie, r.text().await.unwrap())
+}
+
+fn hidden_inputs(html: &str) -> Vec<(String, String)> {
+    let unescape = |s: &str| {
+        s.replace("&quot;", "\"")
+            .replace("&#39;", "'")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&")
+    };
+    html.split("<input type=\"hidden\" ")
+        .skip(1)
+        .filter_map(|rest| {
+            let name = rest.split("name=\"").nth(1)?.split('"').next()?;
+            let value = rest.split("value=\"").nth(1)?.split('"').next()?;
+            Some((unescape(name), unescape(value)))
+        })
+        .collect()
+}
+
+/// Signs in on the page and returns the redirect response.
+async fn sign_in(
+    app: &TestApp,
+    tenant: &str,
+    params: &[(String, String)],
+    username: &str,
+    password: &str,
+    decision: &str,
+) -> reqwest::Response {
+    let (status, cookie, html) = login_page(app, tenant, params).await;
+    assert_eq!(status, 200, "{html}");
+    let mut form = hidden_inputs(&html);
+    form.push(("username".into(), username.into()));
+    form.push(("password".into(), password.into()));
+    form.push(("decision".into(), decision.into()));
+    browser()
+        .post(format!("{}/oauth/authorize", issuer(app, tenant)))
+        .header("cookie", cookie.expect("CSRF cookie"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap()
+}
+
+fn location_query(r: &reqwest::Response) -> HashMap<String, String> {
+    let location = r
+        .headers()
+        .get("location")
+        .expect("a redirect")
+        .to_str()
+        .unwrap();
+    url::Url::parse(location)
+        .unwrap()
+        .query_pairs()
+        .into_owned()
+        .collect()
+}
+
+async fn code_for(app: &TestApp, tenant: &str, client_id: &str, p: &Pkce, user: &str) -> String {
+    let r = sign_in(
+        app,
+        tenant,
+        &authorize_params(client_id, p, REDIRECT),
+        user,
+        PASSWORD,
+        "allow",
+    )
+    .await;
+    assert_eq!(r.status(), 303);
+    location_query(&r)["code"].clone()
+}
+
+async fn token_request(app: &TestApp, tenant: &str, form: &[(&str, &str)]) -> (StatusCode, Value) {
+    let r = app
+        .http
+        .post(format!("{}/oauth/token", issuer(app, tenant)))
+        .form(form)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn exchange(
+    app: &TestApp,
+    tenant: &str,
+    client_id: &str,
+    code: &str,
+    p: &Pkce,
+) -> (StatusCode, Value) {
+    token_request(
+        app,
+        tenant,
+        &[
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", REDIRECT),
+            ("client_id", client_id),
+            ("code_verifier", &p.verifier),
+        ],
+    )
+    .await
+}
+
+/// A user's tokens for `tenant` through the whole code flow.
+async fn tokens_for(app: &TestApp, tenant: &str, user: &str) -> (String, Value) {
+    let client_id = public_client(app, tenant).await;
+    let p = pkce();
+    let code = code_for(app, tenant, &client_id, &p, user).await;
+    let (status, tokens) = exchange(app, tenant, &client_id, &code, &p).await;
+    assert_eq!(status, 200, "{tokens}");
+    (client_id, tokens)
+}
+
+async fn refresh(app: &TestApp, tenant: &str, client_id: &str, token: &str) -> (StatusCode, Value) {
+    token_request(
+        app,
+        tenant,
+        &[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", token),
+            ("client_id", client_id),
+        ],
+    )
+    .await
+}
+
+/// An MCP initialize with a bearer token: (status, session id, WWW-Authenticate).
+async fn initialize(
+    app: &TestApp,
+    tenant: &str,
+    token: Option<&str>,
+) -> (StatusCode, Option<String>, Option<String>) {
+    let mut r = app.post(tenant, None, &initialize_body("2025-11-25", json!({})));
+    if let Some(t) = token {
+        r = r.bearer_auth(t);
+    }
+    let r = r.send().await.unwrap();
+    let header = |n: &str| r.headers().get(n).map(|v| v.to_str().unwrap().to_string());
+    (
+        r.status(),
+        header("mcp-session-id"),
+        header("www-authenticate"),
+    )
+}
+
+async fn call_echo(app: &TestApp, tenant: &str, token: &str, session: &str) -> reqwest::Response {
+    app.post(
+        tenant,
+        Some(session),
+        &json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                 "params": { "name": "echo", "arguments": { "text": "hi" } } }),
+    )
+    .bearer_auth(token)
+    .header("mcp-protocol-version", "2025-11-25")
+    .send()
+    .await
+    .unwrap()
+}
+
+fn access(tokens: &Value) -> String {
+    tokens["access_token"].as_str().unwrap().to_string()
+}
+
+#[actix_rt::test]
+async fn a_protected_tenant_challenges_and_discovery_leads_to_its_issuer() {
+    let app = oauth_app().await;
+    let (status, _, challenge) = initialize(&app, "acme", None).await;
+    assert_eq!(status, 401);
+    let challenge = challenge.expect("WWW-Authenticate");
+    let prm_url = format!(
+        "{}/.well-known/oauth-protected-resource/t/acme/mcp",
+        app.base
+    );
+    assert!(challenge.starts_with("Bearer "), "{challenge}");
+    assert!(
+        challenge.contains(&format!("resource_metadata=\"{prm_url}\"")),
+        "{challenge}"
+    );
+    assert!(challenge.contains("scope=\"mcp\""), "{challenge}");
+
+    // Every request kind of the tenant is protected, the legacy transport too.
+    let r = app
+        .http
+        .get(format!("{}/t/acme/mcp", app.base))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", "x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = app
+        .http
+        .delete(format!("{}/t/acme/mcp", app.base))
+        .header("mcp-session-id", "x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = app
+        .http
+        .get(format!("{}/t/acme/sse", app.base))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(r.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .contains("/.well-known/oauth-protected-resource/t/acme/sse"));
+    // Garbage and tokens in the query string.
+    let (status, _, challenge) = initialize(&app, "acme", Some("not-a-jwt")).await;
+    assert_eq!(status, 401);
+    assert!(challenge.unwrap().contains("error=\"invalid_token\""));
+    let r = app
+        .http
+        .post(format!("{}/t/acme/mcp?access_token=abc", app.base))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(initialize_body("2025-11-25", json!({})).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .contains("invalid_request"));
+    let r = app
+        .post("acme", None, &initialize_body("2025-11-25", json!({})))
+        .header("authorization", "Basic YTpi")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+
+    // Protected Resource Metadata, and the variants clients compute.
+    for url in [
+        prm_url.clone(),
+        format!("{prm_url}/"),
+        format!(
+            "{}/t/acme/.well-known/oauth-protected-resource/mcp",
+            app.base
+        ),
+    ] {
+        let prm: Value = app
+            .http
+            .get(&url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(prm["resource"], format!("{}/t/acme/mcp", app.base), "{url}");
+        assert_eq!(prm["authorization_servers"], json!([issuer(&app, "acme")]));
+        assert!(prm["scopes_supported"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp")));
+    }
+    let prm: Value = app
+        .http
+        .get(format!(
+            "{}/t/acme/.well-known/oauth-protected-resource",
+            app.base
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(prm["resource"], issuer(&app, "acme"));
+
+    // Authorization server metadata: RFC 8414 path insertion, OpenID discovery, appended forms.
+    for url in [
+        format!("{}/.well-known/oauth-authorization-server/t/acme", app.base),
+        format!(
+            "{}/.well-known/oauth-authorization-server/t/acme/",
+            app.base
+        ),
+        format!("{}/.well-known/openid-configuration/t/acme", app.base),
+        format!("{}/t/acme/.well-known/openid-configuration", app.base),
+        format!("{}/t/acme/.well-known/oauth-authorization-server", app.base),
+    ] {
+        let r = app.http.get(&url).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{url}");
+        assert_eq!(r.headers()["access-control-allow-origin"], "*");
+        let m: Value = r.json().await.unwrap();
+        assert_eq!(m["issuer"], issuer(&app, "acme"), "{url}");
+        assert_eq!(m["code_challenge_methods_supported"], json!(["S256"]));
+        assert_eq!(m["authorization_response_iss_parameter_supported"], true);
+        assert!(m["registration_endpoint"]
+            .as_str()
+            .unwrap()
+            .ends_with("/t/acme/oauth/register"));
+    }
+    let jwks: Value = app
+        .http
+        .get(format!("{}/oauth/jwks", issuer(&app, "acme")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(jwks["keys"][0]["kty"], "EC");
+    assert_eq!(jwks["keys"][0]["alg"], "ES256");
+    assert!(jwks["keys"][0].get("d").is_none(), "no private part");
+
+    // An open tenant: no challenge, no metadata; unknown documents are 404.
+    let (status, ..) = initialize(&app, "demo", None).await;
+    assert_eq!(status, 200);
+    for path in [
+        "/.well-known/oauth-protected-resource/t/demo/mcp",
+        "/.well-known/oauth-authorization-server/t/demo",
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/oauth-protected-resource/t/acme/other",
+        "/.well-known/oauth-authorization-server/t/nobody",
+    ] {
+        let r = app
+            .http
+            .get(format!("{}{path}", app.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "{path}");
+    }
+}
+
+#[actix_rt::test]
+async fn the_code_flow_signs_a_user_in_and_the_token_opens_a_session() {
+    let app = oauth_app().await;
+    let client_id = public_client(&app, "acme").await;
+    let p = pkce();
+    let params = authorize_params(&client_id, &p, REDIRECT);
+
+    // The page names the client, where the user goes back to, and the scopes.
+    let (status, cookie, html) = login_page(&app, "acme", &params).await;
+    assert_eq!(status, 200);
+    assert!(cookie.is_some());
+    assert!(
+        html.contains("Test Host")
+            && html.contains("127.0.0.1")
+            && html.contains("<code>mcp</code>"),
+        "{html}"
+    );
+    assert!(html.contains("<label for=\"username\">") && html.contains("<label for=\"password\">"));
+
+    // A wrong password stays on the page.
+    let r = sign_in(&app, "acme", &params, "alice", "wrong password", "allow").await;
+    assert_eq!(r.status(), 401);
+    assert!(r
+        .text()
+        .await
+        .unwrap()
+        .contains("Wrong username or password"));
+    // Deny goes back with access_denied.
+    let r = sign_in(&app, "acme", &params, "alice", PASSWORD, "deny").await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(location_query(&r)["error"], "access_denied");
+    // Allow: a code, the state and the issuer (RFC 9207); a loopback redirect on another port.
+    let other_port = authorize_params(&client_id, &p, "http://127.0.0.1:43210/callback");
+    let r = sign_in(&app, "acme", &other_port, "alice", PASSWORD, "allow").await;
+    assert_eq!(r.status(), 303);
+    let location = r.headers()["location"].to_str().unwrap().to_string();
+    assert!(
+        location.starts_with("http://127.0.0.1:43210/callback?"),
+        "{location}"
+    );
+    let q = location_query(&r);
+    assert_eq!(q["state"], "st-123");
+    assert_eq!(q["iss"], issuer(&app, "acme"));
+    let (status, tokens) = token_request(
+        &app,
+        "acme",
+        &[
+            ("grant_type", "authorization_code"),
+            ("code", &q["code"]),
+            ("redirect_uri", "http://127.0.0.1:43210/callback"),
+            ("client_id", &client_id),
+            ("code_verifier", &p.verifier),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(tokens["token_type"], "Bearer");
+    assert!(tokens["expires_in"].as_i64().unwrap() > 0);
+    assert!(tokens["refresh_token"].is_string());
+    // The access token is an ES256 JWT with a kid, bound to the tenant's MCP URL.
+    let token = access(&tokens);
+    let header: Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD
+            .decode(token.split('.').next().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(header["alg"], "ES256");
+    assert!(header["kid"].is_string());
+    let claims: Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD
+            .decode(token.split('.').nth(1).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(claims["aud"], app.mcp_url("acme"));
+    assert_eq!(claims["iss"], issuer(&app, "acme"));
+    assert_eq!(claims["sub"], "alice");
+    assert_eq!(claims["client_id"], client_id);
+
+    let (status, session, _) = initialize(&app, "acme", Some(&token)).await;
+    assert_eq!(status, 200);
+    let session = session.unwrap();
+    let r = call_echo(&app, "acme", &token, &session).await;
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["result"]["content"][0]["text"], "hi");
+    // The session needs the token on every request.
+    let r = app
+        .post(
+            "acme",
+            Some(&session),
+            &json!({ "jsonrpc": "2.0", "id": 8, "method": "ping" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+}
+
+#[actix_rt::test]
+async fn bad_authorization_requests_are_shown_or_sent_back_never_redirected_blindly() {
+    let app = oauth_app().await;
+    let client_id = public_client(&app, "acme").await;
+    let p = pkce();
+    let with = |k: &str, v: Option<&str>| {
+        let mut params: Vec<(String, String)> = authorize_params(&client_id, &p, REDIRECT)
+            .into_iter()
+            .filter(|(key, _)| key != k)
+            .collect();
+        if let Some(v) = v {
+            params.push((k.to_string(), v.to_string()));
+        }
+        params
+    };
+    // Unknown client, unregistered redirect URIs: a page, never a redirect.
+    for (params, what) in [
+        (with("client_id", Some("hc_nobody")), "Unknown client"),
+        (
+            with("redirect_uri", Some("https://evil.example/cb")),
+            "Invalid redirect URI",
+        ),
+        (
+            with("redirect_uri", Some("http://127.0.0.1:9/other")),
+            "Invalid redirect URI",
+        ),
+        (
+            with("redirect_uri", Some("http://localhost:9/callback")),
+            "Invalid redirect URI",
+        ),
+    ] {
+        let (status, _, html) = login_page(&app, "acme", &params).await;
+        assert_eq!(status, 400, "{what}");
+        assert!(html.contains(what), "{html}");
+    }
+    // Errors after the client and redirect URI are known go back to it.
+    for (params, error) in [
+        (with("code_challenge", None), "invalid_request"),
+        (
+            with("code_challenge_method", Some("plain")),
+            "invalid_request",
+        ),
+        (
+            with("response_type", Some("token")),
+            "unsupported_response_type",
+        ),
+        (
+            with("resource", Some("https://elsewhere.example/mcp")),
+            "invalid_target",
+        ),
+        (with("scope", Some("mcp admin")), "invalid_scope"),
+    ] {
+        let r = browser()
+            .get(format!("{}/oauth/authorize", issuer(&app, "acme")))
+            .query(&params)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 303);
+        let q = location_query(&r);
+        assert_eq!(q["error"], error);
+        assert_eq!(q["state"], "st-123");
+        assert_eq!(q["iss"], issuer(&app, "acme"));
+    }
+    // A POST without the CSRF cookie is refused.
+    let (_, _, html) = login_page(&app, "acme", &authorize_params(&client_id, &p, REDIRECT)).await;
+    let mut form = hidden_inputs(&html);
+    form.extend([
+        ("username".into(), "alice".into()),
+        ("password".into(), PASSWORD.into()),
+        ("decision".into(), "allow".into()),
+    ]);
+    let r = browser()
+        .post(format!("{}/oauth/authorize", issuer(&app, "acme")))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(r.headers().get("location").is_none());
+}
+
+#[actix_rt::test]
+async fn pkce_code_reuse_and_redirect_mismatch_fail_at_the_token_endpoint() {
+    let app = oauth_app().await;
+    let client_id = public_client(&app, "acme").await;
+    let p = pkce();
+    // Wrong verifier.
+    let code = code_for(&app, "acme", &client_id, &p, "alice").await;
+    let wrong = pkce();
+    let (status, e) = exchange(&app, "acme", &client_id, &code, &wrong).await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    // A code is single-use even after a failed attempt.
+    let (status, e) = exchange(&app, "acme", &client_id, &code, &p).await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    // No verifier at all.
+    let code = code_for(&app, "acme", &client_id, &p, "alice").await;
+    let (status, e) = token_request(
+        &app,
+        "acme",
+        &[
+            ("grant_type", "authorization_code"),
+            ("code", &code),
+            ("redirect_uri", REDIRECT),
+            ("client_id", &client_id),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    // Another redirect URI than the authorized one.
+    let code = code_for(&app, "acme", &client_id, &p, "alice").await;
+    let (status, e) = token_request(
+        &app,
+        "acme",
+        &[
+            ("grant_type", "authorization_code"),
+            ("code", &code),
+            ("redirect_uri", "http://127.0.0.1:9/elsewhere"),
+            ("client_id", &client_id),
+            ("code_verifier", &p.verifier),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    // Reuse of a redeemed code revokes what it issued.
+    let code = code_for(&app, "acme", &client_id, &p, "alice").await;
+    let (status, tokens) = exchange(&app, "acme", &client_id, &code, &p).await;
+    assert_eq!(status, 200);
+    let (status, e) = exchange(&app, "acme", &client_id, &code, &p).await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    let (status, e) = refresh(
+        &app,
+        "acme",
+        &client_id,
+        tokens["refresh_token"].as_str().unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant")),
+        "family revoked"
+    );
+    // Malformed requests.
+    let (status, e) = token_request(
+        &app,
+        "acme",
+        &[("grant_type", "password"), ("client_id", &client_id)],
+    )
+    .await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("unsupported_grant_type"))
+    );
+    let (status, e) = token_request(
+        &app,
+        "acme",
+        &[("grant_type", "authorization_code"), ("code", "x")],
+    )
+    .await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("invalid_client"))
+    );
+    let r = app
+        .http
+        .post(format!("{}/oauth/token", issuer(&app, "acme")))
+        .json(&json!({"grant_type": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+}
+
+#[actix_rt::test]
+async fn refresh_tokens_rotate_keep_the_session_and_reuse_revokes_the_family() {
+    let app = oauth_app().await;
+    let (client_id, tokens) = tokens_for(&app, "acme", "alice").await;
+    let (status, session, _) = initialize(&app, "acme", Some(&access(&tokens))).await;
+    assert_eq!(status, 200);
+    let session = session.unwrap();
+    let first_refresh = tokens["refresh_token"].as_str().unwrap().to_string();
+
+    let (status, second) = refresh(&app, "acme", &client_id, &first_refresh).await;
+    assert_eq!(status, 200, "{second}");
+    let second_refresh = second["refresh_token"].as_str().unwrap().to_string();
+    assert_ne!(second_refresh, first_refresh, "rotated");
+    // The refreshed token keeps the session.
+    let r = call_echo(&app, "acme", &access(&second), &session).await;
+    assert_eq!(r.status(), 200);
+    // Presenting the old refresh token again revokes the whole family.
+    let (status, e) = refresh(&app, "acme", &client_id, &first_refresh).await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    let (status, e) = refresh(&app, "acme", &client_id, &second_refresh).await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    // A refresh cannot widen the scope, and belongs to its client.
+    let (other_client, tokens) = tokens_for(&app, "acme", "alice").await;
+    let rt = tokens["refresh_token"].as_str().unwrap();
+    let (status, e) = token_request(
+        &app,
+        "acme",
+        &[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", rt),
+            ("client_id", &other_client),
+            ("scope", "mcp openid"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_scope"))
+    );
+    let (status, e) = refresh(&app, "acme", &client_id, rt).await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+}
+
+#[actix_rt::test]
+async fn revocation_ends_a_refresh_family() {
+    let app = oauth_app().await;
+    let (client_id, tokens) = tokens_for(&app, "acme", "alice").await;
+    let rt = tokens["refresh_token"].as_str().unwrap();
+    let r = app
+        .http
+        .post(format!("{}/oauth/revoke", issuer(&app, "acme")))
+        .form(&[
+            ("token", rt),
+            ("client_id", client_id.as_str()),
+            ("token_type_hint", "refresh_token"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let (status, e) = refresh(&app, "acme", &client_id, rt).await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    // Unknown tokens are answered 200 too (RFC 7009).
+    let r = app
+        .http
+        .post(format!("{}/oauth/revoke", issuer(&app, "acme")))
+        .form(&[("token", "nothing"), ("client_id", client_id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+#[actix_rt::test]
+async fn sessions_belong_to_the_principal_that_opened_them() {
+    let app = oauth_app().await;
+    let (_, alice) = tokens_for(&app, "acme", "alice").await;
+    let (_, bob) = tokens_for(&app, "acme", "bob").await;
+    let (_, session, _) = initialize(&app, "acme", Some(&access(&alice))).await;
+    let session = session.unwrap();
+    // Bob is told the session does not exist; Alice goes on using it.
+    let r = call_echo(&app, "acme", &access(&bob), &session).await;
+    assert_eq!(r.status(), 404);
+    let r = app
+        .http
+        .delete(app.mcp_url("acme"))
+        .bearer_auth(access(&bob))
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let r = call_echo(&app, "acme", &access(&alice), &session).await;
+    assert_eq!(r.status(), 200);
+}
+
+#[actix_rt::test]
+async fn client_credentials_scopes_and_audience() {
+    let app = oauth_app().await;
+    let r = app
+        .admin(Method::POST, "/tenants/acme/oauth-clients")
+        .json(
+            &json!({ "client_name": "Batch job", "grant_types": ["client_credentials"],
+                       "token_endpoint_auth_method": "client_secret_basic" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let client: Value = r.json().await.unwrap();
+    let id = client["client_id"].as_str().unwrap().to_string();
+    let secret = client["client_secret"].as_str().unwrap().to_string();
+    let cc = |scope: Option<&'static str>, secret: String| {
+        let mut form = vec![("grant_type", "client_credentials")];
+        if let Some(s) = scope {
+            form.push(("scope", s));
+        }
+        app.http
+            .post(format!("{}/oauth/token", issuer(&app, "acme")))
+            .basic_auth(&id, Some(secret))
+            .form(&form)
+            .send()
+    };
+    let r = cc(None, "wrong".into()).await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(r.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .starts_with("Basic"));
+    let tokens: Value = cc(None, secret.clone())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(tokens.get("refresh_token").is_none());
+    let (status, ..) = initialize(&app, "acme", Some(&access(&tokens))).await;
+    assert_eq!(status, 200);
+    // Without the `mcp` scope: 403 insufficient_scope.
+    let narrow: Value = cc(Some("profile"), secret.clone())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (status, _, challenge) = initialize(&app, "acme", Some(&access(&narrow))).await;
+    assert_eq!(status, 403);
+    let challenge = challenge.unwrap();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"mcp\""),
+        "{challenge}"
+    );
+    // A public client may not use client_credentials.
+    let public = public_client(&app, "acme").await;
+    let (status, e) = token_request(
+        &app,
+        "acme",
+        &[("grant_type", "client_credentials"), ("client_id", &public)],
+    )
+    .await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("unauthorized_client"))
+    );
+    // Another tenant's resource cannot be asked for, nor used.
+    let r = app
+        .http
+        .post(format!("{}/oauth/token", issuer(&app, "acme")))
+        .basic_auth(&id, Some(&secret))
+        .form(&[
+            ("grant_type", "client_credentials"),
+            ("resource", &app.mcp_url("beta")),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "invalid_target");
+    let (status, _, challenge) = initialize(&app, "beta", Some(&access(&tokens))).await;
+    assert_eq!(status, 401);
+    assert!(challenge.unwrap().contains("invalid_token"));
+}
+
+#[actix_rt::test]
+async fn expired_access_tokens_are_refused() {
+    let app = spawn_app_with(|c| c.auth.access_token_ttl_secs = 1).await;
+    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    create_user(&app, "acme", "alice").await;
+    let (_, tokens) = tokens_for(&app, "acme", "alice").await;
+    assert_eq!(
+        initialize(&app, "acme", Some(&access(&tokens))).await.0,
+        200
+    );
+    // 1 s lifetime + 5 s allowed clock skew.
+    tokio::time::sleep(std::time::Duration::from_millis(7_000)).await;
+    let (status, _, challenge) = initialize(&app, "acme", Some(&access(&tokens))).await;
+    assert_eq!(status, 401);
+    assert!(challenge.unwrap().contains("expired"));
+}
+
+#[actix_rt::test]
+async fn registration_policies_and_client_management() {
+    let app = spawn_app().await;
+    create_tenant(&app, "open", json!({ "mode": "oauth" })).await;
+    create_tenant(
+        &app,
+        "closed",
+        json!({ "mode": "oauth", "registration": "disabled" }),
+    )
+    .await;
+    create_tenant(
+        &app,
+        "gated",
+        json!({ "mode": "oauth", "registration": "token",
+        "initial_access_token": "initial-access-token-0123456789" }),
+    )
+    .await;
+    let meta = json!({ "client_name": "Host", "redirect_uris": ["https://host.example/cb"], "token_endpoint_auth_method": "none" });
+    let post = |tenant: &str, token: Option<&str>, body: &Value| {
+        let mut r = app
+            .http
+            .post(format!("{}/oauth/register", issuer(&app, tenant)))
+            .json(body);
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send()
+    };
+    assert_eq!(post("closed", None, &meta).await.unwrap().status(), 403);
+    assert_eq!(post("gated", None, &meta).await.unwrap().status(), 401);
+    assert_eq!(
+        post("gated", Some("wrong-token-0123456789"), &meta)
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    assert_eq!(
+        post("gated", Some("initial-access-token-0123456789"), &meta)
+            .await
+            .unwrap()
+            .status(),
+        201
+    );
+    // Redirect URIs: https or loopback only.
+    for bad in [
+        "http://host.example/cb",
+        "https://host.example/cb#frag",
+        "javascript:alert(1)",
+    ] {
+        let r = post(
+            "open",
+            None,
+            &json!({ "redirect_uris": [bad], "token_endpoint_auth_method": "none" }),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+        assert_eq!(
+            r.json::<Value>().await.unwrap()["error"],
+            "invalid_redirect_uri"
+        );
+    }
+    let r = post(
+        "open",
+        None,
+        &json!({ "redirect_uris": ["https://h.example/cb"], "grant_types": ["implicit"] }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"],
+        "invalid_client_metadata"
+    );
+
+    // A confidential client gets a secret; RFC 7592 read/update/delete with its token.
+    let r = post(
+        "open",
+        None,
+        &json!({ "client_name": "Conf", "redirect_uris": ["https://h.example/cb"] }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 201);
+    let c: Value = r.json().await.unwrap();
+    assert!(c["client_secret"].is_string());
+    let uri = c["registration_client_uri"].as_str().unwrap().to_string();
+    let rat = c["registration_access_token"].as_str().unwrap().to_string();
+    assert_eq!(app.http.get(&uri).send().await.unwrap().status(), 401);
+    assert_eq!(
+        app.http
+            .get(&uri)
+            .bearer_auth("nope")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    let read: Value = app
+        .http
+        .get(&uri)
+        .bearer_auth(&rat)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(read["client_name"], "Conf");
+    assert!(
+        read.get("client_secret").is_none(),
+        "the secret is shown once"
+    );
+    let mut updated = read.clone();
+    updated["client_name"] = json!("Renamed");
+    let r = app
+        .http
+        .put(&uri)
+        .bearer_auth(&rat)
+        .json(&updated)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap()["client_name"], "Renamed");
+    assert_eq!(
+        app.http
+            .delete(&uri)
+            .bearer_auth(&rat)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        204
+    );
+    assert_eq!(
+        app.http
+            .get(&uri)
+            .bearer_auth(&rat)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+}
+
+#[actix_rt::test]
+async fn key_rotation_keeps_unexpired_tokens_valid() {
+    let app = oauth_app().await;
+    let (_, before) = tokens_for(&app, "acme", "alice").await;
+    let r = app
+        .admin(Method::POST, "/tenants/acme/signing-keys")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let new_kid = r.json::<Value>().await.unwrap()["kid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let keys: Value = app
+        .admin(Method::GET, "/tenants/acme/signing-keys")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(keys["items"].as_array().unwrap().len(), 2);
+    let jwks: Value = app
+        .http
+        .get(format!("{}/oauth/jwks", issuer(&app, "acme")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        jwks["keys"].as_array().unwrap().len(),
+        2,
+        "the retired key is still published"
+    );
+    // The old token still works; new tokens carry the new kid.
+    assert_eq!(
+        initialize(&app, "acme", Some(&access(&before))).await.0,
+        200
+    );
+    let (_, after) = tokens_for(&app, "acme", "alice").await;
+    let header: Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD
+            .decode(access(&after).split('.').next().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(header["kid"], new_kid);
+    assert_eq!(initialize(&app, "acme", Some(&access(&after))).await.0, 200);
+}
+
+/// A local HTTP server answering fixed JSON documents by path.
+async fn document_server(docs: Arc<Mutex<HashMap<String, Value>>>) -> String {
+    let server = HttpServer::new(move || {
+        let docs = docs.clone();
+        App::new().default_service(web::to(move |req: actix_web::HttpRequest| {
+            let doc = docs.lock().get(req.path()).cloned();
+            async move {
+                match doc {
+                    Some(d) => HttpResponse::Ok().json(d),
+                    None => HttpResponse::NotFound().finish(),
+                }
+            }
+        }))
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let port = server.addrs()[0].port();
+    actix_rt::spawn(server.run());
+    format!("http://127.0.0.1:{port}")
+}
+
+#[actix_rt::test]
+async fn client_id_metadata_documents_are_fetched_and_checked() {
+    let app = oauth_app().await;
+    let docs = Arc::new(Mutex::new(HashMap::new()));
+    let base = document_server(docs.clone()).await;
+    let client_id = format!("{base}/client.json");
+    docs.lock().insert(
+        "/client.json".into(),
+        json!({ "client_id": client_id, "client_name": "Metadata Host",
+        "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none" }),
+    );
+    docs.lock().insert(
+        "/liar.json".into(),
+        json!({ "client_id": "https://someone.else/client.json",
+        "redirect_uris": [REDIRECT] }),
+    );
+    let p = pkce();
+    let (status, _, html) =
+        login_page(&app, "acme", &authorize_params(&client_id, &p, REDIRECT)).await;
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("Metadata Host"));
+    let code = code_for(&app, "acme", &client_id, &p, "alice").await;
+    let (status, tokens) = exchange(&app, "acme", &client_id, &code, &p).await;
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(
+        initialize(&app, "acme", Some(&access(&tokens))).await.0,
+        200
+    );
+    // A document whose client_id is not its URL, or that does not exist, is refused on the page.
+    for bad in [format!("{base}/liar.json"), format!("{base}/missing.json")] {
+        let (status, _, html) =
+            login_page(&app, "acme", &authorize_params(&bad, &p, REDIRECT)).await;
+        assert_eq!(status, 400, "{bad}: {html}");
+    }
+}
+
+/// An ES256 key of a test issuer: (JWK, encoding key).
+fn issuer_key(kid: &str) -> (Value, jsonwebtoken::EncodingKey) {
+    use p256::pkcs8::EncodePrivateKey;
+    let key = p256::ecdsa::SigningKey::from_slice(&rand::random::<[u8; 32]>()).unwrap();
+    let point = key.verifying_key().to_encoded_point(false);
+    let jwk = json!({ "kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
+        "x": URL_SAFE_NO_PAD.encode(point.x().unwrap()), "y": URL_SAFE_NO_PAD.encode(point.y().unwrap()) });
+    let der = key.to_pkcs8_der().unwrap();
+    (jwk, jsonwebtoken::EncodingKey::from_ec_der(der.as_bytes()))
+}
+
+fn external_token(key: &jsonwebtoken::EncodingKey, kid: &str, claims: Value) -> String {
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    header.kid = Some(kid.into());
+    jsonwebtoken::encode(&header, &claims, key).unwrap()
+}
+
+#[actix_rt::test]
+async fn external_mode_accepts_the_tenants_own_issuer_tokens() {
+    let app = spawn_app().await;
+    let docs = Arc::new(Mutex::new(HashMap::new()));
+    let base = document_server(docs.clone()).await;
+    let iss = format!("{base}/realms/acme");
+    let (jwk, key) = issuer_key("k1");
+    docs.lock().insert(
+        "/realms/acme/.well-known/openid-configuration".into(),
+        json!({ "issuer": iss, "jwks_uri": format!("{base}/realms/acme/certs") }),
+    );
+    docs.lock()
+        .insert("/realms/acme/certs".into(), json!({ "keys": [jwk] }));
+    create_tenant(
+        &app,
+        "ext",
+        json!({ "mode": "external", "issuer": iss, "audience": "mcp-ext",
+        "required_scopes": ["tools"] }),
+    )
+    .await;
+    let prm: Value = app
+        .http
+        .get(format!(
+            "{}/.well-known/oauth-protected-resource/t/ext/mcp",
+            app.base
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(prm["authorization_servers"], json!([iss]));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let claims = |aud: &str, iss: &str, scope: &str, exp: i64| {
+        json!({ "iss": iss, "aud": aud, "sub": "u-1",
+        "azp": "ext-client", "scope": scope, "exp": exp, "iat": now })
+    };
+    let good = external_token(
+        &key,
+        "k1",
+        claims("mcp-ext", &iss, "tools profile", now + 300),
+    );
+    assert_eq!(initialize(&app, "ext", Some(&good)).await.0, 200);
+    for (token, status) in [
+        (
+            external_token(&key, "k1", claims("other-aud", &iss, "tools", now + 300)),
+            401,
+        ),
+        (
+            external_token(
+                &key,
+                "k1",
+                claims("mcp-ext", "https://evil.example", "tools", now + 300),
+            ),
+            401,
+        ),
+        (
+            external_token(&key, "k1", claims("mcp-ext", &iss, "tools", now - 120)),
+            401,
+        ),
+        (
+            external_token(&key, "k9", claims("mcp-ext", &iss, "tools", now + 300)),
+            401,
+        ),
+        (
+            external_token(
+                &issuer_key("k1").1,
+                "k1",
+                claims("mcp-ext", &iss, "tools", now + 300),
+            ),
+            401,
+        ),
+        (
+            external_token(&key, "k1", claims("mcp-ext", &iss, "profile", now + 300)),
+            403,
+        ),
+    ] {
+        assert_eq!(initialize(&app, "ext", Some(&token)).await.0, status);
+    }
+    // An HS256 token "signed" with the public key is refused (no algorithm confusion).
+    let hs = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims("mcp-ext", &iss, "tools", now + 300),
+        &jsonwebtoken::EncodingKey::from_secret(b"k"),
+    )
+    .unwrap();
+    assert_eq!(initialize(&app, "ext", Some(&hs)).await.0, 401);
+    // The platform's own authorization server is not offered for an external tenant.
+    let r = app
+        .http
+        .get(format!(
+            "{}/.well-known/oauth-authorization-server/t/ext",
+            app.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+#[actix_rt::test]
+async fn nothing_of_one_tenant_works_at_another() {
+    let app = oauth_app().await;
+    let (acme_client, acme_tokens) = tokens_for(&app, "acme", "alice").await;
+    let p = pkce();
+    // A client of acme is unknown at beta (page and token endpoint).
+    let (status, _, html) =
+        login_page(&app, "beta", &authorize_params(&acme_client, &p, REDIRECT)).await;
+    assert_eq!(status, 400);
+    assert!(html.contains("Unknown client"));
+    // acme's code and refresh token mean nothing at beta, even with a beta client.
+    let acme_code = code_for(&app, "acme", &acme_client, &p, "alice").await;
+    let beta_client = public_client(&app, "beta").await;
+    let (status, e) = exchange(&app, "beta", &beta_client, &acme_code, &p).await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    let (status, _) = exchange(&app, "beta", &acme_client, &acme_code, &p).await;
+    assert_eq!(status, 401, "unknown client at beta");
+    let (status, e) = refresh(
+        &app,
+        "beta",
+        &beta_client,
+        acme_tokens["refresh_token"].as_str().unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    // acme's user cannot sign in at beta.
+    let r = sign_in(
+        &app,
+        "beta",
+        &authorize_params(&beta_client, &p, REDIRECT),
+        "alice",
+        PASSWORD,
+        "allow",
+    )
+    .await;
+    assert_eq!(r.status(), 401);
+    // acme's token is refused at beta; acme's session is unknown at beta.
+    let (status, session, _) = initialize(&app, "acme", Some(&access(&acme_tokens))).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        initialize(&app, "beta", Some(&access(&acme_tokens)))
+            .await
+            .0,
+        401
+    );
+    let (_, beta_tokens) = tokens_for(&app, "beta", "carol").await;
+    let r = call_echo(&app, "beta", &access(&beta_tokens), &session.unwrap()).await;
+    assert_eq!(r.status(), 404);
+    // Keys are per tenant.
+    let kid = |t: &Value| -> Value {
+        serde_json::from_slice::<Value>(
+            &URL_SAFE_NO_PAD
+                .decode(access(t).split('.').next().unwrap())
+                .unwrap(),
+        )
+        .unwrap()["kid"]
+            .clone()
+    };
+    assert_ne!(kid(&acme_tokens), kid(&beta_tokens));
+    // The admin API keeps users and clients per tenant.
+    let r = app
+        .admin(Method::GET, "/tenants/beta/users/alice")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let r = app
+        .admin(
+            Method::GET,
+            &format!("/tenants/beta/oauth-clients/{acme_client}"),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+#[actix_rt::test]
+async fn failed_sign_ins_are_rate_limited() {
+    let app = spawn_app_with(|c| c.auth.login_attempts_per_minute = 3).await;
+    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    create_user(&app, "acme", "alice").await;
+    let client_id = public_client(&app, "acme").await;
+    let p = pkce();
+    let params = authorize_params(&client_id, &p, REDIRECT);
+    for _ in 0..3 {
+        assert_eq!(
+            sign_in(&app, "acme", &params, "alice", "nope nope", "allow")
+                .await
+                .status(),
+            401
+        );
+    }
+    // Even the right password waits now.
+    assert_eq!(
+        sign_in(&app, "acme", &params, "alice", PASSWORD, "allow")
+            .await
+            .status(),
+        429
+    );
+}
+
+#[actix_rt::test]
+async fn tenants_default_to_oauth_and_the_admin_api_manages_users() {
+    let app = spawn_app_with(|c| c.auth.default_mode = "oauth".into()).await;
+    let r = app
+        .admin(Method::POST, "/tenants")
+        .json(&json!({ "slug": "fresh" }))
+        .send()
+        .await
+        .unwrap();
+    let t: Value = r.json().await.unwrap();
+    assert_eq!(t["auth"]["mode"], "oauth");
+    assert_eq!(initialize(&app, "fresh", None).await.0, 401);
+    // Users: created (password never shown), conflicts, validation, update, delete.
+    let r = app
+        .admin(Method::POST, "/tenants/fresh/users")
+        .json(&json!({ "username": "dana", "password": PASSWORD }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let body = r.text().await.unwrap();
+    assert!(
+        !body.contains(PASSWORD) && !body.contains("argon2"),
+        "{body}"
+    );
+    let r = app
+        .admin(Method::POST, "/tenants/fresh/users")
+        .json(&json!({ "username": "dana", "password": PASSWORD }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let r = app
+        .admin(Method::POST, "/tenants/fresh/users")
+        .json(&json!({ "username": "eve", "password": "short" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"]["field"],
+        "password"
+    );
+    let r = app
+        .admin(Method::PATCH, "/tenants/fresh/users/dana")
+        .json(&json!({ "display_name": "Dana S" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let list: Value = app
+        .admin(Method::GET, "/tenants/fresh/users")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["items"][0]["display_name"], "Dana S");
+    assert_eq!(
+        app.admin(Method::DELETE, "/tenants/fresh/users/dana")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        204
+    );
+    assert_eq!(
+        app.admin(Method::DELETE, "/tenants/fresh/users/dana")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    // Switching the tenant to open takes effect at once; token registration needs its token.
+    let r = app
+        .admin(Method::PATCH, "/tenants/fresh")
+        .json(&json!({ "auth": { "mode": "none" } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(initialize(&app, "fresh", None).await.0, 200);
+    let r = app
+        .admin(Method::PATCH, "/tenants/fresh")
+        .json(&json!({ "auth": { "mode": "oauth", "registration": "token" } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"]["field"],
+        "auth.initial_access_token"
+    );
+}
+
+/// Follows a login page at `url` (a full authorize URL) as a browser: (cookie, hidden inputs).
+async fn open_page(url: &str) -> (String, Vec<(String, String)>, String) {
+    let r = browser().get(url).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{url}");
+    let cookie = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("harbor_csrf="))
+        .map(|c| c.split(';').next().unwrap().to_string())
+        .expect("CSRF cookie");
+    let html = r.text().await.unwrap();
+    (cookie, hidden_inputs(&html), html)
+}
+
+fn form_action(url: &str) -> String {
+    url.split('?').next().unwrap().to_string()
+}
+
+#[actix_rt::test]
+async fn federated_sign_in_through_the_tenants_openid_provider() {
+    // Tenant `idp` plays the tenant's own OpenID provider; `fed` signs its users in through it.
+    let app = spawn_app().await;
+    create_tenant(&app, "idp", json!({ "mode": "oauth" })).await;
+    create_user(&app, "idp", "uma").await;
+    let callback = format!("{}/t/fed/oauth/callback", app.base);
+    let r = app
+        .admin(Method::POST, "/tenants/idp/oauth-clients")
+        .json(
+            &json!({ "client_name": "Harbor (fed)", "redirect_uris": [callback],
+                       "token_endpoint_auth_method": "client_secret_post" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let upstream: Value = r.json().await.unwrap();
+    create_tenant(
+        &app,
+        "fed",
+        json!({ "mode": "oauth", "login": "oidc", "oidc": {
+        "issuer": issuer(&app, "idp"), "client_id": upstream["client_id"],
+        "client_secret": upstream["client_secret"] } }),
+    )
+    .await;
+    let t: Value = app
+        .admin(Method::GET, "/tenants/fed")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(t["auth"]["oidc"]["client_secret_set"], true);
+    assert!(
+        !t.to_string()
+            .contains(upstream["client_secret"].as_str().unwrap()),
+        "secret never shown"
+    );
+
+    let client_id = public_client(&app, "fed").await;
+    let p = pkce();
+    let params = authorize_params(&client_id, &p, REDIRECT);
+    let (status, fed_cookie, html) = login_page(&app, "fed", &params).await;
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("sign in with 127.0.0.1") && !html.contains("type=\"password\""),
+        "{html}"
+    );
+    let fed_cookie = fed_cookie.unwrap();
+    let mut form = hidden_inputs(&html);
+    form.push(("decision".into(), "allow".into()));
+    let r = browser()
+        .post(format!("{}/oauth/authorize", issuer(&app, "fed")))
+        .header("cookie", &fed_cookie)
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let to_provider = r.headers()["location"].to_str().unwrap().to_string();
+    assert!(
+        to_provider.starts_with(&format!("{}/oauth/authorize?", issuer(&app, "idp"))),
+        "{to_provider}"
+    );
+    let upstream_q: HashMap<String, String> = url::Url::parse(&to_provider)
+        .unwrap()
+        .query_pairs()
+        .into_owned()
+        .collect();
+    assert_eq!(upstream_q["code_challenge_method"], "S256");
+    assert!(upstream_q["nonce"].len() > 20 && upstream_q["scope"].contains("openid"));
+
+    // At the provider: uma signs in and is sent back to fed's callback.
+    let (idp_cookie, mut idp_form, _) = open_page(&to_provider).await;
+    idp_form.extend([
+        ("username".into(), "uma".into()),
+        ("password".into(), PASSWORD.into()),
+        ("decision".into(), "allow".into()),
+    ]);
+    let r = browser()
+        .post(form_action(&to_provider))
+        .header("cookie", idp_cookie)
+        .form(&idp_form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let back = r.headers()["location"].to_str().unwrap().to_string();
+    assert!(back.starts_with(&callback), "{back}");
+
+    // The callback is bound to the browser that started, and to its sealed state.
+    let r = browser().get(&back).send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    let tampered = back.replace("state=v1.", "state=v1.x");
+    let r = browser()
+        .get(&tampered)
+        .header("cookie", &fed_cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let r = browser()
+        .get(&back)
+        .header("cookie", &fed_cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let q = location_query(&r);
+    assert_eq!(q["state"], "st-123");
+    assert_eq!(q["iss"], issuer(&app, "fed"));
+    let (status, tokens) = exchange(&app, "fed", &client_id, &q["code"], &p).await;
+    assert_eq!(status, 200, "{tokens}");
+    let claims: Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD
+            .decode(access(&tokens).split('.').nth(1).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(claims["sub"], "uma");
+    assert_eq!(claims["name"], "UMA");
+    assert_eq!(claims["iss"], issuer(&app, "fed"));
+    assert_eq!(initialize(&app, "fed", Some(&access(&tokens))).await.0, 200);
+    // The provider's code was single use: replaying the callback fails.
+    let r = browser()
+        .get(&back)
+        .header("cookie", &fed_cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 502);
+}
+
+#[actix_rt::test]
+async fn webhook_tools_receive_the_principal() {
+    let app = oauth_app().await;
+    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let record = seen.clone();
+    let server = HttpServer::new(move || {
+        let record = record.clone();
+        App::new().default_service(web::to(move |body: web::Bytes| {
+            let record = record.clone();
+            async move {
+                record
+                    .lock()
+                    .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+                HttpResponse::Ok().json(json!({ "content": [{ "type": "text", "text": "ok" }] }))
+            }
+        }))
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let hook = format!("http://127.0.0.1:{}/whoami", server.addrs()[0].port());
+    actix_rt::spawn(server.run());
+    let r = app
+        .admin(Method::POST, "/tenants/acme/tools")
+        .json(&json!({ "name": "whoami", "description": "who is calling",
+            "input_schema": { "type": "object" },
+            "webhook": { "url": hook, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "timeout_ms": 3000 } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let (client_id, tokens) = tokens_for(&app, "acme", "alice").await;
+    let (_, session, _) = initialize(&app, "acme", Some(&access(&tokens))).await;
+    let r = app
+        .post(
+            "acme",
+            session.as_deref(),
+            &json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": { "name": "whoami", "arguments": {} } }),
+        )
+        .bearer_auth(access(&tokens))
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let answer = r.text().await.unwrap();
+    assert!(answer.contains("\"ok\""), "{answer}");
+    let call = seen.lock().last().cloned().expect("the webhook was called");
+    assert_eq!(call["principal"]["subject"], "alice");
+    assert_eq!(call["principal"]["client_id"], client_id);
+    assert_eq!(call["principal"]["issuer"], issuer(&app, "acme"));
+    assert_eq!(call["principal"]["scopes"], json!(["mcp"]));
+    assert!(
+        !call.to_string().contains(&access(&tokens)),
+        "the token itself is not passed on"
+    );
+}
+
+#[actix_rt::test]
+async fn the_2025_03_26_root_endpoints_serve_a_host_dedicated_to_a_tenant() {
+    let app = spawn_app_with(|c| {
+        c.auth
+            .tenant_hosts
+            .insert("localhost".into(), "acme".into());
+    })
+    .await;
+    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    create_user(&app, "acme", "alice").await;
+    let dedicated = format!("http://localhost:{}", app.port);
+    // On the shared host the root names no tenant.
+    let r = app
+        .http
+        .get(format!(
+            "{}/.well-known/oauth-authorization-server",
+            app.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let r = app
+        .http
+        .get(format!(
+            "{dedicated}/.well-known/oauth-authorization-server"
+        ))
+        .header("mcp-protocol-version", "2025-03-26")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let m: Value = r.json().await.unwrap();
+    assert!(m["token_endpoint"]
+        .as_str()
+        .unwrap()
+        .ends_with("/t/acme/oauth/token"));
+    // The default paths: register, authorize (page and sign-in), token.
+    let r = app
+        .http
+        .post(format!("{dedicated}/register"))
+        .json(&json!({ "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let client_id = r.json::<Value>().await.unwrap()["client_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let p = pkce();
+    let mut url = url::Url::parse(&format!("{dedicated}/authorize")).unwrap();
+    url.query_pairs_mut()
+        .extend_pairs(authorize_params(&client_id, &p, REDIRECT));
+    let (cookie, mut form, _) = open_page(url.as_str()).await;
+    form.extend([
+        ("username".into(), "alice".into()),
+        ("password".into(), PASSWORD.into()),
+        ("decision".into(), "allow".into()),
+    ]);
+    let r = browser()
+        .post(format!("{dedicated}/authorize"))
+        .header("cookie", cookie)
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let code = location_query(&r)["code"].clone();
+    let r = app
+        .http
+        .post(format!("{dedicated}/token"))
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("code", &code),
+            ("redirect_uri", REDIRECT),
+            ("client_id", &client_id),
+            ("code_verifier", &p.verifier),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let tokens: Value = r.json().await.unwrap();
+    let r = app
+        .http
+        .post(format!("{dedicated}/t/acme/mcp"))
+        .bearer_auth(access(&tokens))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(initialize_body("2025-03-26", json!({})).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
