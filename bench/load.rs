@@ -90,6 +90,10 @@ struct Args {
     /// Tokio worker threads; 1 runs everything on a current-thread runtime (one core).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     threads: u64,
+    /// An environment variable holding an access token sent as `Authorization: Bearer` (for a
+    /// protected tenant; never on the command line).
+    #[arg(long, value_name = "VAR")]
+    bearer_token_env: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -112,8 +116,23 @@ fn main() -> ExitCode {
         eprintln!("mcp-harbor-bench: --warmup must be in [0, 600] seconds");
         return ExitCode::from(2);
     }
+    let token = match &args.bearer_token_env {
+        None => None,
+        Some(var) => match std::env::var(var) {
+            Ok(t) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_graphic()) => Some(t),
+            _ => {
+                eprintln!("mcp-harbor-bench: --bearer-token-env {var}: no usable token there");
+                return ExitCode::from(2);
+            }
+        },
+    };
     let target = match Target::parse(&args.url) {
-        Ok(t) => Arc::new(t),
+        Ok(mut t) => {
+            if let Some(token) = token {
+                t.authorize(&token);
+            }
+            Arc::new(t)
+        }
         Err(e) => {
             eprintln!("mcp-harbor-bench: {e}");
             return ExitCode::from(2);
@@ -940,6 +959,13 @@ struct Target {
 }
 
 impl Target {
+    /// Sends `Authorization: Bearer <token>` on every request.
+    fn authorize(&mut self, token: &str) {
+        let header = format!("Authorization: Bearer {token}\r\n");
+        self.head.extend_from_slice(header.as_bytes());
+        self.get_head.extend_from_slice(header.as_bytes());
+    }
+
     fn parse(url: &str) -> Result<Target, String> {
         let rest = url
             .strip_prefix("http://")

@@ -133,7 +133,20 @@ pub struct AuthService {
     /// private addresses (development; `admin.allow_http_loopback_webhooks`).
     pub allow_private_egress: bool,
     metadata: Mutex<HashMap<String, (Instant, Value)>>,
+    /// Tokens already verified on this replica (a signature check costs far more than a
+    /// lookup), until they expire or the tenant's auth settings change.
+    verified: parking_lot::RwLock<HashMap<String, Verified>>,
 }
+
+/// A verified token: its principal, expiry, and the settings it was checked under.
+struct Verified {
+    principal: Principal,
+    expires_at: i64,
+    settings: Arc<TenantAuth>,
+}
+
+/// Most verified tokens remembered per replica.
+const VERIFIED_CAPACITY: usize = 20_000;
 
 impl AuthService {
     pub fn new(
@@ -160,6 +173,7 @@ impl AuthService {
             config,
             allow_private_egress,
             metadata: Mutex::new(HashMap::new()),
+            verified: parking_lot::RwLock::new(HashMap::new()),
         })
     }
 
@@ -216,21 +230,22 @@ impl AuthService {
         &self,
         req: &HttpRequest,
         tenant: &str,
-        auth: &TenantAuth,
+        auth: &Arc<TenantAuth>,
     ) -> Result<Option<Principal>, Challenge> {
-        let required: &[String] = match auth {
+        let required: &[String] = match &**auth {
             TenantAuth::None => return Ok(None),
             TenantAuth::Oauth(o) => &o.required_scopes,
             TenantAuth::External(e) => &e.required_scopes,
         };
         let base = base_url(req, &self.config);
-        let resource = if req.path().ends_with("/mcp") {
-            format!("{}/mcp", issuer(&base, tenant))
-        } else {
-            format!("{}/sse", issuer(&base, tenant))
-        };
-        let metadata = resource_metadata_url(&base, &resource);
         let challenge = |status: u16, error: Option<&str>, description: String| {
+            let endpoint = if req.path().ends_with("/mcp") {
+                "mcp"
+            } else {
+                "sse"
+            };
+            let resource = format!("{}/{endpoint}", issuer(&base, tenant));
+            let metadata = resource_metadata_url(&base, &resource);
             let mut value = format!("Bearer resource_metadata=\"{metadata}\"");
             if !required.is_empty() {
                 value.push_str(&format!(", scope=\"{}\"", required.join(" ")));
@@ -286,22 +301,38 @@ impl AuthService {
                 },
             };
         let invalid = |r: TokenRejection| challenge(401, Some("invalid_token"), r.description());
-        let principal = match auth {
-            TenantAuth::None => return Ok(None),
-            TenantAuth::Oauth(settings) => self
-                .verify_own(&token, &base, tenant, settings)
-                .await
-                .map_err(|e| match e {
-                Ok(r) => invalid(r),
-                Err(e) => unavailable(e),
-            })?,
-            TenantAuth::External(settings) => self
-                .verify_external(&token, settings)
-                .await
-                .map_err(|e| match e {
-                    Ok(r) => invalid(r),
-                    Err(e) => unavailable(e),
-                })?,
+        let cache_key = format!("{tenant}\n{base}\n{token}");
+        let now = tokens::now_secs();
+        let cached = self.verified.read().get(&cache_key).and_then(|v| {
+            (v.expires_at > now && Arc::ptr_eq(&v.settings, auth)).then(|| v.principal.clone())
+        });
+        let principal = match cached {
+            Some(p) => p,
+            None => {
+                let (principal, expires_at) = self
+                    .verify(&token, &base, tenant, auth)
+                    .await
+                    .map_err(|e| match e {
+                        Ok(r) => invalid(r),
+                        Err(e) => unavailable(e),
+                    })?;
+                let mut verified = self.verified.write();
+                if verified.len() >= VERIFIED_CAPACITY {
+                    verified.retain(|_, v| v.expires_at > now);
+                    if verified.len() >= VERIFIED_CAPACITY {
+                        verified.clear();
+                    }
+                }
+                verified.insert(
+                    cache_key,
+                    Verified {
+                        principal: principal.clone(),
+                        expires_at,
+                        settings: auth.clone(),
+                    },
+                );
+                principal
+            }
         };
         let missing: Vec<&String> = required
             .iter()
@@ -324,6 +355,21 @@ impl AuthService {
         Ok(Some(principal))
     }
 
+    /// Checks a token's signature and claims: the principal and when the token expires.
+    async fn verify(
+        &self,
+        token: &str,
+        base: &str,
+        tenant: &str,
+        auth: &TenantAuth,
+    ) -> Result<(Principal, i64), Result<TokenRejection, AuthError>> {
+        match auth {
+            TenantAuth::None => Err(Ok(TokenRejection::Other("this tenant is open".into()))),
+            TenantAuth::Oauth(settings) => self.verify_own(token, base, tenant, settings).await,
+            TenantAuth::External(settings) => self.verify_external(token, settings).await,
+        }
+    }
+
     /// Verifies one of the tenant's own access tokens.
     pub async fn verify_own(
         &self,
@@ -331,7 +377,7 @@ impl AuthService {
         base: &str,
         tenant: &str,
         _settings: &OAuthSettings,
-    ) -> Result<Principal, Result<TokenRejection, AuthError>> {
+    ) -> Result<(Principal, i64), Result<TokenRejection, AuthError>> {
         let iss = issuer(base, tenant);
         let audiences = resources(base, tenant);
         let keys = self
@@ -352,7 +398,7 @@ impl AuthService {
             other => other,
         }
         .map_err(Ok)?;
-        Ok(Principal {
+        let principal = Principal {
             issuer: claims.iss,
             subject: claims.sub,
             client_id: claims.client_id,
@@ -362,14 +408,15 @@ impl AuthService {
                 .map(str::to_string)
                 .collect(),
             name: claims.name,
-        })
+        };
+        Ok((principal, claims.exp))
     }
 
     async fn verify_external(
         &self,
         token: &str,
         settings: &ExternalIssuer,
-    ) -> Result<Principal, Result<TokenRejection, AuthError>> {
+    ) -> Result<(Principal, i64), Result<TokenRejection, AuthError>> {
         let jwks_uri = match &settings.jwks_uri {
             Some(uri) => uri.clone(),
             None => self
@@ -399,7 +446,11 @@ impl AuthService {
             .await
             .map_err(Err)?
             .map_err(Ok)?;
-        Ok(tokens::external_principal(&claims, settings))
+        // Remembered no longer than the token lives, and at most 5 minutes (external keys may
+        // be withdrawn at the issuer).
+        let exp = claims.get("exp").and_then(Value::as_i64).unwrap_or(0);
+        let until = exp.min(tokens::now_secs() + 300);
+        Ok((tokens::external_principal(&claims, settings), until))
     }
 
     /// Periodically deletes expired codes and refresh tokens, and keys retired long enough that

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# What the OAuth resource-server check costs: tools/call throughput and latency on an open tenant
+# vs a protected one (every request carries an ES256 access token the server verifies), against
+# one server, interleaved round by round (open, protected, open, …) so both see the same machine
+# load. Prints each run, the medians and the ratio protected/open.
+#
+#   bench/oauth.sh                       # 3 rounds of 5 s each
+#   ROUNDS=5 DURATION=10 bench/oauth.sh --connections 32
+#
+# Environment: ROUNDS (3), DURATION (5), and those of bench/server.sh (SERVER_CPU, BENCH_CPU).
+# Exits 1 when a request failed or the server did not start.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+rounds=${ROUNDS:-3}
+duration=${DURATION:-5}
+if ! [[ $rounds =~ ^[0-9]+$ ]] || ((rounds < 1 || rounds > 100)); then
+    echo "ROUNDS must be an integer from 1 to 100" >&2
+    exit 2
+fi
+
+# shellcheck source=bench/server.sh
+source bench/server.sh
+
+cleanup() {
+    stop_server
+    rm -rf "$log_dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+admin_token="bench-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+export MCP_HARBOR__ADMIN__TOKEN=$admin_token MCP_HARBOR__AUTH__ACCESS_TOKEN_TTL_SECS=3600
+start_server oauth memory
+base=${url%/t/demo/mcp}
+
+admin() { # METHOD PATH [BODY]
+    curl -fsS -X "$1" -H "Authorization: Bearer $admin_token" -H 'Content-Type: application/json' \
+        "$base/admin/v1$2" ${3:+-d "$3"}
+}
+admin POST /tenants '{"slug":"open","catalogs":["reference","demo"],"auth":{"mode":"none"}}' >/dev/null
+admin POST /tenants '{"slug":"locked","catalogs":["reference","demo"],"auth":{"mode":"oauth"}}' >/dev/null
+client=$(admin POST /tenants/locked/oauth-clients \
+    '{"client_name":"bench","grant_types":["client_credentials"],"token_endpoint_auth_method":"client_secret_post"}')
+client_id=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["client_id"])' <<<"$client")
+client_secret=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["client_secret"])' <<<"$client")
+BENCH_ACCESS_TOKEN=$(curl -fsS "$base/t/locked/oauth/token" -d grant_type=client_credentials \
+    --data-urlencode "client_id=$client_id" --data-urlencode "client_secret=$client_secret" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+export BENCH_ACCESS_TOKEN
+
+results=$log_dir/results
+: >"$results"
+status=0
+run() { # NAME ROUND [ARGS...]
+    local name=$1 round=$2 out=$log_dir/$1-$2.out
+    shift 2
+    if ! "${pin_bench[@]}" "$bench_bin" --phase calls --duration "$duration" "$@" >"$out" 2>&1; then
+        status=1
+        echo "  ERROR: $name failed (round $round)"
+    fi
+    sed "s/^/  $name: /" "$out"
+    sed -nE "s/^calls: .* ([0-9.]+) req\/s, p50 ([0-9.]+) ms, p99 ([0-9.]+) ms, .*errors 0$/$name \1 \2 \3/p" "$out" >>"$results"
+}
+
+echo "== oauth: $rounds rounds x (open, protected), ${duration}s of tools/call each, one server (pid $server_pid)"
+for round in $(seq 1 "$rounds"); do
+    run open "$round" --url "$base/t/open/mcp" "$@"
+    run protected "$round" --url "$base/t/locked/mcp" --bearer-token-env BENCH_ACCESS_TOKEN "$@"
+done
+
+median() { # NAME COLUMN
+    awk -v n="$1" -v c="$2" '$1 == n { print $c }' "$results" | sort -g |
+        awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
+printf '\n%-22s %12s %12s %10s\n' "median" open protected ratio
+for figure in "req/s:2" "p50 ms:3" "p99 ms:4"; do
+    name=${figure%%:*} col=${figure##*:}
+    o=$(median open "$col") p=$(median protected "$col")
+    printf '%-22s %12s %12s %10s\n' "tools/call $name" "$o" "$p" "$(ratio "$p" "$o")"
+done
+exit $status
