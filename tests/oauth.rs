@@ -1866,3 +1866,36 @@ async fn the_2025_03_26_root_endpoints_serve_a_host_dedicated_to_a_tenant() {
         .unwrap();
     assert_eq!(r.status(), 200);
 }
+
+#[actix_rt::test]
+async fn a_verified_token_is_checked_again_when_the_tenants_auth_changes() {
+    let app = oauth_app().await;
+    let (_, tokens) = tokens_for(&app, "acme", "alice").await;
+    assert_eq!(
+        initialize(&app, "acme", Some(&access(&tokens))).await.0,
+        200
+    );
+    assert_eq!(
+        initialize(&app, "acme", Some(&access(&tokens))).await.0,
+        200
+    );
+    // The tenant now trusts another issuer only: the platform's own token is refused at once.
+    let docs = Arc::new(Mutex::new(HashMap::new()));
+    let base = document_server(docs.clone()).await;
+    docs.lock()
+        .insert("/certs".into(), json!({ "keys": [issuer_key("other").0] }));
+    let r = app
+        .admin(Method::PATCH, "/tenants/acme")
+        .json(
+            &json!({ "auth": { "mode": "external", "issuer": format!("{base}/"), "audience": "x",
+                                 "jwks_uri": format!("{base}/certs") } }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        initialize(&app, "acme", Some(&access(&tokens))).await.0,
+        401
+    );
+}

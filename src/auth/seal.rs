@@ -86,7 +86,7 @@ impl Sealer {
             .map_err(|e| SealError::Config(format!("{}: {e}", data_dir.display())))?;
         write_private(&path, &spec)
             .map_err(|e| SealError::Config(format!("{}: {e}", path.display())))?;
-        tracing::warn!(path = %path.display(), "generated a sealing key for secrets at rest; set auth.sealing_keys (the same on every replica) in production");
+        tracing::info!(path = %path.display(), "generated a sealing key for secrets at rest; set auth.sealing_keys (the same on every replica) in production");
         Self::from_specs(&[spec])
     }
 

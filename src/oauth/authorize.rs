@@ -261,9 +261,13 @@ fn render(
             .and_then(|u| u.host_str().map(str::to_string)),
         _ => None,
     };
+    let origin = url::Url::parse(&r.redirect_uri)
+        .map(|u| u.origin().ascii_serialization())
+        .unwrap_or_default();
     let mut response = page::consent(
         status,
         &Consent {
+            redirect_origin: &origin,
             provider: provider.as_deref(),
             tenant: &t.handle.slug,
             client_name: &r.client.name(),

