@@ -25,6 +25,7 @@ use crate::transport::{self, EdgePolicy};
 
 pub struct Application {
     port: u16,
+    scheme: &'static str,
     host: String,
     server: Server,
     tenants: TenantRegistry,
@@ -50,6 +51,8 @@ pub enum StartError {
     Shared(#[from] crate::cluster::BackendError),
     #[error("authorization: {0}")]
     Auth(String),
+    #[error("HTTPS: {0}")]
+    Tls(String),
 }
 
 /// Connects to the configured database (creating the embedded SQLite file's directory) and
@@ -131,8 +134,13 @@ impl Application {
         } else {
             config.cluster.replica_id.clone()
         };
+        let scheme = if config.tls.enabled() {
+            "https"
+        } else {
+            "http"
+        };
         let advertise_url = if config.cluster.advertise_url.is_empty() {
-            format!("http://{}:{port}", config.server.host)
+            format!("{scheme}://{}:{port}", config.server.host)
         } else {
             config.cluster.advertise_url.clone()
         };
@@ -259,15 +267,27 @@ impl Application {
         if config.server.workers > 0 {
             server = server.workers(config.server.workers);
         }
-        let server = server
-            .listen(listener)
-            .map_err(|source| StartError::Bind {
-                addr: format!("port {port}"),
-                source,
-            })?
-            .run();
+        let bind_err = |source| StartError::Bind {
+            addr: format!("port {port}"),
+            source,
+        };
+        let server = if config.tls.enabled() {
+            let cert = crate::tls::ReloadingCert::new(
+                std::path::Path::new(&config.tls.cert_path),
+                std::path::Path::new(&config.tls.key_path),
+            )
+            .map_err(|e| StartError::Tls(e.to_string()))?;
+            cert.watch(Duration::from_secs(config.tls.reload_secs));
+            let tls =
+                crate::tls::server_config(cert).map_err(|e| StartError::Tls(e.to_string()))?;
+            server.listen_rustls_0_23(listener, tls).map_err(bind_err)?
+        } else {
+            server.listen(listener).map_err(bind_err)?
+        }
+        .run();
         Ok(Application {
             port,
+            scheme,
             host: config.server.host.clone(),
             server,
             tenants,
@@ -283,7 +303,10 @@ impl Application {
 
     /// The MCP endpoint of a tenant.
     pub fn mcp_url(&self, tenant: &str) -> String {
-        format!("http://{}:{}/t/{tenant}/mcp", self.host, self.port)
+        format!(
+            "{}://{}:{}/t/{tenant}/mcp",
+            self.scheme, self.host, self.port
+        )
     }
 
     pub fn tenants(&self) -> &TenantRegistry {

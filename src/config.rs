@@ -18,6 +18,7 @@ pub struct Config {
     pub redis: RedisConfig,
     pub cluster: ClusterConfig,
     pub auth: AuthConfig,
+    pub tls: TlsConfig,
     /// Tenants created at start when they do not exist yet (the admin API manages them after).
     pub tenants: Vec<TenantConfig>,
 }
@@ -45,6 +46,25 @@ impl StorageConfig {
         } else {
             self.database_url.clone()
         }
+    }
+}
+
+/// HTTPS served by the binary itself (without a TLS-terminating ingress).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain; with `key_path`, the server speaks HTTPS (HTTP/2 or HTTP/1.1).
+    /// Empty: plain HTTP.
+    pub cert_path: String,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_path: String,
+    /// How often the files are checked for a replacement (reloaded without a restart).
+    pub reload_secs: u64,
+}
+
+impl TlsConfig {
+    pub fn enabled(&self) -> bool {
+        !self.cert_path.is_empty()
     }
 }
 
@@ -225,6 +245,11 @@ impl Default for Config {
                 login_attempts_per_minute: 10,
                 tenant_hosts: Default::default(),
             },
+            tls: TlsConfig {
+                cert_path: String::new(),
+                key_path: String::new(),
+                reload_secs: 5,
+            },
             tenants: vec![TenantConfig {
                 slug: "demo".into(),
                 catalogs: vec!["reference".into(), "demo".into()],
@@ -355,6 +380,12 @@ impl Config {
         let public = &self.auth.public_url;
         if !(public.is_empty() || public.starts_with("https://") || public.starts_with("http://")) {
             return bad("auth.public_url must start with https:// (or be empty)".into());
+        }
+        if self.tls.cert_path.is_empty() != self.tls.key_path.is_empty() {
+            return bad("tls.cert_path and tls.key_path go together (both, or neither)".into());
+        }
+        if self.tls.reload_secs == 0 {
+            return bad("tls.reload_secs must be at least 1".into());
         }
         for (host, slug) in &self.auth.tenant_hosts {
             if !is_valid_slug(slug) || host.is_empty() || host.contains(['/', ' ']) {

@@ -24,6 +24,7 @@ pub mod session;
 pub mod store;
 pub mod telemetry;
 pub mod tenant;
+pub mod tls;
 pub mod tools;
 pub mod transport;
 

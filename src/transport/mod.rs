@@ -355,10 +355,12 @@ impl EdgePolicy {
         req: &HttpRequest,
         tenant: &TenantPolicy,
     ) -> Result<(), HttpError> {
+        // HTTP/1.1 sends Host; HTTP/2 sends the :authority the request URI carries.
         let host = req
             .headers()
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
+            .or_else(|| req.uri().authority().map(|a| a.as_str()))
             .unwrap_or("");
         if !self.host_allowed(&host_name(host)) {
             return Err(HttpError::forbidden(format!(

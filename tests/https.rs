@@ -1,0 +1,145 @@
+//! HTTPS served by the binary: a certificate made in the test, HTTP/2 by ALPN (HTTP/1.1 for
+//! clients that only speak it), MCP over TLS, and a certificate replaced on disk picked up
+//! without a restart (a broken replacement leaves the previous one in use).
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{initialize_body, spawn_app_with};
+use serde_json::json;
+
+/// A self-signed certificate for 127.0.0.1 and localhost: (certificate PEM, key PEM, DER).
+fn certificate(name: &str) -> (String, String, Vec<u8>) {
+    let mut params =
+        rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    (cert.pem(), key.serialize_pem(), cert.der().to_vec())
+}
+
+fn write_pair(dir: &Path, cert: &str, key: &str) {
+    std::fs::write(dir.join("cert.pem"), cert).unwrap();
+    std::fs::write(dir.join("key.pem"), key).unwrap();
+}
+
+/// A client trusting exactly `certs`, on a fresh connection.
+fn client(certs: &[&str], http1_only: bool) -> reqwest::Client {
+    let mut b = reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .tls_info(true)
+        .pool_max_idle_per_host(0);
+    for pem in certs {
+        b = b.add_root_certificate(reqwest::Certificate::from_pem(pem.as_bytes()).unwrap());
+    }
+    if http1_only {
+        b = b.http1_only();
+    }
+    b.build().unwrap()
+}
+
+fn peer_certificate(r: &reqwest::Response) -> Vec<u8> {
+    r.extensions()
+        .get::<reqwest::tls::TlsInfo>()
+        .and_then(|i| i.peer_certificate())
+        .expect("TLS info")
+        .to_vec()
+}
+
+#[actix_rt::test]
+async fn mcp_over_https_with_http2_and_certificate_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_a, key_a, der_a) = certificate("harbor test A");
+    write_pair(dir.path(), &cert_a, &key_a);
+    let cert_path = dir.path().join("cert.pem").display().to_string();
+    let key_path = dir.path().join("key.pem").display().to_string();
+    let app = spawn_app_with(|c| {
+        c.tls.cert_path = cert_path.clone();
+        c.tls.key_path = key_path.clone();
+        c.tls.reload_secs = 1;
+    })
+    .await;
+    let base = format!("https://127.0.0.1:{}", app.port);
+    let mcp = format!("{base}/t/demo/mcp");
+    let initialize = |c: &reqwest::Client| {
+        c.post(&mcp)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(initialize_body("2025-11-25", json!({})).to_string())
+            .send()
+    };
+
+    // HTTP/2 when the client offers it, HTTP/1.1 otherwise; MCP works over both.
+    let h2 = client(&[&cert_a], false);
+    let r = initialize(&h2).await.unwrap();
+    assert_eq!(r.version(), reqwest::Version::HTTP_2);
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().contains_key("mcp-session-id"));
+    assert_eq!(peer_certificate(&r), der_a);
+    let h1 = client(&[&cert_a], true);
+    let r = initialize(&h1).await.unwrap();
+    assert_eq!(r.version(), reqwest::Version::HTTP_11);
+    assert_eq!(r.status(), 200);
+    // Plain HTTP on the TLS port is not served.
+    let plain = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{}/healthz", app.port))
+        .timeout(Duration::from_secs(3))
+        .send()
+        .await;
+    assert!(plain.map(|r| !r.status().is_success()).unwrap_or(true));
+
+    // A broken replacement (key of another certificate) is refused; A stays in use.
+    let (cert_b, key_b, der_b) = certificate("harbor test B");
+    write_pair(dir.path(), &cert_b, &key_a);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let both = client(&[&cert_a, &cert_b], false);
+    let r = both.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(
+        peer_certificate(&r),
+        der_a,
+        "a mismatched pair is not loaded"
+    );
+
+    // The renewed pair is served on new connections, without a restart.
+    write_pair(dir.path(), &cert_b, &key_b);
+    let mut served = Vec::new();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let r = client(&[&cert_a, &cert_b], false)
+            .get(format!("{base}/healthz"))
+            .send()
+            .await
+            .unwrap();
+        served = peer_certificate(&r);
+        if served == der_b {
+            break;
+        }
+    }
+    assert_eq!(served, der_b, "the replaced certificate is picked up");
+    let r = initialize(&client(&[&cert_b], false)).await.unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+#[actix_rt::test]
+async fn unusable_certificates_stop_the_server_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cert.pem"), "not a certificate").unwrap();
+    std::fs::write(dir.path().join("key.pem"), "not a key").unwrap();
+    let mut config = common::test_config();
+    config.storage.data_dir = dir.path().display().to_string();
+    config.tls.cert_path = dir.path().join("cert.pem").display().to_string();
+    config.tls.key_path = dir.path().join("key.pem").display().to_string();
+    let err = mcp_harbor::Application::build(config)
+        .await
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("cert.pem"), "{err}");
+    let mut config = common::test_config();
+    config.tls.cert_path = "/nonexistent/cert.pem".into();
+    assert!(config.validate().is_err(), "a key path is needed too");
+}
