@@ -62,7 +62,7 @@ ROOT = HERE.parent
 CHART = HERE / "mcp-harbor"
 RELEASE, NAMESPACE = "harbor", "mcp"
 # src/config.rs, deny_unknown_fields
-CONFIG_SECTIONS = {"server", "sessions", "log", "storage", "admin", "redis", "cluster", "auth",
+CONFIG_SECTIONS = {"server", "sessions", "log", "storage", "admin", "redis", "cluster", "auth", "tls",
                    "tenants"}
 DATA_MOUNT = "/var/lib/mcp-harbor"
 HOOK, HOOK_WEIGHT, HOOK_DELETE = ("helm.sh/hook", "helm.sh/hook-weight",
