@@ -116,10 +116,15 @@ SCENARIOS: dict[str, dict] = {
         "auth": {"sealingKeys": SEALING_KEYS, "publicUrl": "https://mcp.example.com"},
         "replicaCount": 3,
     },
+    # helm/mcp-harbor/values-production.yaml, loaded below.
+    "production": {},
     "admin-token": {
         "admin": {"token": ADMIN_TOKEN, "allowHttpLoopbackWebhooks": True},
     },
 }
+
+SCENARIOS["production"] = json.loads(json.dumps(
+    yaml.safe_load((CHART / "values-production.yaml").read_text())))
 
 # Values the schema must refuse.
 BAD_VALUES: dict[str, dict] = {
@@ -145,6 +150,10 @@ BAD_VALUES: dict[str, dict] = {
     "redis.url and redis.existingSecret together":
         {"redis": {"url": "redis://r:6379", "existingSecret": "redis"}},
     "drainGraceSeconds 0": {"drainGraceSeconds": 0},
+    "autoscaling.targetCPUUtilizationPercentage 0":
+        {"autoscaling": {"enabled": True, "targetCPUUtilizationPercentage": 0}},
+    "podDisruptionBudget.maxUnavailable 0": {"podDisruptionBudget": {"maxUnavailable": 0}},
+    "unknown topologySpread.whenUnsatisfiable": {"topologySpread": {"whenUnsatisfiable": "Maybe"}},
     "auth.sealingKeys that are not id:base64": {"auth": {"sealingKeys": "not a key"}},
     "auth.sealingKeys and auth.existingSecret together":
         {"auth": {"sealingKeys": SEALING_KEYS, "existingSecret": "harbor-seal"}},
@@ -156,6 +165,7 @@ REFUSED_RENDERS: dict[str, dict] = {
     "replicaCount 2 on embedded SQLite": {"replicaCount": 2},
     "replicaCount 2 with PostgreSQL but no Redis":
         {"replicaCount": 2, "storage": {"databaseUrl": "postgres://db/x"}},
+    "autoscaling on embedded SQLite": {"autoscaling": {"enabled": True}},
     "replicaCount 2 without shared sealing keys":
         {"replicaCount": 2, "storage": {"databaseUrl": "postgres://db/x"},
          "redis": {"url": "redis://r:6379"}},
@@ -269,6 +279,44 @@ def check_manifests(r: Report, docs: list[dict], kube_versions: list[str]) -> No
                 r.check(name, False, e.message)
 
 
+def check_production_objects(r: Report, merged: dict, kinds: dict, dep: dict, pod: dict) -> None:
+    """ServiceAccount, topology spread, autoscaler, disruption budget, network policy."""
+    labels = dep["spec"]["selector"]["matchLabels"]
+    spec = pod["spec"]
+    sa = kinds.get("ServiceAccount")
+    if merged["serviceAccount"]["create"]:
+        r.check("pods run as the chart's ServiceAccount, which mounts no API token",
+                sa is not None and spec.get("serviceAccountName") == sa["metadata"]["name"]
+                and sa.get("automountServiceAccountToken") is False
+                and spec.get("automountServiceAccountToken") is False)
+    spread = spec.get("topologySpreadConstraints", [])
+    if merged["topologySpread"]["enabled"]:
+        r.check("pods spread over hostnames and zones, selecting their own labels",
+                {c["topologyKey"] for c in spread} == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
+                and all(c["labelSelector"]["matchLabels"] == labels for c in spread))
+    hpa = kinds.get("HorizontalPodAutoscaler")
+    if merged["autoscaling"]["enabled"]:
+        a = merged["autoscaling"]
+        r.check("the HPA scales the Deployment on CPU between min and max; no fixed replicas",
+                hpa is not None and hpa["spec"]["scaleTargetRef"]["name"] == dep["metadata"]["name"]
+                and hpa["spec"]["minReplicas"] == a["minReplicas"]
+                and hpa["spec"]["maxReplicas"] == a["maxReplicas"]
+                and hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"]
+                == a["targetCPUUtilizationPercentage"]
+                and "replicas" not in dep["spec"])
+    pdb = kinds.get("PodDisruptionBudget")
+    if merged["autoscaling"]["enabled"] or merged["replicaCount"] > 1:
+        r.check("a PodDisruptionBudget keeps replicas serving through node drains",
+                pdb is not None and pdb["spec"]["selector"]["matchLabels"] == labels
+                and pdb["spec"]["maxUnavailable"] == merged["podDisruptionBudget"]["maxUnavailable"])
+    netpol = kinds.get("NetworkPolicy")
+    if merged["networkPolicy"]["enabled"]:
+        ports = [p["port"] for rule in netpol["spec"]["ingress"] for p in rule.get("ports", [])] if netpol else []
+        r.check("the NetworkPolicy admits only the server port, for its own pods",
+                netpol is not None and netpol["spec"]["podSelector"]["matchLabels"] == labels
+                and ports == [merged["containerPort"]])
+
+
 def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
                          docs: list[dict]) -> dict:
     """The chart-specific assertions; returns what the boot check needs."""
@@ -283,8 +331,14 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
     release_docs = [d for d in docs if not is_hook(d)]
     hook_docs = [d for d in docs if is_hook(d)]
     kinds = by_kind(release_docs)
+    autoscaling = merged["autoscaling"]["enabled"]
+    many = autoscaling or merged["replicaCount"] > 1
     want = {"ConfigMap", "Deployment", "Service"} | ({"Ingress"} if merged["ingress"]["enabled"] else set())
     want |= ({"Secret"} if chart_secret else set()) | ({"PersistentVolumeClaim"} if pvc_wanted else set())
+    want |= ({"ServiceAccount"} if merged["serviceAccount"]["create"] else set())
+    want |= ({"HorizontalPodAutoscaler"} if autoscaling else set())
+    want |= ({"PodDisruptionBudget"} if many else set())
+    want |= ({"NetworkPolicy"} if merged["networkPolicy"]["enabled"] else set())
     r.check(f"renders exactly {sorted(want)} (besides hooks)",
             set(kinds) == want and len(release_docs) == len(want),
             f"got {[d['kind'] for d in release_docs]}")
@@ -303,6 +357,7 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
     if env is None:
         return {}
     refs = secret_refs(container)
+    check_production_objects(r, merged, kinds, dep, pod)
 
     # Configuration file: valid TOML of known sections, mounted where MCP_HARBOR_CONFIG points.
     config_text = cm["data"].get("config.toml", "")

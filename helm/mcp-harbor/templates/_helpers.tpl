@@ -182,6 +182,15 @@ Call with (dict "root" $ "resources" <name of the ConfigMap/Secret to read> "mig
 {{- end }}
 
 {{/* Pod-level settings shared by the Deployment and the migration Job. */}}
+{{/* The pods' ServiceAccount. */}}
+{{- define "mcp-harbor.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "mcp-harbor.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end }}
+
 {{- define "mcp-harbor.podCommon" -}}
 automountServiceAccountToken: false
 {{- with .Values.imagePullSecrets }}
@@ -201,5 +210,20 @@ affinity:
 {{- with .Values.tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Spread the Deployment's pods over nodes and zones. */}}
+{{- define "mcp-harbor.topologySpread" -}}
+{{- if .Values.topologySpread.enabled }}
+topologySpreadConstraints:
+  {{- range list "kubernetes.io/hostname" "topology.kubernetes.io/zone" }}
+  - maxSkew: {{ $.Values.topologySpread.maxSkew }}
+    topologyKey: {{ . }}
+    whenUnsatisfiable: {{ $.Values.topologySpread.whenUnsatisfiable }}
+    labelSelector:
+      matchLabels:
+        {{- include "mcp-harbor.selectorLabels" $ | nindent 8 }}
+  {{- end }}
 {{- end }}
 {{- end }}
