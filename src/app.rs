@@ -233,26 +233,66 @@ impl Application {
             replica: replica.clone(),
         });
         let scope_replica = replica_id.clone();
+        let metrics_token = {
+            use secrecy::ExposeSecret;
+            (!config.metrics.token.expose_secret().is_empty())
+                .then(|| web::Data::new(crate::metrics::MetricsToken(config.metrics.token.clone())))
+        };
+        if !config.metrics.listen.is_empty() {
+            let metrics_server = HttpServer::new(|| {
+                App::new().route("/metrics", web::get().to(crate::metrics::scrape))
+            })
+            .workers(1)
+            .disable_signals()
+            .bind(&config.metrics.listen)
+            .map_err(|source| StartError::Bind {
+                addr: config.metrics.listen.clone(),
+                source,
+            })?
+            .run();
+            actix_rt::spawn(metrics_server);
+        }
         let mut server = HttpServer::new(move || {
-            App::new()
-                .app_data(edge.clone())
-                .app_data(registry.clone())
-                .app_data(admin_state.clone())
-                .app_data(admin_auth.clone())
-                .app_data(directory_data.clone())
-                .app_data(forwarder.clone())
-                .app_data(ready.clone())
-                .app_data(auth_data.clone())
-                .app_data(oauth_state.clone())
-                .route("/healthz", web::get().to(healthz))
-                .route("/readyz", web::get().to(readyz))
-                .configure(admin::configure)
-                // Each oauth tenant's authorization server and the discovery documents.
-                .configure(crate::oauth::configure)
-                // /t/{tenant}/mcp (Streamable HTTP), /t/{tenant}/sse and /t/{tenant}/messages
-                // (legacy HTTP+SSE).
-                .configure(|cfg| transport::configure(cfg, &scope_replica))
-                .default_service(web::to(transport::not_found))
+            let mut app = App::new();
+            if let Some(token) = &metrics_token {
+                app = app
+                    .app_data(token.clone())
+                    .route("/metrics", web::get().to(crate::metrics::scrape_with_token));
+            }
+            app.wrap_fn(|req, srv| {
+                use actix_web::dev::Service;
+                let route = crate::metrics::route_group(req.path());
+                let response = srv.call(req);
+                async move {
+                    let response = response.await?;
+                    crate::metrics::global()
+                        .http_requests
+                        .get_or_create(&crate::metrics::HttpLabels {
+                            route: route.into(),
+                            status: response.status().as_u16(),
+                        })
+                        .inc();
+                    Ok(response)
+                }
+            })
+            .app_data(edge.clone())
+            .app_data(registry.clone())
+            .app_data(admin_state.clone())
+            .app_data(admin_auth.clone())
+            .app_data(directory_data.clone())
+            .app_data(forwarder.clone())
+            .app_data(ready.clone())
+            .app_data(auth_data.clone())
+            .app_data(oauth_state.clone())
+            .route("/healthz", web::get().to(healthz))
+            .route("/readyz", web::get().to(readyz))
+            .configure(admin::configure)
+            // Each oauth tenant's authorization server and the discovery documents.
+            .configure(crate::oauth::configure)
+            // /t/{tenant}/mcp (Streamable HTTP), /t/{tenant}/sse and /t/{tenant}/messages
+            // (legacy HTTP+SSE).
+            .configure(|cfg| transport::configure(cfg, &scope_replica))
+            .default_service(web::to(transport::not_found))
         })
         .on_connect(|conn, _| {
             // Nagle would hold the second half of a streamed reply for the peer's delayed ACK.

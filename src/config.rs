@@ -19,6 +19,7 @@ pub struct Config {
     pub cluster: ClusterConfig,
     pub auth: AuthConfig,
     pub tls: TlsConfig,
+    pub metrics: MetricsConfig,
     /// Tenants created at start when they do not exist yet (the admin API manages them after).
     pub tenants: Vec<TenantConfig>,
 }
@@ -47,6 +48,18 @@ impl StorageConfig {
             self.database_url.clone()
         }
     }
+}
+
+/// The Prometheus `/metrics` endpoint: on its own listener, or on the main port behind a bearer
+/// token; with neither it is not served (never public by accident).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// `host:port` of a listener serving only `/metrics` (e.g. the pod IP for a scraper).
+    pub listen: String,
+    /// A bearer token that opens `/metrics` on the main port (at least 16 characters).
+    #[serde(default = "empty_secret", skip_serializing)]
+    pub token: secrecy::SecretString,
 }
 
 /// HTTPS served by the binary itself (without a TLS-terminating ingress).
@@ -245,6 +258,10 @@ impl Default for Config {
                 login_attempts_per_minute: 10,
                 tenant_hosts: Default::default(),
             },
+            metrics: MetricsConfig {
+                listen: String::new(),
+                token: empty_secret(),
+            },
             tls: TlsConfig {
                 cert_path: String::new(),
                 key_path: String::new(),
@@ -380,6 +397,18 @@ impl Config {
         let public = &self.auth.public_url;
         if !(public.is_empty() || public.starts_with("https://") || public.starts_with("http://")) {
             return bad("auth.public_url must start with https:// (or be empty)".into());
+        }
+        if !self.metrics.listen.is_empty()
+            && self.metrics.listen.parse::<std::net::SocketAddr>().is_err()
+        {
+            return bad("metrics.listen must be host:port with an IP address, or empty".into());
+        }
+        {
+            use secrecy::ExposeSecret;
+            let token = self.metrics.token.expose_secret();
+            if !token.is_empty() && token.len() < 16 {
+                return bad("metrics.token must be at least 16 characters (or empty)".into());
+            }
         }
         if self.tls.cert_path.is_empty() != self.tls.key_path.is_empty() {
             return bad("tls.cert_path and tls.key_path go together (both, or neither)".into());

@@ -17,6 +17,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod methods;
+pub mod metrics;
 pub mod oauth;
 pub mod protocol;
 pub mod request;

@@ -54,10 +54,43 @@ pub async fn token(
     state: web::Data<OAuthState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, OAuthError> {
-    let t = as_tenant(&req, &slug, &auth).await?;
+    let outcome = grant(&req, &slug, &auth, &state, &body).await;
+    let grant_type = url::form_urlencoded::parse(&body)
+        .find(|(k, _)| k == "grant_type")
+        .map(|(_, v)| v.into_owned())
+        .filter(|g| {
+            matches!(
+                g.as_str(),
+                "authorization_code" | "refresh_token" | "client_credentials"
+            )
+        })
+        .unwrap_or_else(|| "other".into());
+    crate::metrics::global()
+        .oauth_grants
+        .get_or_create(&crate::metrics::GrantLabels {
+            tenant: slug.to_string(),
+            grant_type,
+            outcome: match &outcome {
+                Ok(_) => "issued".into(),
+                Err(e) => e.error.to_string(),
+            },
+        })
+        .inc();
+    outcome
+}
+
+async fn grant(
+    req: &HttpRequest,
+    slug: &str,
+    auth: &AuthService,
+    state: &OAuthState,
+    body: &[u8],
+) -> Result<HttpResponse, OAuthError> {
+    let req = req.clone();
+    let t = as_tenant(&req, slug, auth).await?;
     check_form(&req)?;
-    let form = form_map(&body)?;
-    let client = authenticate(&auth, &state.documents, &t.handle.slug, &req, &form).await?;
+    let form = form_map(body)?;
+    let client = authenticate(auth, &state.documents, &t.handle.slug, &req, &form).await?;
     let grant_type = form.get("grant_type").map(String::as_str).unwrap_or("");
     if !client.allows_grant(grant_type)
         && matches!(
@@ -71,9 +104,9 @@ pub async fn token(
         ));
     }
     match grant_type {
-        "authorization_code" => code_grant(&t, &auth, &client, &form).await,
-        "refresh_token" => refresh_grant(&t, &auth, &client, &form).await,
-        "client_credentials" => client_credentials(&t, &auth, &client, &form).await,
+        "authorization_code" => code_grant(&t, auth, &client, &form).await,
+        "refresh_token" => refresh_grant(&t, auth, &client, &form).await,
+        "client_credentials" => client_credentials(&t, auth, &client, &form).await,
         "" => Err(OAuthError::bad("invalid_request", "grant_type is required")),
         other => Err(OAuthError::bad(
             "unsupported_grant_type",

@@ -110,6 +110,28 @@ pub fn server_capabilities(version: ProtocolVersion) -> Value {
     caps
 }
 
+/// Every request method of the revisions served (metrics label only these; anything else a
+/// client sends is "other").
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+];
+
+pub fn is_known_method(method: &str) -> bool {
+    KNOWN_METHODS.contains(&method)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

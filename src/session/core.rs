@@ -248,6 +248,9 @@ impl Stream {
 
 struct InFlight {
     stream: StreamKey,
+    /// The method and when the request arrived (for `mcp.server.operation.duration`).
+    method: Box<str>,
+    started: std::time::Instant,
     abort: Option<AbortHandle>,
     /// Kept while the call runs on its own, so a snapshot can hand it to another replica.
     record: Option<(String, Value, bool)>,
@@ -453,6 +456,8 @@ impl Session {
                     record.id.clone(),
                     InFlight {
                         stream: key,
+                        method: record.method.as_str().into(),
+                        started: std::time::Instant::now(),
                         abort: None,
                         record: None,
                     },
@@ -503,6 +508,8 @@ impl Session {
             record.id.clone(),
             InFlight {
                 stream: key,
+                method: record.method.as_str().into(),
+                started: std::time::Instant::now(),
                 abort: None,
                 record: Some((
                     record.method.clone(),
@@ -825,6 +832,8 @@ impl Session {
             req.id.clone(),
             InFlight {
                 stream,
+                method: req.method.as_str().into(),
+                started: std::time::Instant::now(),
                 abort: None,
                 record: None,
             },
@@ -1062,6 +1071,17 @@ impl Session {
         if inflight.abort.is_some() {
             self.dirty = true;
         }
+        let error_type = match &outcome {
+            Err(e) => e.code.to_string(),
+            Ok(v) if v.get("isError").and_then(Value::as_bool) == Some(true) => "tool_error".into(),
+            Ok(_) => String::new(),
+        };
+        crate::metrics::global().operation(
+            &inflight.method,
+            &self.tenant,
+            &error_type,
+            inflight.started.elapsed(),
+        );
         let message = Bytes::from(jsonrpc::encode_response(id, &outcome));
         self.emit(inflight.stream, message, true);
     }

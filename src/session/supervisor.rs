@@ -53,6 +53,8 @@ pub struct SessionEntry {
     pub transport: TransportKind,
     /// The binding of the principal that opened the session (protected tenants).
     pub owner: Option<Arc<str>>,
+    /// When this replica started holding the session (for `mcp.server.session.duration`).
+    started: Instant,
     instance: u64,
     arbiter: ArbiterHandle,
     lease: Lease,
@@ -236,18 +238,28 @@ impl TenantSessions {
         };
         let activity = Arc::new(Activity::default());
         activity.touch();
-        self.index.write().insert(
+        let mut index = self.index.write();
+        let started = index.get(&id).map_or_else(Instant::now, |e| e.started);
+        let replaced = index.insert(
             id,
             SessionEntry {
                 addr: addr.clone(),
                 activity,
                 transport,
                 owner,
+                started,
                 instance,
                 arbiter,
                 lease,
             },
         );
+        if replaced.is_none() {
+            let metrics = crate::metrics::global();
+            metrics
+                .sessions_active
+                .get_or_create(&crate::metrics::Metrics::tenant(&self.tenant))
+                .inc();
+        }
         Ok(addr)
     }
 
@@ -366,7 +378,15 @@ impl TenantSessions {
     pub(super) fn ended(&self, id: &str, instance: u64) {
         let mut index = self.index.write();
         if index.get(id).is_some_and(|e| e.instance == instance) {
-            index.remove(id);
+            if let Some(entry) = index.remove(id) {
+                let metrics = crate::metrics::global();
+                let labels = crate::metrics::Metrics::tenant(&self.tenant);
+                metrics.sessions_active.get_or_create(&labels).dec();
+                metrics
+                    .session_duration
+                    .get_or_create(&labels)
+                    .observe(entry.started.elapsed().as_secs_f64());
+            }
         }
     }
 

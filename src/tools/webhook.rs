@@ -289,6 +289,7 @@ async fn run(
             serde_json::to_vec(&body).map_err(|e| format!("could not encode the call: {e}"))?;
 
         let msg_id = message_id(&ctx.call_key, round);
+        let started = Instant::now();
         let answer = post(
             client,
             target,
@@ -298,7 +299,15 @@ async fn run(
             timeout_ms,
             &msg_id,
         )
-        .await?;
+        .await;
+        crate::metrics::global()
+            .webhook_duration
+            .get_or_create(&crate::metrics::OutcomeLabels {
+                tenant: call.tenant.clone(),
+                outcome: if answer.is_ok() { "ok" } else { "failed" }.into(),
+            })
+            .observe(started.elapsed().as_secs_f64());
+        let answer = answer?;
         match parse_answer(&answer)? {
             Answer::Result(result) => {
                 if let Some(schema) = &call.output_schema {

@@ -34,7 +34,7 @@ pub async fn open(
     let on_close = Box::new(move || addr.do_send(Terminate));
     Ok(sse_response(
         HttpResponse::Ok(),
-        sse::SseBody::new(None, rx, edge.keepalive, Some(on_close)),
+        sse::SseBody::new(None, rx, edge.keepalive, Some(on_close), &tenant.slug),
     ))
 }
 

@@ -297,7 +297,15 @@ impl FromRequest for Admitted {
                 .app_data::<web::Data<EdgePolicy>>()
                 .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?;
             edge.check_host_and_origin(&req, &tenant.policy)?;
-            tenant.policy.admit()?;
+            if let Err(refusal) = tenant.policy.admit() {
+                if refusal == PolicyRefusal::RateLimited {
+                    crate::metrics::global()
+                        .rate_limited
+                        .get_or_create(&crate::metrics::Metrics::tenant(&slug))
+                        .inc();
+                }
+                return Err(refusal.into());
+            }
             let auth = tenant.policy.auth();
             let principal = match *auth {
                 crate::store::TenantAuth::None => None,
@@ -529,23 +537,15 @@ pub fn parse_body(body: &[u8]) -> Result<Payload, HttpError> {
     jsonrpc::parse_payload(body).map_err(|e| HttpError::new(StatusCode::BAD_REQUEST, e))
 }
 
-/// Turns a session's stream into the HTTP answer: plain JSON when the first item is the whole
-/// answer, an SSE stream otherwise, 202 when nothing is owed (a cancelled request).
-pub async fn respond_with_stream(
-    mut rx: StreamReceiver,
-    keepalive: Duration,
-    session_id: Option<&str>,
-) -> HttpResponse {
-    let first = rx.recv().await;
-    respond_with_first(first, rx, keepalive, session_id)
-}
-
-/// As `respond_with_stream`, once the first item has been received.
+/// Turns a session's stream, once its first item has been received, into the HTTP answer: plain
+/// JSON when the first item is the whole answer, an SSE stream otherwise, 202 when nothing is
+/// owed (a cancelled request).
 pub fn respond_with_first(
     first: Option<StreamItem>,
     rx: StreamReceiver,
     keepalive: Duration,
     session_id: Option<&str>,
+    tenant: &str,
 ) -> HttpResponse {
     let mut builder = match first {
         None => HttpResponse::Accepted(),
@@ -557,7 +557,10 @@ pub fn respond_with_first(
     match first {
         None => builder.finish(),
         Some(StreamItem::Json(body)) => builder.content_type("application/json").body(body),
-        Some(item) => sse_response(builder, sse::SseBody::new(Some(item), rx, keepalive, None)),
+        Some(item) => sse_response(
+            builder,
+            sse::SseBody::new(Some(item), rx, keepalive, None, tenant),
+        ),
     }
 }
 

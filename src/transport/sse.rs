@@ -60,6 +60,8 @@ pub struct SseBody {
     ending: bool,
     heartbeat: tokio::time::Interval,
     on_close: Option<Box<dyn FnOnce() + Send>>,
+    /// Counts the stream as open while it lives.
+    _open: crate::metrics::StreamGauge,
 }
 
 impl SseBody {
@@ -68,6 +70,7 @@ impl SseBody {
         rx: StreamReceiver,
         heartbeat: Duration,
         on_close: Option<Box<dyn FnOnce() + Send>>,
+        tenant: &str,
     ) -> Self {
         let mut interval =
             tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
@@ -78,6 +81,7 @@ impl SseBody {
             ending: false,
             heartbeat: interval,
             on_close,
+            _open: crate::metrics::StreamGauge::open(tenant),
         }
     }
 }

@@ -57,7 +57,13 @@ pub async fn post(
         Reply::Json(body) => Ok(json_response(body)),
         Reply::Stream(mut rx) => {
             let first = rx.recv().await;
-            Ok(respond_with_first(first, rx, edge.keepalive, None))
+            Ok(respond_with_first(
+                first,
+                rx,
+                edge.keepalive,
+                None,
+                &tenant.slug,
+            ))
         }
     }
 }
@@ -112,7 +118,9 @@ async fn initialize(
             }
             response
         }
-        (first, Some(rx)) => respond_with_first(first, rx, keepalive, session),
+        (first, Some(rx)) => {
+            respond_with_first(first, rx, keepalive, session, &admitted.tenant.slug)
+        }
         (_, None) => {
             return Err(HttpError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -165,14 +173,14 @@ pub async fn get(
             Some(other) => {
                 return Ok(sse_response(
                     HttpResponse::Ok(),
-                    sse::SseBody::new(Some(other), rx, edge.keepalive, None),
+                    sse::SseBody::new(Some(other), rx, edge.keepalive, None, &tenant.slug),
                 ))
             }
         }
     }
     Ok(sse_response(
         HttpResponse::Ok(),
-        sse::SseBody::new(None, rx, edge.keepalive, None),
+        sse::SseBody::new(None, rx, edge.keepalive, None, &tenant.slug),
     ))
 }
 
