@@ -312,9 +312,10 @@ def check_production_objects(r: Report, merged: dict, kinds: dict, dep: dict, po
     netpol = kinds.get("NetworkPolicy")
     if merged["networkPolicy"]["enabled"]:
         ports = [p["port"] for rule in netpol["spec"]["ingress"] for p in rule.get("ports", [])] if netpol else []
-        r.check("the NetworkPolicy admits only the server port, for its own pods",
+        r.check("the NetworkPolicy admits only the server (and metrics) port, for its own pods",
                 netpol is not None and netpol["spec"]["podSelector"]["matchLabels"] == labels
-                and ports == [merged["containerPort"]])
+                and ports == [merged["containerPort"]]
+                + ([merged["metrics"]["port"]] if merged["metrics"]["enabled"] else []))
 
 
 def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
@@ -393,9 +394,24 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
     r.check("MCP_HARBOR__CLUSTER__ADVERTISE_URL is http://<pod IP>:<port>",
             env.get("MCP_HARBOR__CLUSTER__ADVERTISE_URL")
             == f"http://{POD_FIELDS['status.podIP']}:{env.get('MCP_HARBOR__SERVER__PORT')}")
-    r.check("drain grace from drainGraceSeconds, pod grace 10 s more",
+    r.check("drain grace from drainGraceSeconds, pod grace covers preStop + drain + 10 s",
             env.get("MCP_HARBOR__CLUSTER__DRAIN_GRACE_SECS") == str(merged["drainGraceSeconds"])
-            and pod["spec"].get("terminationGracePeriodSeconds") == merged["drainGraceSeconds"] + 10)
+            and pod["spec"].get("terminationGracePeriodSeconds")
+            == merged["drainGraceSeconds"] + merged["preStopSleepSeconds"] + 10)
+    pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
+    r.check("preStop sleeps preStopSleepSeconds (load balancers let go before the drain)",
+            pre_stop == merged["preStopSleepSeconds"])
+    m = merged["metrics"]
+    metrics_ports = [p for p in container.get("ports", []) if p["name"] == "metrics"]
+    if m["enabled"]:
+        r.check("metrics on their own port: env, container port and Service port",
+                env.get("MCP_HARBOR__METRICS__LISTEN") == f"0.0.0.0:{m['port']}"
+                and [p["containerPort"] for p in metrics_ports] == [m["port"]]
+                and any(p["name"] == "metrics" and p["port"] == m["port"]
+                        for p in svc["spec"]["ports"]))
+    else:
+        r.check("no metrics listener unless metrics.enabled",
+                "MCP_HARBOR__METRICS__LISTEN" not in env and not metrics_ports)
     if redis["url"] or redis["existingSecret"]:
         want_ref = ((redis["existingSecret"], redis["urlKey"]) if redis["existingSecret"]
                     else (dep["metadata"]["name"], "redis-url"))

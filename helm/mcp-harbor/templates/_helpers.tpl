@@ -133,6 +133,10 @@ Call with (dict "root" $ "resources" <name of the ConfigMap/Secret to read> "mig
 {{- end }}
 - name: MCP_HARBOR__ADMIN__ALLOW_HTTP_LOOPBACK_WEBHOOKS
   value: {{ $v.admin.allowHttpLoopbackWebhooks | quote }}
+{{- if $v.metrics.enabled }}
+- name: MCP_HARBOR__METRICS__LISTEN
+  value: {{ printf "0.0.0.0:%d" (int $v.metrics.port) | quote }}
+{{- end }}
 {{- with $v.auth.publicUrl }}
 - name: MCP_HARBOR__AUTH__PUBLIC_URL
   value: {{ . | quote }}
