@@ -50,35 +50,11 @@ BENCH_ACCESS_TOKEN=$(curl -fsS "$base/t/locked/oauth/token" -d grant_type=client
     python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
 export BENCH_ACCESS_TOKEN
 
-results=$log_dir/results
-: >"$results"
-status=0
-run() { # NAME ROUND [ARGS...]
-    local name=$1 round=$2 out=$log_dir/$1-$2.out
-    shift 2
-    if ! "${pin_bench[@]}" "$bench_bin" --phase calls --duration "$duration" "$@" >"$out" 2>&1; then
-        status=1
-        echo "  ERROR: $name failed (round $round)"
-    fi
-    sed "s/^/  $name: /" "$out"
-    sed -nE "s/^calls: .* ([0-9.]+) req\/s, p50 ([0-9.]+) ms, p99 ([0-9.]+) ms, .*errors 0$/$name \1 \2 \3/p" "$out" >>"$results"
-}
-
 echo "== oauth: $rounds rounds x (open, protected), ${duration}s of tools/call each, one server (pid $server_pid)"
 for round in $(seq 1 "$rounds"); do
-    run open "$round" --url "$base/t/open/mcp" "$@"
-    run protected "$round" --url "$base/t/locked/mcp" --bearer-token-env BENCH_ACCESS_TOKEN "$@"
+    bench_run open "$round" --url "$base/t/open/mcp" "$@"
+    bench_run protected "$round" --url "$base/t/locked/mcp" --bearer-token-env BENCH_ACCESS_TOKEN "$@"
 done
 
-median() { # NAME COLUMN
-    awk -v n="$1" -v c="$2" '$1 == n { print $c }' "$results" | sort -g |
-        awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
-printf '\n%-22s %12s %12s %10s\n' "median" open protected ratio
-for figure in "req/s:2" "p50 ms:3" "p99 ms:4"; do
-    name=${figure%%:*} col=${figure##*:}
-    o=$(median open "$col") p=$(median protected "$col")
-    printf '%-22s %12s %12s %10s\n' "tools/call $name" "$o" "$p" "$(ratio "$p" "$o")"
-done
+compare open protected
 exit $status

@@ -261,19 +261,21 @@ impl Application {
             }
             app.wrap_fn(|req, srv| {
                 use actix_web::dev::Service;
+                use tracing::Instrument;
                 let route = crate::metrics::route_group(req.path());
-                let response = srv.call(req);
+                // The HTTP server span (only when exporting traces): handlers see it as the
+                // current span and hand it to the session actor with their message.
+                let span = crate::telemetry::http_span(&req);
+                let response = span.in_scope(|| srv.call(req));
+                let done = span.clone();
                 async move {
                     let response = response.await?;
-                    crate::metrics::global()
-                        .http_requests
-                        .get_or_create(&crate::metrics::HttpLabels {
-                            route: route.into(),
-                            status: response.status().as_u16(),
-                        })
-                        .inc();
+                    let status = response.status().as_u16();
+                    crate::telemetry::http_done(&done, status);
+                    crate::metrics::global().http_request(route, status);
                     Ok(response)
                 }
+                .instrument(span)
             })
             .app_data(edge.clone())
             .app_data(registry.clone())

@@ -20,6 +20,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub tls: TlsConfig,
     pub metrics: MetricsConfig,
+    pub telemetry: TelemetryConfig,
     /// Tenants created at start when they do not exist yet (the admin API manages them after).
     pub tenants: Vec<TenantConfig>,
 }
@@ -60,6 +61,33 @@ pub struct MetricsConfig {
     /// A bearer token that opens `/metrics` on the main port (at least 16 characters).
     #[serde(default = "empty_secret", skip_serializing)]
     pub token: secrecy::SecretString,
+}
+
+/// OpenTelemetry export over OTLP: off unless `otlp_endpoint` or the standard
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` (or a per-signal `…_TRACES_/…_METRICS_ENDPOINT`) is set. The other
+/// standard variables (`OTEL_EXPORTER_OTLP_HEADERS`, `…_PROTOCOL`, `OTEL_SERVICE_NAME`,
+/// `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER[_ARG]`, `OTEL_SDK_DISABLED`) are honoured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// Collector base URL: `http://collector:4318` (HTTP/protobuf, `/v1/traces` and
+    /// `/v1/metrics` appended) or `http://collector:4317` (gRPC).
+    pub otlp_endpoint: String,
+    /// `grpc` or `http/protobuf`; empty: `OTEL_EXPORTER_OTLP_PROTOCOL`, else `http/protobuf`.
+    pub otlp_protocol: String,
+    /// Extra request headers (e.g. a vendor's API key); never logged.
+    #[serde(default, skip_serializing)]
+    pub otlp_headers: std::collections::BTreeMap<String, secrecy::SecretString>,
+    /// Export spans (when an endpoint is set).
+    pub traces: bool,
+    /// Export metrics (when an endpoint is set).
+    pub metrics: bool,
+    /// Share of new traces sampled (0.0–1.0); a sampled parent (traceparent) is always followed.
+    pub sampling_ratio: f64,
+    /// How often metrics are exported.
+    pub metrics_interval_ms: u64,
+    /// `service.name` (`OTEL_SERVICE_NAME` wins).
+    pub service_name: String,
 }
 
 /// HTTPS served by the binary itself (without a TLS-terminating ingress).
@@ -262,6 +290,16 @@ impl Default for Config {
                 listen: String::new(),
                 token: empty_secret(),
             },
+            telemetry: TelemetryConfig {
+                otlp_endpoint: String::new(),
+                otlp_protocol: String::new(),
+                otlp_headers: Default::default(),
+                traces: true,
+                metrics: true,
+                sampling_ratio: 1.0,
+                metrics_interval_ms: 30_000,
+                service_name: "mcp-harbor".into(),
+            },
             tls: TlsConfig {
                 cert_path: String::new(),
                 key_path: String::new(),
@@ -304,6 +342,18 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
+        if !(0.0..=1.0).contains(&self.telemetry.sampling_ratio) {
+            return bad(format!(
+                "telemetry.sampling_ratio {} is not between 0.0 and 1.0",
+                self.telemetry.sampling_ratio
+            ));
+        }
+        if !["", "grpc", "http/protobuf"].contains(&self.telemetry.otlp_protocol.as_str()) {
+            return bad(format!(
+                "telemetry.otlp_protocol {:?} is not \"grpc\" or \"http/protobuf\"",
+                self.telemetry.otlp_protocol
+            ));
+        }
         if self.server.host.parse::<std::net::IpAddr>().is_err() && self.server.host != "localhost"
         {
             return bad(format!(

@@ -48,14 +48,19 @@ fn main() -> ExitCode {
 }
 
 fn serve(config_file: Option<PathBuf>) -> ExitCode {
-    let config = match Config::load(config_file.as_deref()) {
+    let mut config = match Config::load(config_file.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mcp-harbor: {e}");
             return ExitCode::from(2);
         }
     };
-    telemetry::init_telemetry(&config.log);
+    // One replica id for the cluster and the telemetry resource (service.instance.id).
+    if config.cluster.replica_id.is_empty() {
+        config.cluster.replica_id =
+            format!("r-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    }
+    let telemetry = telemetry::init_telemetry(&config);
     let result = actix_web::rt::System::new().block_on(async move {
         let app = Application::build(config).await?;
         if let Some(token) = app.generated_admin_token() {
@@ -76,6 +81,8 @@ fn serve(config_file: Option<PathBuf>) -> ExitCode {
                 source: e,
             })
     });
+    // The last spans and a final metrics export leave before the process does.
+    telemetry.shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -93,7 +100,7 @@ fn migrate(config_file: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    telemetry::init_telemetry(&config.log);
+    telemetry::init_logging(&config.log);
     config.storage.migrate_on_start = true;
     let result = actix_web::rt::System::new().block_on(async move {
         let store = mcp_harbor::app::open_store(&config).await?;

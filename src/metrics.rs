@@ -3,9 +3,16 @@
 //! where they name one (`mcp.server.operation.duration`, `mcp.server.session.duration`, as
 //! `mcp_server_operation_duration_seconds` …); the rest are the platform's own. Labels are low
 //! cardinality only: tenant, method, outcome — never a session id or a user.
+//!
+//! Every recording goes through a method of [`Metrics`]; when OTLP export is on
+//! ([`export_to`]), the same values also go to OpenTelemetry instruments named as the conventions
+//! say (`mcp.server.operation.duration` with `mcp.method.name` and `error.type`, …).
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 use std::time::Duration;
+
+use opentelemetry::metrics::{Counter as OtelCounter, Histogram as OtelHistogram, UpDownCounter};
+use opentelemetry::KeyValue;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -41,6 +48,12 @@ pub struct GrantLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabels {
+    pub tenant: String,
+    pub method: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HttpLabels {
     /// `mcp`, `oauth`, `admin` or `other`.
     pub route: String,
@@ -69,6 +82,9 @@ pub struct Metrics {
     pub oauth_grants: Family<GrantLabels, Counter>,
     pub rate_limited: Family<TenantLabels, Counter>,
     pub http_requests: Family<HttpLabels, Counter>,
+    pub event_log_appends: Family<TenantLabels, Counter>,
+    pub event_log_replays: Family<OutcomeLabels, Counter>,
+    pub pending_client_requests: Family<MethodLabels, Gauge>,
 }
 
 impl Metrics {
@@ -125,8 +141,29 @@ impl Metrics {
             "HTTP requests by route group and status",
             http_requests.clone(),
         );
+        let event_log_appends = Family::<TenantLabels, Counter>::default();
+        registry.register(
+            "mcp_harbor_event_log_appends",
+            "SSE events appended to the event log (each is resumable with Last-Event-ID)",
+            event_log_appends.clone(),
+        );
+        let event_log_replays = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "mcp_harbor_event_log_replays",
+            "Stream resumptions (Last-Event-ID) by outcome: replayed, unknown (event not in the log), failed",
+            event_log_replays.clone(),
+        );
+        let pending_client_requests = Family::<MethodLabels, Gauge>::default();
+        registry.register(
+            "mcp_harbor_pending_client_requests",
+            "Server-to-client requests awaiting the client's answer (elicitation/create, sampling/createMessage, roots/list)",
+            pending_client_requests.clone(),
+        );
         Metrics {
             registry,
+            event_log_appends,
+            event_log_replays,
+            pending_client_requests,
             operation_duration,
             session_duration,
             sessions_active,
@@ -161,6 +198,155 @@ impl Metrics {
                 error_type: error_type.to_string(),
             })
             .observe(took.as_secs_f64());
+        if let Some(o) = otel() {
+            let mut attrs = vec![
+                KeyValue::new("mcp.method.name", method.to_string()),
+                KeyValue::new("tenant", tenant.to_string()),
+            ];
+            if !error_type.is_empty() {
+                attrs.push(KeyValue::new("error.type", error_type.to_string()));
+            }
+            o.operation.record(took.as_secs_f64(), &attrs);
+        }
+    }
+
+    /// A session started (+1) or ended here (-1, with its lifetime).
+    pub fn session_started(&self, tenant: &str) {
+        self.sessions_active
+            .get_or_create(&Self::tenant(tenant))
+            .inc();
+        if let Some(o) = otel() {
+            o.sessions_active.add(1, &tenant_attr(tenant));
+        }
+    }
+
+    pub fn session_ended(&self, tenant: &str, lived: Duration) {
+        let labels = Self::tenant(tenant);
+        self.sessions_active.get_or_create(&labels).dec();
+        self.session_duration
+            .get_or_create(&labels)
+            .observe(lived.as_secs_f64());
+        if let Some(o) = otel() {
+            let attrs = tenant_attr(tenant);
+            o.sessions_active.add(-1, &attrs);
+            o.session.record(lived.as_secs_f64(), &attrs);
+        }
+    }
+
+    fn sse_streams(&self, tenant: &str, delta: i64) {
+        self.sse_streams_open
+            .get_or_create(&Self::tenant(tenant))
+            .inc_by(delta);
+        if let Some(o) = otel() {
+            o.sse_open.add(delta, &tenant_attr(tenant));
+        }
+    }
+
+    /// One webhook round: `ok`, `error` or `failed`.
+    pub fn webhook(&self, tenant: &str, outcome: &str, took: Duration) {
+        self.webhook_duration
+            .get_or_create(&OutcomeLabels {
+                tenant: tenant.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .observe(took.as_secs_f64());
+        if let Some(o) = otel() {
+            o.webhook.record(
+                took.as_secs_f64(),
+                &[
+                    KeyValue::new("tenant", tenant.to_string()),
+                    KeyValue::new("outcome", outcome.to_string()),
+                ],
+            );
+        }
+    }
+
+    pub fn oauth_grant(&self, tenant: &str, grant_type: &str, outcome: &str) {
+        self.oauth_grants
+            .get_or_create(&GrantLabels {
+                tenant: tenant.to_string(),
+                grant_type: grant_type.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+        if let Some(o) = otel() {
+            o.oauth_grants.add(
+                1,
+                &[
+                    KeyValue::new("tenant", tenant.to_string()),
+                    KeyValue::new("grant_type", grant_type.to_string()),
+                    KeyValue::new("outcome", outcome.to_string()),
+                ],
+            );
+        }
+    }
+
+    pub fn rate_limited(&self, tenant: &str) {
+        self.rate_limited.get_or_create(&Self::tenant(tenant)).inc();
+        if let Some(o) = otel() {
+            o.rate_limited.add(1, &tenant_attr(tenant));
+        }
+    }
+
+    pub fn http_request(&self, route: &'static str, status: u16) {
+        self.http_requests
+            .get_or_create(&HttpLabels {
+                route: route.into(),
+                status,
+            })
+            .inc();
+        if let Some(o) = otel() {
+            o.http_requests.add(
+                1,
+                &[
+                    KeyValue::new("route", route),
+                    KeyValue::new("http.response.status_code", i64::from(status)),
+                ],
+            );
+        }
+    }
+
+    pub fn event_log_appended(&self, tenant: &str, events: u64) {
+        self.event_log_appends
+            .get_or_create(&Self::tenant(tenant))
+            .inc_by(events);
+        if let Some(o) = otel() {
+            o.event_appends.add(events, &tenant_attr(tenant));
+        }
+    }
+
+    /// A resumption: `replayed`, `unknown` or `failed`.
+    pub fn event_log_replayed(&self, tenant: &str, outcome: &str) {
+        self.event_log_replays
+            .get_or_create(&OutcomeLabels {
+                tenant: tenant.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+        if let Some(o) = otel() {
+            o.event_replays.add(
+                1,
+                &[
+                    KeyValue::new("tenant", tenant.to_string()),
+                    KeyValue::new("outcome", outcome.to_string()),
+                ],
+            );
+        }
+    }
+
+    fn pending_client_requests(&self, labels: &MethodLabels, delta: i64) {
+        self.pending_client_requests
+            .get_or_create(labels)
+            .inc_by(delta);
+        if let Some(o) = otel() {
+            o.pending.add(
+                delta,
+                &[
+                    KeyValue::new("tenant", labels.tenant.clone()),
+                    KeyValue::new("mcp.method.name", labels.method.clone()),
+                ],
+            );
+        }
     }
 
     pub fn tenant(tenant: &str) -> TenantLabels {
@@ -178,20 +364,126 @@ pub fn global() -> &'static Metrics {
 }
 
 /// Counts an open SSE stream while it lives.
-pub struct StreamGauge(TenantLabels);
+pub struct StreamGauge(String);
 
 impl StreamGauge {
     pub fn open(tenant: &str) -> StreamGauge {
-        let labels = Metrics::tenant(tenant);
-        global().sse_streams_open.get_or_create(&labels).inc();
-        StreamGauge(labels)
+        global().sse_streams(tenant, 1);
+        StreamGauge(tenant.to_string())
     }
 }
 
 impl Drop for StreamGauge {
     fn drop(&mut self) {
-        global().sse_streams_open.get_or_create(&self.0).dec();
+        global().sse_streams(&self.0, -1);
     }
+}
+
+/// Counts a server-to-client request while it awaits the client's answer.
+pub struct PendingGauge(MethodLabels);
+
+impl PendingGauge {
+    pub fn open(tenant: &str, method: &str) -> PendingGauge {
+        let labels = MethodLabels {
+            tenant: tenant.to_string(),
+            method: method.to_string(),
+        };
+        global().pending_client_requests(&labels, 1);
+        PendingGauge(labels)
+    }
+}
+
+impl Drop for PendingGauge {
+    fn drop(&mut self) {
+        global().pending_client_requests(&self.0, -1);
+    }
+}
+
+/// The OpenTelemetry instruments, once OTLP export is on.
+struct Otel {
+    operation: OtelHistogram<f64>,
+    session: OtelHistogram<f64>,
+    sessions_active: UpDownCounter<i64>,
+    sse_open: UpDownCounter<i64>,
+    webhook: OtelHistogram<f64>,
+    oauth_grants: OtelCounter<u64>,
+    rate_limited: OtelCounter<u64>,
+    http_requests: OtelCounter<u64>,
+    event_appends: OtelCounter<u64>,
+    event_replays: OtelCounter<u64>,
+    pending: UpDownCounter<i64>,
+}
+
+static OTEL: OnceLock<Otel> = OnceLock::new();
+
+fn otel() -> Option<&'static Otel> {
+    OTEL.get()
+}
+
+fn tenant_attr(tenant: &str) -> [KeyValue; 1] {
+    [KeyValue::new("tenant", tenant.to_string())]
+}
+
+/// Also records every metric into OpenTelemetry instruments of `provider` (OTLP export).
+pub fn export_to(provider: &opentelemetry_sdk::metrics::SdkMeterProvider) {
+    use opentelemetry::metrics::MeterProvider;
+    let meter = provider.meter("mcp-harbor");
+    // The boundaries the MCP semantic conventions recommend for both durations.
+    let buckets = vec![
+        0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+    ];
+    let _ = OTEL.set(Otel {
+        operation: meter
+            .f64_histogram("mcp.server.operation.duration")
+            .with_unit("s")
+            .with_description("MCP request handling time")
+            .with_boundaries(buckets.clone())
+            .build(),
+        session: meter
+            .f64_histogram("mcp.server.session.duration")
+            .with_unit("s")
+            .with_description("MCP session lifetime on this replica")
+            .with_boundaries(buckets.clone())
+            .build(),
+        sessions_active: meter
+            .i64_up_down_counter("mcp_harbor.sessions.active")
+            .with_description("MCP sessions held by this replica")
+            .build(),
+        sse_open: meter
+            .i64_up_down_counter("mcp_harbor.sse.streams.open")
+            .with_description("Open SSE response streams")
+            .build(),
+        webhook: meter
+            .f64_histogram("mcp_harbor.webhook.duration")
+            .with_unit("s")
+            .with_description("Webhook tool rounds by outcome")
+            .with_boundaries(buckets)
+            .build(),
+        oauth_grants: meter
+            .u64_counter("mcp_harbor.oauth.grants")
+            .with_description("Token endpoint requests by grant type and outcome")
+            .build(),
+        rate_limited: meter
+            .u64_counter("mcp_harbor.rate_limited")
+            .with_description("Requests refused by a tenant's rate limit")
+            .build(),
+        http_requests: meter
+            .u64_counter("mcp_harbor.http.requests")
+            .with_description("HTTP requests by route group and status")
+            .build(),
+        event_appends: meter
+            .u64_counter("mcp_harbor.event_log.appends")
+            .with_description("SSE events appended to the event log")
+            .build(),
+        event_replays: meter
+            .u64_counter("mcp_harbor.event_log.replays")
+            .with_description("Stream resumptions by outcome")
+            .build(),
+        pending: meter
+            .i64_up_down_counter("mcp_harbor.client_requests.pending")
+            .with_description("Server-to-client requests awaiting the client's answer")
+            .build(),
+    });
 }
 
 /// Which group of routes a path belongs to (the `route` label).

@@ -1,22 +1,668 @@
-//! Telemetry in one place: the tracing subscriber (env filter, plain or JSON lines).
+//! Telemetry in one place: the log subscriber (env filter, plain text or JSON lines carrying
+//! `trace_id`/`span_id`), OpenTelemetry traces and metrics over OTLP (gRPC or HTTP/protobuf; off
+//! unless an endpoint is configured here or in the standard `OTEL_EXPORTER_OTLP_*` variables),
+//! and the W3C trace-context helpers the edge, the session and the webhook client use.
+//!
+//! Spans are `tracing` spans turned into OpenTelemetry spans by `tracing-opentelemetry`. The
+//! per-request spans (HTTP server, MCP server) are only created when export is on
+//! ([`tracing_enabled`]), and the store and Redis spans are at `debug` level, seen only by the
+//! OpenTelemetry layer: with export off the hot path pays nothing for them.
 
-use tracing_subscriber::EnvFilter;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use crate::config::LogConfig;
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry::KeyValue;
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use opentelemetry_sdk::Resource;
+use serde_json::{Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Span, Subscriber};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::filter::{EnvFilter, FilterFn};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::FormatTime;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
 
-/// Installs the global subscriber; a second call (tests) is a no-op.
-pub fn init_telemetry(config: &LogConfig) {
+use crate::config::{Config, LogConfig, TelemetryConfig};
+
+static TRACING: AtomicBool = AtomicBool::new(false);
+
+/// Whether spans are exported (per-request spans are created only then).
+pub fn tracing_enabled() -> bool {
+    TRACING.load(Ordering::Relaxed)
+}
+
+/// Keeps the exporters alive; `shutdown` flushes what is buffered (called once the server has
+/// stopped, so the last requests' spans and a final metrics export are not lost).
+#[derive(Default)]
+pub struct Telemetry {
+    tracer: Option<SdkTracerProvider>,
+    meter: Option<SdkMeterProvider>,
+    /// Runs the gRPC (tonic) exporters' connections, independent of the server's runtimes.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Telemetry {
+    pub fn shutdown(mut self) {
+        TRACING.store(false, Ordering::Relaxed);
+        if let Some(tracer) = self.tracer.take() {
+            if let Err(e) = tracer.shutdown() {
+                eprintln!("mcp-harbor: flushing spans failed: {e}");
+            }
+        }
+        if let Some(meter) = self.meter.take() {
+            if let Err(e) = meter.shutdown() {
+                eprintln!("mcp-harbor: flushing metrics failed: {e}");
+            }
+        }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+/// Logging only (commands other than `serve`); a second call (tests) is a no-op.
+pub fn init_logging(config: &LogConfig) {
+    let _ = tracing_subscriber::registry()
+        .with(log_layer(config))
+        .try_init();
+}
+
+/// Logging plus, when configured, OpenTelemetry export of traces and metrics.
+pub fn init_telemetry(config: &Config) -> Telemetry {
+    let export = Export::resolve(&config.telemetry);
+    let Some(export) = export else {
+        init_logging(&config.log);
+        return Telemetry::default();
+    };
+    let resource = resource(&config.telemetry, &config.cluster.replica_id);
+    let mut telemetry = Telemetry::default();
+    if export.protocol == Protocol::Grpc {
+        // tonic needs a Tokio runtime for its connections; the server's are per-worker and end
+        // before the final flush, so the exporters get their own small one.
+        match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("otlp-export")
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => telemetry.runtime = Some(rt),
+            Err(e) => {
+                eprintln!("mcp-harbor: OpenTelemetry export is off: no runtime for gRPC ({e})");
+                init_logging(&config.log);
+                return telemetry;
+            }
+        }
+    }
+    let _guard = telemetry.runtime.as_ref().map(|rt| rt.enter());
+    let mut problems = Vec::new();
+    if config.telemetry.traces {
+        match export.span_exporter() {
+            Ok(exporter) => {
+                let mut builder = SdkTracerProvider::builder()
+                    .with_batch_exporter(exporter)
+                    .with_resource(resource.clone());
+                if std::env::var_os("OTEL_TRACES_SAMPLER").is_none() {
+                    builder = builder.with_sampler(Sampler::ParentBased(Box::new(
+                        Sampler::TraceIdRatioBased(config.telemetry.sampling_ratio),
+                    )));
+                }
+                telemetry.tracer = Some(builder.build());
+            }
+            Err(e) => problems.push(format!("traces: {e}")),
+        }
+    }
+    if config.telemetry.metrics {
+        match export.metric_exporter() {
+            Ok(exporter) => {
+                let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(exporter)
+                    .with_interval(Duration::from_millis(
+                        config.telemetry.metrics_interval_ms.max(100),
+                    ))
+                    .build();
+                let provider = SdkMeterProvider::builder()
+                    .with_reader(reader)
+                    .with_resource(resource)
+                    .build();
+                crate::metrics::export_to(&provider);
+                telemetry.meter = Some(provider);
+            }
+            Err(e) => problems.push(format!("metrics: {e}")),
+        }
+    }
+    let otel_layer = telemetry.tracer.as_ref().map(|provider| {
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("mcp-harbor"))
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            // Decided once per callsite (FilterFn caches the interest).
+            .with_filter(FilterFn::new(exported))
+    });
+    TRACING.store(otel_layer.is_some(), Ordering::Relaxed);
+    let _ = tracing_subscriber::registry()
+        .with(log_layer(&config.log))
+        .with(otel_layer)
+        .try_init();
+    for problem in problems {
+        tracing::error!(%problem, "OpenTelemetry export could not start");
+    }
+    tracing::info!(
+        endpoint = %export.endpoint.as_deref().unwrap_or("(from OTEL_EXPORTER_OTLP_* variables)"),
+        protocol = ?export.protocol,
+        traces = telemetry.tracer.is_some(),
+        metrics = telemetry.meter.is_some(),
+        "OpenTelemetry export on"
+    );
+    telemetry
+}
+
+/// What the OpenTelemetry layer sees: the platform's spans, and its warnings and errors (as span
+/// events).
+fn exported(meta: &tracing::Metadata<'_>) -> bool {
+    meta.target().starts_with("mcp_harbor") && (meta.is_span() || *meta.level() <= Level::WARN)
+}
+
+fn log_layer<S>(config: &LogConfig) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.filter));
     // Colour codes only on a terminal: a log file or a collector gets plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
         .with_writer(std::io::stderr);
-    let _ = if config.format == "json" {
-        builder.json().try_init()
+    if config.format == "json" {
+        layer.event_format(JsonLines).with_filter(filter).boxed()
     } else {
-        builder.try_init()
+        layer.with_filter(filter).boxed()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Grpc,
+    HttpProtobuf,
+}
+
+/// Builds an OTLP exporter of either signal over the configured protocol (the two builders
+/// share no trait to be generic over).
+macro_rules! exporter {
+    ($export:expr, $kind:ty, $path:literal) => {{
+        let export = $export;
+        let built = match export.protocol {
+            Protocol::Grpc => {
+                let mut b = <$kind>::builder()
+                    .with_tonic()
+                    .with_metadata(export.metadata());
+                if let Some(e) = export.endpoint_for("") {
+                    b = b.with_endpoint(e);
+                }
+                b.build()
+            }
+            Protocol::HttpProtobuf => {
+                let mut b = <$kind>::builder()
+                    .with_http()
+                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                    .with_headers(export.headers.clone());
+                if let Some(e) = export.endpoint_for($path) {
+                    b = b.with_endpoint(e);
+                }
+                b.build()
+            }
+        };
+        built.map_err(|e| e.to_string())
+    }};
+}
+
+/// Where and how to export, from `[telemetry]` and the standard variables.
+struct Export {
+    /// Set in the configuration (else the exporter reads `OTEL_EXPORTER_OTLP_*ENDPOINT`).
+    endpoint: Option<String>,
+    protocol: Protocol,
+    headers: HashMap<String, String>,
+}
+
+impl Export {
+    fn resolve(config: &TelemetryConfig) -> Option<Export> {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        if env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+            return None;
+        }
+        let endpoint = (!config.otlp_endpoint.is_empty()).then(|| config.otlp_endpoint.clone());
+        let from_env = env("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .or_else(|| env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+            .or_else(|| env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"));
+        if endpoint.is_none() && from_env.is_none() {
+            return None;
+        }
+        let protocol = if config.otlp_protocol.is_empty() {
+            env("OTEL_EXPORTER_OTLP_PROTOCOL").unwrap_or_else(|| "http/protobuf".into())
+        } else {
+            config.otlp_protocol.clone()
+        };
+        let protocol = if protocol == "grpc" {
+            Protocol::Grpc
+        } else {
+            Protocol::HttpProtobuf
+        };
+        let headers = config
+            .otlp_headers
+            .iter()
+            .map(|(k, v)| {
+                use secrecy::ExposeSecret;
+                (k.clone(), v.expose_secret().to_string())
+            })
+            .collect();
+        Some(Export {
+            endpoint,
+            protocol,
+            headers,
+        })
+    }
+
+    /// The configured base endpoint with a signal's path (HTTP; gRPC takes the base as is).
+    fn endpoint_for(&self, path: &str) -> Option<String> {
+        let base = self.endpoint.as_deref()?;
+        Some(match self.protocol {
+            Protocol::Grpc => base.to_string(),
+            Protocol::HttpProtobuf => format!("{}{path}", base.trim_end_matches('/')),
+        })
+    }
+
+    fn metadata(&self) -> opentelemetry_otlp::tonic_types::metadata::MetadataMap {
+        let mut headers = reqwest::header::HeaderMap::new();
+        for (k, v) in &self.headers {
+            if let (Ok(k), Ok(v)) = (
+                reqwest::header::HeaderName::from_bytes(k.as_bytes()),
+                reqwest::header::HeaderValue::from_str(v),
+            ) {
+                headers.insert(k, v);
+            }
+        }
+        opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(headers)
+    }
+
+    fn span_exporter(&self) -> Result<opentelemetry_otlp::SpanExporter, String> {
+        exporter!(self, opentelemetry_otlp::SpanExporter, "/v1/traces")
+    }
+
+    fn metric_exporter(&self) -> Result<opentelemetry_otlp::MetricExporter, String> {
+        exporter!(self, opentelemetry_otlp::MetricExporter, "/v1/metrics")
+    }
+}
+
+/// service.name (`OTEL_SERVICE_NAME` wins), service.version, service.instance.id (the replica),
+/// plus `OTEL_RESOURCE_ATTRIBUTES`.
+fn resource(config: &TelemetryConfig, replica_id: &str) -> Resource {
+    let mut builder = Resource::builder();
+    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+        builder = builder.with_service_name(config.service_name.clone());
+    }
+    builder = builder.with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+    if !replica_id.is_empty() {
+        builder =
+            builder.with_attribute(KeyValue::new("service.instance.id", replica_id.to_string()));
+    }
+    builder.build()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trace context (W3C `traceparent` / `tracestate`)
+
+struct HeaderCarrier<'a>(&'a actix_web::http::header::HeaderMap);
+
+impl Extractor for HeaderCarrier<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
+}
+
+struct MetaCarrier<'a>(&'a Map<String, Value>);
+
+impl Extractor for MetaCarrier<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(Value::as_str)
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+}
+
+/// The trace context a request's headers carry (empty when none or malformed).
+fn from_headers(headers: &actix_web::http::header::HeaderMap) -> opentelemetry::Context {
+    TraceContextPropagator::new().extract(&HeaderCarrier(headers))
+}
+
+/// The trace context in a JSON-RPC message's `params._meta` (`traceparent`, `tracestate`), as
+/// the OpenTelemetry MCP conventions carry it; `None` when absent or malformed.
+pub fn from_meta(params: Option<&Value>) -> Option<opentelemetry::Context> {
+    let meta = params?.get("_meta")?.as_object()?;
+    meta.get("traceparent")?;
+    let cx = TraceContextPropagator::new().extract(&MetaCarrier(meta));
+    cx.span().span_context().is_valid().then_some(cx)
+}
+
+/// `traceparent`/`tracestate` headers continuing the current span (empty when not tracing).
+pub fn outgoing_headers() -> Vec<(String, String)> {
+    let mut headers = HeadersOut(Vec::new());
+    if tracing_enabled() {
+        let cx = Span::current().context();
+        if cx.span().span_context().is_valid() {
+            TraceContextPropagator::new().inject_context(&cx, &mut headers);
+        }
+    }
+    headers.0
+}
+
+struct HeadersOut(Vec<(String, String)>);
+
+impl Injector for HeadersOut {
+    fn set(&mut self, key: &str, value: String) {
+        self.0.push((key.to_string(), value));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Spans
+
+/// The `http.route` of a path: the tenant and other identifiers replaced by placeholders.
+pub fn http_route(path: &str) -> String {
+    let mut parts: Vec<&str> = path.split('/').collect();
+    if parts.get(1) == Some(&"t") && parts.len() > 2 {
+        parts[2] = "{tenant}";
+        if parts.get(3) == Some(&"oauth") && parts.get(4) == Some(&"register") && parts.len() > 5 {
+            parts[5] = "{client_id}";
+        }
+    } else if parts.get(1) == Some(&"admin") && parts.get(3) == Some(&"tenants") && parts.len() > 4
+    {
+        parts[4] = "{tenant}";
+        for p in parts.iter_mut().skip(6) {
+            *p = "{id}";
+        }
+    } else if parts.get(1) == Some(&".well-known") && parts.len() > 3 {
+        return format!("/.well-known/{}/…", parts[2]);
+    }
+    parts.join("/")
+}
+
+/// The server span of one HTTP request (continuing a `traceparent` header), or a disabled span
+/// when not exporting.
+pub fn http_span(req: &actix_web::dev::ServiceRequest) -> Span {
+    if !tracing_enabled() {
+        return Span::none();
+    }
+    let route = http_route(req.path());
+    let method = req.method().as_str();
+    let span = tracing::info_span!(
+        target: "mcp_harbor::http",
+        "http.server",
+        otel.name = %format_args!("{method} {route}"),
+        otel.kind = "server",
+        http.request.method = %method,
+        http.route = %route,
+        url.path = %req.path(),
+        http.response.status_code = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    let _ = span.set_parent(from_headers(req.headers()));
+    span
+}
+
+/// Records an HTTP response on its span (5xx are errors, per the HTTP conventions).
+pub fn http_done(span: &Span, status: u16) {
+    span.record("http.response.status_code", status);
+    if status >= 500 {
+        span.record("otel.status_code", "error");
+    }
+}
+
+/// What an MCP server span is about.
+pub struct McpRequest<'a> {
+    pub method: &'a str,
+    pub params: Option<&'a Value>,
+    pub request_id: &'a str,
+    pub session_id: Option<&'a str>,
+    pub protocol_version: Option<&'a str>,
+    pub tenant: &'a str,
+    pub client_id: Option<&'a str>,
+}
+
+/// The server span of one JSON-RPC request, per the OpenTelemetry MCP semantic conventions:
+/// named `{mcp.method.name} {target}`, a child of the trace context in `params._meta` when
+/// there is one (then linked to the HTTP request's span), else of the current (HTTP) span.
+pub fn mcp_span(req: &McpRequest<'_>) -> Span {
+    if !tracing_enabled() {
+        return Span::none();
+    }
+    let field = |name: &str| req.params.and_then(|p| p.get(name)).and_then(Value::as_str);
+    let (tool, prompt, uri) = match req.method {
+        "tools/call" => (field("name"), None, None),
+        "prompts/get" => (None, field("name"), None),
+        m if m.starts_with("resources/") => (None, None, field("uri")),
+        _ => (None, None, None),
     };
+    let target = tool.or(prompt);
+    let known = crate::protocol::mcp::is_known_method(req.method);
+    let method = if known { req.method } else { "other" };
+    let name = match target {
+        Some(t) => format!("{method} {t}"),
+        None => method.to_string(),
+    };
+    let span = tracing::info_span!(
+        target: "mcp_harbor::mcp",
+        "mcp.server",
+        otel.name = %name,
+        otel.kind = "server",
+        mcp.method.name = %req.method,
+        jsonrpc.request.id = %req.request_id,
+        mcp.session.id = tracing::field::Empty,
+        mcp.protocol.version = tracing::field::Empty,
+        gen_ai.tool.name = tracing::field::Empty,
+        gen_ai.prompt.name = tracing::field::Empty,
+        gen_ai.operation.name = tracing::field::Empty,
+        mcp.resource.uri = tracing::field::Empty,
+        network.transport = "tcp",
+        network.protocol.name = "http",
+        tenant = %req.tenant,
+        oauth.client_id = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        rpc.response.status_code = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
+    );
+    if let Some(s) = req.session_id {
+        span.record("mcp.session.id", s);
+    }
+    if let Some(v) = req.protocol_version {
+        span.record("mcp.protocol.version", v);
+    }
+    if let Some(t) = tool {
+        span.record("gen_ai.tool.name", t);
+        span.record("gen_ai.operation.name", "execute_tool");
+    }
+    if let Some(p) = prompt {
+        span.record("gen_ai.prompt.name", p);
+    }
+    if let Some(u) = uri {
+        span.record("mcp.resource.uri", u);
+    }
+    if let Some(c) = req.client_id {
+        span.record("oauth.client_id", c);
+    }
+    if let Some(cx) = from_meta(req.params) {
+        let transport = Span::current().context();
+        let _ = span.set_parent(cx);
+        let link = transport.span().span_context().clone();
+        if link.is_valid() {
+            span.add_link(link);
+        }
+    }
+    span
+}
+
+/// Records a JSON-RPC outcome on its server span: `error.type` (the JSON-RPC code, or
+/// `tool_error` for a tool result with `isError: true`), `rpc.response.status_code`, status.
+pub fn mcp_done(span: &Span, error_code: Option<i64>, tool_error: bool, message: Option<&str>) {
+    if span.is_none() {
+        return;
+    }
+    if let Some(code) = error_code {
+        let code = code.to_string();
+        span.record("error.type", code.as_str());
+        span.record("rpc.response.status_code", code.as_str());
+    } else if tool_error {
+        span.record("error.type", "tool_error");
+    } else {
+        return;
+    }
+    span.record("otel.status_code", "error");
+    if let Some(m) = message {
+        span.record("otel.status_description", m);
+    }
+}
+
+/// The client span of one webhook round (a child of the running MCP span).
+pub fn webhook_span(tool: &str, host: &str, url: &str) -> Span {
+    if !tracing_enabled() {
+        return Span::none();
+    }
+    tracing::info_span!(
+        target: "mcp_harbor::webhook",
+        "webhook",
+        otel.name = "POST",
+        otel.kind = "client",
+        http.request.method = "POST",
+        server.address = %host,
+        url.full = %url,
+        gen_ai.tool.name = %tool,
+        http.response.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON log lines
+
+/// One JSON object per line: timestamp, level, target, fields, the current span's name and,
+/// inside a traced request, its `trace_id` and `span_id`.
+struct JsonLines;
+
+impl<S, N> FormatEvent<S, N> for JsonLines
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
+        let mut line = Map::new();
+        let mut ts = String::new();
+        if tracing_subscriber::fmt::time::SystemTime
+            .format_time(&mut Writer::new(&mut ts))
+            .is_ok()
+        {
+            line.insert("timestamp".into(), Value::String(ts));
+        }
+        let meta = event.metadata();
+        line.insert("level".into(), Value::String(meta.level().to_string()));
+        line.insert("target".into(), Value::String(meta.target().to_string()));
+        let mut fields = JsonFields(Map::new());
+        event.record(&mut fields);
+        line.insert("fields".into(), Value::Object(fields.0));
+        if let Some(span) = ctx.lookup_current() {
+            line.insert("span".into(), Value::String(span.name().to_string()));
+        }
+        if tracing_enabled() {
+            let cx = Span::current().context();
+            let sc = cx.span().span_context().clone();
+            if sc.is_valid() {
+                line.insert("trace_id".into(), Value::String(sc.trace_id().to_string()));
+                line.insert("span_id".into(), Value::String(sc.span_id().to_string()));
+            }
+        }
+        writeln!(writer, "{}", Value::Object(line))
+    }
+}
+
+struct JsonFields(Map<String, Value>);
+
+impl Visit for JsonFields {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0
+            .insert(field.name().into(), Value::String(format!("{value:?}")));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0
+            .insert(field.name().into(), Value::String(value.into()));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().into(), Value::from(value));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name().into(), Value::from(value));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(field.name().into(), Value::Bool(value));
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.insert(field.name().into(), Value::from(value));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_hide_identifiers() {
+        assert_eq!(http_route("/t/acme/mcp"), "/t/{tenant}/mcp");
+        assert_eq!(
+            http_route("/t/acme/oauth/register/abc"),
+            "/t/{tenant}/oauth/register/{client_id}"
+        );
+        assert_eq!(
+            http_route("/admin/v1/tenants/acme/tools/x"),
+            "/admin/v1/tenants/{tenant}/tools/{id}"
+        );
+        assert_eq!(
+            http_route("/.well-known/oauth-protected-resource/t/acme/mcp"),
+            "/.well-known/oauth-protected-resource/…"
+        );
+        assert_eq!(http_route("/healthz"), "/healthz");
+    }
+
+    #[test]
+    fn meta_trace_context_is_read_and_bad_ones_ignored() {
+        let params = serde_json::json!({"_meta": {
+            "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}});
+        let cx = from_meta(Some(&params)).expect("a valid traceparent");
+        assert_eq!(
+            cx.span().span_context().trace_id().to_string(),
+            "0af7651916cd43dd8448eb211c80319c"
+        );
+        let bad = serde_json::json!({"_meta": {"traceparent": "00-zz-yy-01"}});
+        assert!(from_meta(Some(&bad)).is_none());
+        assert!(from_meta(Some(&serde_json::json!({}))).is_none());
+        assert!(from_meta(None).is_none());
+    }
 }

@@ -144,8 +144,9 @@ async fn bounded<T>(
     }
 }
 
-/// An id as one key segment: `%` and `:` percent-encoded, everything else as is.
-fn segment(id: &str) -> String {
+/// An id as one key segment: `%` and `:` percent-encoded, everything else as is (so a tenant or
+/// session id can never reach into another's keys). Public for the fuzz targets.
+pub fn segment(id: &str) -> String {
     let mut out = String::with_capacity(id.len());
     for c in id.chars() {
         match c {
@@ -157,11 +158,13 @@ fn segment(id: &str) -> String {
     out
 }
 
-fn lease_value(lease: &Lease) -> String {
+/// A lease as stored: `<replica>|<token>` (read back by [`parse_lease`]).
+pub fn lease_value(lease: &Lease) -> String {
     format!("{}|{}", lease.replica, lease.token)
 }
 
-fn parse_lease(value: &str) -> Result<Lease, BackendError> {
+/// A stored lease value (see [`lease_value`]).
+pub fn parse_lease(value: &str) -> Result<Lease, BackendError> {
     let (replica, token) = value
         .rsplit_once('|')
         .ok_or_else(|| corrupt(format!("lease value {value:?}")))?;
@@ -175,7 +178,7 @@ fn parse_lease(value: &str) -> Result<Lease, BackendError> {
 }
 
 /// The seq of a stream entry id `0-<seq>`.
-fn parse_entry_id(id: &str) -> Result<u64, BackendError> {
+pub fn parse_entry_id(id: &str) -> Result<u64, BackendError> {
     id.strip_prefix("0-")
         .and_then(|seq| seq.parse().ok())
         .ok_or_else(|| corrupt(format!("stream entry id {id:?}")))
@@ -260,6 +263,7 @@ impl RedisCluster {
 
 #[async_trait]
 impl EventLog for RedisCluster {
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis append", otel.kind = "client", db.system.name = "redis", db.operation.name = "XADD"))]
     async fn append(
         &self,
         key: &SessionKey,
@@ -289,6 +293,7 @@ impl EventLog for RedisCluster {
         }
     }
 
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis replay_after", otel.kind = "client", db.system.name = "redis", db.operation.name = "XRANGE"))]
     async fn replay_after(
         &self,
         key: &SessionKey,
@@ -308,6 +313,7 @@ impl EventLog for RedisCluster {
             .map(Some)
     }
 
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis last_seq", otel.kind = "client", db.system.name = "redis", db.operation.name = "XREVRANGE"))]
     async fn last_seq(
         &self,
         key: &SessionKey,
@@ -327,6 +333,7 @@ impl EventLog for RedisCluster {
         top.first().map(|(id, _)| parse_entry_id(id)).transpose()
     }
 
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis remove_session", otel.kind = "client", db.system.name = "redis", db.operation.name = "DEL"))]
     async fn remove_session(&self, key: &SessionKey) -> Result<(), BackendError> {
         let set = self.session_key("evs", key);
         let mut conn = self.conn();
@@ -339,6 +346,7 @@ impl EventLog for RedisCluster {
 
 #[async_trait]
 impl SnapshotStore for RedisCluster {
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis save", otel.kind = "client", db.system.name = "redis", db.operation.name = "snapshot save"))]
     async fn save(
         &self,
         key: &SessionKey,
@@ -359,6 +367,7 @@ impl SnapshotStore for RedisCluster {
         }
     }
 
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis load", otel.kind = "client", db.system.name = "redis", db.operation.name = "GET"))]
     async fn load(&self, key: &SessionKey) -> Result<Option<Bytes>, BackendError> {
         let mut conn = self.conn();
         let data: Option<Vec<u8>> = bounded(
@@ -390,6 +399,7 @@ impl SnapshotStore for RedisCluster {
         bounded(pipe.exec_async(&mut conn)).await
     }
 
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis delete", otel.kind = "client", db.system.name = "redis", db.operation.name = "DEL"))]
     async fn delete(&self, key: &SessionKey) -> Result<(), BackendError> {
         let mut conn = self.conn();
         bounded(
@@ -427,6 +437,7 @@ impl Leases for RedisCluster {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis replica_url", otel.kind = "client", db.system.name = "redis", db.operation.name = "GET"))]
     async fn replica_url(&self, replica: &str) -> Result<Option<String>, BackendError> {
         let mut conn = self.conn();
         bounded(
@@ -437,6 +448,7 @@ impl Leases for RedisCluster {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis owner", otel.kind = "client", db.system.name = "redis", db.operation.name = "lease owner"))]
     async fn owner(&self, key: &SessionKey) -> Result<Option<Lease>, BackendError> {
         let mut conn = self.conn();
         let value: Option<String> = bounded(
@@ -448,6 +460,7 @@ impl Leases for RedisCluster {
         value.as_deref().map(parse_lease).transpose()
     }
 
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis acquire", otel.kind = "client", db.system.name = "redis", db.operation.name = "lease acquire"))]
     async fn acquire(
         &self,
         key: &SessionKey,
@@ -471,6 +484,7 @@ impl Leases for RedisCluster {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis release", otel.kind = "client", db.system.name = "redis", db.operation.name = "lease release"))]
     async fn release(&self, key: &SessionKey, lease: &Lease) -> Result<(), BackendError> {
         let mut call = self.release.prepare_invoke();
         call.key(self.session_key("lease", key))
@@ -535,6 +549,7 @@ async fn pump(
 
 #[async_trait]
 impl Bus for RedisCluster {
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis publish", otel.kind = "client", db.system.name = "redis", db.operation.name = "PUBLISH"))]
     async fn publish(&self, topic: &str, payload: Bytes) -> Result<usize, BackendError> {
         let mut conn = self.conn();
         bounded(

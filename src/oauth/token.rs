@@ -19,7 +19,9 @@ use crate::auth::tokens::{now_secs, sign, AccessClaims};
 use crate::auth::{hash_secret, random_token, AuthService};
 use crate::store::{now_millis, GrantRecord, OAuthStore, Redeemed};
 
-fn form_map(body: &[u8]) -> Result<HashMap<String, String>, OAuthError> {
+/// The parameters of an `application/x-www-form-urlencoded` body; a repeated parameter is an
+/// `invalid_request` (RFC 6749 §3.1). Public for the fuzz targets.
+pub fn form_map(body: &[u8]) -> Result<HashMap<String, String>, OAuthError> {
     let mut map = HashMap::new();
     for (k, v) in url::form_urlencoded::parse(body) {
         if map.insert(k.to_string(), v.to_string()).is_some() {
@@ -65,17 +67,11 @@ pub async fn token(
             )
         })
         .unwrap_or_else(|| "other".into());
-    crate::metrics::global()
-        .oauth_grants
-        .get_or_create(&crate::metrics::GrantLabels {
-            tenant: slug.to_string(),
-            grant_type,
-            outcome: match &outcome {
-                Ok(_) => "issued".into(),
-                Err(e) => e.error.to_string(),
-            },
-        })
-        .inc();
+    let result = match &outcome {
+        Ok(_) => "issued".to_string(),
+        Err(e) => e.error.to_string(),
+    };
+    crate::metrics::global().oauth_grant(&slug, &grant_type, &result);
     outcome
 }
 
@@ -115,7 +111,9 @@ async fn grant(
     }
 }
 
-fn pkce_ok(verifier: &str, challenge: &str) -> bool {
+/// PKCE S256 (RFC 7636 §4.6): `verifier` is well formed (43 to 128 unreserved characters) and
+/// hashes to `challenge`. Public for the fuzz targets.
+pub fn pkce_ok(verifier: &str, challenge: &str) -> bool {
     let well_formed = (43..=128).contains(&verifier.len())
         && verifier
             .bytes()

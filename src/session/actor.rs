@@ -11,6 +11,7 @@ use actix::prelude::*;
 use futures_util::FutureExt;
 use serde_json::Value;
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 use super::core::{Invocation, Refusal, Reply, Session, SessionSnapshot, StreamReceiver};
 use super::supervisor::{TenantBroadcast, TenantSessions};
@@ -95,8 +96,11 @@ impl SessionActor {
                 id,
                 mut future,
                 ctx: rctx,
+                span,
             } = job;
-            match catch_unwind(AssertUnwindSafe(|| (&mut future).now_or_never())) {
+            let polled =
+                span.in_scope(|| catch_unwind(AssertUnwindSafe(|| (&mut future).now_or_never())));
+            match polled {
                 Ok(Some(outcome)) if !rctx.used_port() => self.core.complete(&id, outcome),
                 // It sent messages through the mailbox: its response must queue behind them.
                 Ok(Some(outcome)) => {
@@ -107,18 +111,21 @@ impl SessionActor {
                     running = true;
                     let addr = ctx.address();
                     let task_id = id.clone();
-                    let handle = actix_rt::spawn(async move {
-                        let outcome = AssertUnwindSafe(future)
-                            .catch_unwind()
-                            .await
-                            .unwrap_or_else(|_| {
-                                Err(RpcError::internal("the tool failed unexpectedly"))
+                    let handle = actix_rt::spawn(
+                        async move {
+                            let outcome = AssertUnwindSafe(future)
+                                .catch_unwind()
+                                .await
+                                .unwrap_or_else(|_| {
+                                    Err(RpcError::internal("the tool failed unexpectedly"))
+                                });
+                            addr.do_send(Completed {
+                                id: task_id,
+                                outcome,
                             });
-                        addr.do_send(Completed {
-                            id: task_id,
-                            outcome,
-                        });
-                    });
+                        }
+                        .instrument(span),
+                    );
                     self.core.set_abort(&id, handle.abort_handle());
                 }
                 Err(_) => self
@@ -199,16 +206,26 @@ fn failed() -> Refusal {
     Refusal::Failed(RpcError::internal("The session failed; retry the request"))
 }
 
-/// A POST body for this session.
+/// A POST body for this session, with the span of the HTTP request that carried it (so the
+/// trace goes on across the mailbox).
 #[derive(Message)]
 #[rtype(result = "Reply")]
-pub struct Post(pub Payload);
+pub struct Post(pub Payload, pub tracing::Span);
+
+impl Post {
+    /// A POST handled within the current span.
+    pub fn new(payload: Payload) -> Post {
+        Post(payload, tracing::Span::current())
+    }
+}
 
 impl Handler<Post> for SessionActor {
     type Result = MessageResult<Post>;
     fn handle(&mut self, msg: Post, ctx: &mut Context<Self>) -> Self::Result {
         let port = self.port(ctx);
-        let Some((state, jobs)) = self.guarded(ctx, |s| s.handle_post(msg.0, &port)) else {
+        let Post(payload, span) = msg;
+        let _entered = span.enter();
+        let Some((state, jobs)) = self.guarded(ctx, |s| s.handle_post(payload, &port)) else {
             return MessageResult(Reply::Refused(failed()));
         };
         // Calls that finish at once answer as plain JSON; only running ones get a stream.

@@ -112,6 +112,8 @@ pub struct Invocation {
     pub id: RequestId,
     pub future: CallFuture,
     pub ctx: RequestContext,
+    /// The request's server span (disabled when not tracing): the future runs inside it.
+    pub span: tracing::Span,
 }
 
 /// A request that was running when the snapshot was taken: enough to run it again (or to tell
@@ -254,11 +256,15 @@ struct InFlight {
     abort: Option<AbortHandle>,
     /// Kept while the call runs on its own, so a snapshot can hand it to another replica.
     record: Option<(String, Value, bool)>,
+    /// Its server span (ended with the answer); disabled when not tracing.
+    span: tracing::Span,
 }
 
 struct PendingRequest {
     origin: RequestId,
     reply: oneshot::Sender<Result<Value, RpcError>>,
+    /// Counts it in `mcp_harbor_pending_client_requests` while it waits.
+    _gauge: crate::metrics::PendingGauge,
 }
 
 /// The state of one MCP session.
@@ -460,6 +466,7 @@ impl Session {
                         started: std::time::Instant::now(),
                         abort: None,
                         record: None,
+                        span: tracing::Span::none(),
                     },
                 );
                 let error = RpcError::internal(
@@ -516,6 +523,7 @@ impl Session {
                     record.params.clone(),
                     record.rerunnable,
                 )),
+                span: tracing::Span::none(),
             },
         );
         self.pending.insert(
@@ -523,12 +531,14 @@ impl Session {
             PendingRequest {
                 origin: record.id.clone(),
                 reply: tx,
+                _gauge: crate::metrics::PendingGauge::open(&self.tenant, "unknown"),
             },
         );
         Some(Invocation {
             id: record.id.clone(),
             future,
             ctx,
+            span: tracing::Span::none(),
         })
     }
 
@@ -828,6 +838,23 @@ impl Session {
             );
             return;
         }
+        let span = if crate::telemetry::tracing_enabled() {
+            crate::telemetry::mcp_span(&crate::telemetry::McpRequest {
+                method: &req.method,
+                params: req.params.as_ref(),
+                request_id: &req.id.to_string(),
+                session_id: Some(&self.id),
+                protocol_version: self.version.map(ProtocolVersion::as_str),
+                tenant: &self.tenant,
+                client_id: self
+                    .principal
+                    .as_deref()
+                    .and_then(|p| p.get("client_id"))
+                    .and_then(Value::as_str),
+            })
+        } else {
+            tracing::Span::none()
+        };
         self.inflight.insert(
             req.id.clone(),
             InFlight {
@@ -836,6 +863,7 @@ impl Session {
                 started: std::time::Instant::now(),
                 abort: None,
                 record: None,
+                span: span.clone(),
             },
         );
         let progress_token = req.progress_token();
@@ -860,6 +888,7 @@ impl Session {
                     id: req.id,
                     future,
                     ctx,
+                    span,
                 });
             }
             Handled::Unknown => {
@@ -1082,6 +1111,13 @@ impl Session {
             &error_type,
             inflight.started.elapsed(),
         );
+        let error = outcome.as_ref().err();
+        crate::telemetry::mcp_done(
+            &inflight.span,
+            error.map(|e| e.code),
+            error_type == "tool_error",
+            error.map(|e| e.message.as_str()),
+        );
         let message = Bytes::from(jsonrpc::encode_response(id, &outcome));
         self.emit(inflight.stream, message, true);
     }
@@ -1130,6 +1166,7 @@ impl Session {
             PendingRequest {
                 origin: origin.clone(),
                 reply,
+                _gauge: crate::metrics::PendingGauge::open(&self.tenant, method),
             },
         );
         // Saved before the client can see the request: a replica taking the session over knows

@@ -254,11 +254,7 @@ impl TenantSessions {
             },
         );
         if replaced.is_none() {
-            let metrics = crate::metrics::global();
-            metrics
-                .sessions_active
-                .get_or_create(&crate::metrics::Metrics::tenant(&self.tenant))
-                .inc();
+            crate::metrics::global().session_started(&self.tenant);
         }
         Ok(addr)
     }
@@ -379,13 +375,7 @@ impl TenantSessions {
         let mut index = self.index.write();
         if index.get(id).is_some_and(|e| e.instance == instance) {
             if let Some(entry) = index.remove(id) {
-                let metrics = crate::metrics::global();
-                let labels = crate::metrics::Metrics::tenant(&self.tenant);
-                metrics.sessions_active.get_or_create(&labels).dec();
-                metrics
-                    .session_duration
-                    .get_or_create(&labels)
-                    .observe(entry.started.elapsed().as_secs_f64());
+                crate::metrics::global().session_ended(&self.tenant, entry.started.elapsed());
             }
         }
     }

@@ -77,6 +77,7 @@ fn user_from_row(row: &AnyRow) -> Result<UserRecord, StoreError> {
 }
 
 impl OAuthStore for SqlStore {
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db insert_client", otel.kind = "client", db.operation.name = "insert_client"))]
     async fn insert_client(&self, c: &OAuthClient) -> Result<(), StoreError> {
         let result = sqlx::query(
             "INSERT INTO oauth_clients (tenant, client_id, secret_hash, registration_token_hash, \
@@ -94,6 +95,7 @@ impl OAuthStore for SqlStore {
         inserted(result)
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db get_client", otel.kind = "client", db.operation.name = "get_client"))]
     async fn get_client(
         &self,
         tenant: &str,
@@ -110,6 +112,7 @@ impl OAuthStore for SqlStore {
         row.as_ref().map(client_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db update_client", otel.kind = "client", db.operation.name = "update_client"))]
     async fn update_client(&self, c: &OAuthClient) -> Result<(), StoreError> {
         let done = sqlx::query(
             "UPDATE oauth_clients SET secret_hash = $3, registration_token_hash = $4, metadata = $5 \
@@ -128,6 +131,7 @@ impl OAuthStore for SqlStore {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db delete_client", otel.kind = "client", db.operation.name = "delete_client"))]
     async fn delete_client(&self, tenant: &str, client_id: &str) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         // The client's grants go with it.
@@ -150,6 +154,7 @@ impl OAuthStore for SqlStore {
         Ok(done.rows_affected() > 0)
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db list_clients", otel.kind = "client", db.operation.name = "list_clients"))]
     async fn list_clients(
         &self,
         tenant: &str,
@@ -169,6 +174,7 @@ impl OAuthStore for SqlStore {
         rows.iter().map(client_from_row).collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db insert_code", otel.kind = "client", db.operation.name = "insert_code"))]
     async fn insert_code(&self, tenant: &str, code: &GrantRecord) -> Result<(), StoreError> {
         let result = sqlx::query(
             "INSERT INTO oauth_codes (tenant, code_hash, client_id, grant_data, expires_at) \
@@ -184,6 +190,7 @@ impl OAuthStore for SqlStore {
         inserted(result)
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db redeem_code", otel.kind = "client", db.operation.name = "redeem_code"))]
     async fn redeem_code(
         &self,
         tenant: &str,
@@ -216,6 +223,7 @@ impl OAuthStore for SqlStore {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db insert_refresh", otel.kind = "client", db.operation.name = "insert_refresh"))]
     async fn insert_refresh(&self, tenant: &str, t: &GrantRecord) -> Result<(), StoreError> {
         let result = sqlx::query(
             "INSERT INTO oauth_refresh_tokens (tenant, token_hash, family, client_id, grant_data, \
@@ -232,6 +240,7 @@ impl OAuthStore for SqlStore {
         inserted(result)
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db redeem_refresh", otel.kind = "client", db.operation.name = "redeem_refresh"))]
     async fn redeem_refresh(
         &self,
         tenant: &str,
@@ -256,6 +265,7 @@ impl OAuthStore for SqlStore {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db get_refresh", otel.kind = "client", db.operation.name = "get_refresh"))]
     async fn get_refresh(
         &self,
         tenant: &str,
@@ -272,6 +282,7 @@ impl OAuthStore for SqlStore {
         row.as_ref().map(refresh_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db revoke_family", otel.kind = "client", db.operation.name = "revoke_family"))]
     async fn revoke_family(&self, tenant: &str, family: &str, now: i64) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE oauth_refresh_tokens SET revoked_at = $3 \
@@ -285,6 +296,7 @@ impl OAuthStore for SqlStore {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db signing_keys", otel.kind = "client", db.operation.name = "signing_keys"))]
     async fn signing_keys(&self, tenant: &str) -> Result<Vec<SigningKeyRecord>, StoreError> {
         let rows = sqlx::query(
             "SELECT kid, alg, public_jwk, private_key, created_at, retired_at \
@@ -296,6 +308,7 @@ impl OAuthStore for SqlStore {
         rows.iter().map(key_from_row).collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db rotate_signing_key", otel.kind = "client", db.operation.name = "rotate_signing_key"))]
     async fn rotate_signing_key(
         &self,
         tenant: &str,
@@ -326,6 +339,7 @@ impl OAuthStore for SqlStore {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db insert_user", otel.kind = "client", db.operation.name = "insert_user"))]
     async fn insert_user(&self, tenant: &str, u: &UserRecord) -> Result<(), StoreError> {
         let result = sqlx::query(
             "INSERT INTO tenant_users (tenant, username, password_hash, display_name, created_at, \
@@ -342,6 +356,7 @@ impl OAuthStore for SqlStore {
         inserted(result)
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db get_user", otel.kind = "client", db.operation.name = "get_user"))]
     async fn get_user(
         &self,
         tenant: &str,
@@ -358,6 +373,7 @@ impl OAuthStore for SqlStore {
         row.as_ref().map(user_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db update_user", otel.kind = "client", db.operation.name = "update_user"))]
     async fn update_user(&self, tenant: &str, u: &UserRecord) -> Result<(), StoreError> {
         let done = sqlx::query(
             "UPDATE tenant_users SET password_hash = $3, display_name = $4, updated_at = $5 \
@@ -376,6 +392,7 @@ impl OAuthStore for SqlStore {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db delete_user", otel.kind = "client", db.operation.name = "delete_user"))]
     async fn delete_user(&self, tenant: &str, username: &str) -> Result<bool, StoreError> {
         let done = sqlx::query("DELETE FROM tenant_users WHERE tenant = $1 AND username = $2")
             .bind(tenant)
@@ -385,6 +402,7 @@ impl OAuthStore for SqlStore {
         Ok(done.rows_affected() > 0)
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db list_users", otel.kind = "client", db.operation.name = "list_users"))]
     async fn list_users(
         &self,
         tenant: &str,
@@ -403,6 +421,7 @@ impl OAuthStore for SqlStore {
         rows.iter().map(user_from_row).collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db sweep_oauth", otel.kind = "client", db.operation.name = "sweep_oauth"))]
     async fn sweep_oauth(&self, now: i64, retired_before: i64) -> Result<u64, StoreError> {
         let mut removed = 0;
         removed += sqlx::query("DELETE FROM oauth_codes WHERE expires_at < $1")

@@ -176,7 +176,7 @@ macro_rules! entry_columns {
 }
 
 impl TenantStore for SqlStore {
-    #[tracing::instrument(skip(self, tenant), fields(tenant = %tenant.slug))]
+    #[tracing::instrument(level = "debug", name = "db", skip(self, tenant), fields(otel.name = "db insert_tenant", otel.kind = "client", db.operation.name = "insert_tenant", tenant = %tenant.slug))]
     async fn insert_tenant(&self, tenant: &TenantRecord) -> Result<(), StoreError> {
         let result = sqlx::query(concat!(
             "INSERT INTO tenants (",
@@ -196,7 +196,7 @@ impl TenantStore for SqlStore {
         inserted(result)
     }
 
-    #[tracing::instrument(skip(self))]
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db get_tenant", otel.kind = "client", db.operation.name = "get_tenant"))]
     async fn get_tenant(&self, slug: &str) -> Result<Option<TenantRecord>, StoreError> {
         let row = sqlx::query(concat!(
             "SELECT ",
@@ -209,7 +209,7 @@ impl TenantStore for SqlStore {
         row.as_ref().map(tenant_from_row).transpose()
     }
 
-    #[tracing::instrument(skip(self))]
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db list_tenants", otel.kind = "client", db.operation.name = "list_tenants"))]
     async fn list_tenants(
         &self,
         after: Option<&str>,
@@ -227,7 +227,7 @@ impl TenantStore for SqlStore {
         rows.iter().map(tenant_from_row).collect()
     }
 
-    #[tracing::instrument(skip(self, tenant), fields(tenant = %tenant.slug))]
+    #[tracing::instrument(level = "debug", name = "db", skip(self, tenant), fields(otel.name = "db update_tenant", otel.kind = "client", db.operation.name = "update_tenant", tenant = %tenant.slug))]
     async fn update_tenant(&self, tenant: &TenantRecord) -> Result<(), StoreError> {
         let done = sqlx::query(
             "UPDATE tenants SET display_name = $2, status = $3, catalogs = $4, limits = $5, updated_at = $6, \
@@ -248,7 +248,7 @@ impl TenantStore for SqlStore {
         Ok(())
     }
 
-    #[tracing::instrument(skip(self))]
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db delete_tenant", otel.kind = "client", db.operation.name = "delete_tenant"))]
     async fn delete_tenant(&self, slug: &str) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         for delete in [
@@ -272,7 +272,7 @@ impl TenantStore for SqlStore {
 }
 
 impl CatalogStore for SqlStore {
-    #[tracing::instrument(skip(self, entry), fields(tenant = %entry.tenant, kind = entry.kind.as_str(), name = %entry.name))]
+    #[tracing::instrument(level = "debug", name = "db", skip(self, entry), fields(otel.name = "db insert_entry", otel.kind = "client", db.operation.name = "insert_entry", tenant = %entry.tenant, kind = entry.kind.as_str(), name = %entry.name))]
     async fn insert_entry(&self, entry: &CatalogEntry) -> Result<(), StoreError> {
         let result = sqlx::query(concat!(
             "INSERT INTO catalog_entries (",
@@ -290,7 +290,7 @@ impl CatalogStore for SqlStore {
         inserted(result)
     }
 
-    #[tracing::instrument(skip(self, entry), fields(tenant = %entry.tenant, kind = entry.kind.as_str(), name = %entry.name))]
+    #[tracing::instrument(level = "debug", name = "db", skip(self, entry), fields(otel.name = "db replace_entry", otel.kind = "client", db.operation.name = "replace_entry", tenant = %entry.tenant, kind = entry.kind.as_str(), name = %entry.name))]
     async fn replace_entry(&self, entry: &CatalogEntry) -> Result<(), StoreError> {
         let done = sqlx::query(
             "UPDATE catalog_entries SET body = $4, updated_at = $5 WHERE tenant = $1 AND kind = $2 AND name = $3",
@@ -308,7 +308,7 @@ impl CatalogStore for SqlStore {
         Ok(())
     }
 
-    #[tracing::instrument(skip(self))]
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db get_entry", otel.kind = "client", db.operation.name = "get_entry"))]
     async fn get_entry(
         &self,
         tenant: &str,
@@ -328,7 +328,7 @@ impl CatalogStore for SqlStore {
         row.as_ref().map(entry_from_row).transpose()
     }
 
-    #[tracing::instrument(skip(self))]
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db list_entries", otel.kind = "client", db.operation.name = "list_entries"))]
     async fn list_entries(
         &self,
         tenant: &str,
@@ -351,7 +351,7 @@ impl CatalogStore for SqlStore {
         rows.iter().map(entry_from_row).collect()
     }
 
-    #[tracing::instrument(skip(self))]
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db all_entries", otel.kind = "client", db.operation.name = "all_entries"))]
     async fn all_entries(&self, tenant: &str) -> Result<Vec<CatalogEntry>, StoreError> {
         let rows = sqlx::query(concat!(
             "SELECT ",
@@ -364,7 +364,7 @@ impl CatalogStore for SqlStore {
         rows.iter().map(entry_from_row).collect()
     }
 
-    #[tracing::instrument(skip(self))]
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db delete_entry", otel.kind = "client", db.operation.name = "delete_entry"))]
     async fn delete_entry(
         &self,
         tenant: &str,
@@ -384,6 +384,7 @@ impl CatalogStore for SqlStore {
 }
 
 impl AdminStore for SqlStore {
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db admin_token_hash", otel.kind = "client", db.operation.name = "admin_token_hash"))]
     async fn admin_token_hash(&self) -> Result<Option<String>, StoreError> {
         let row = sqlx::query("SELECT token_hash FROM admin_tokens WHERE id = $1")
             .bind("admin")
@@ -392,6 +393,7 @@ impl AdminStore for SqlStore {
         Ok(row.map(|r| r.try_get("token_hash")).transpose()?)
     }
 
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db set_admin_token_hash", otel.kind = "client", db.operation.name = "set_admin_token_hash"))]
     async fn set_admin_token_hash(&self, hash: &str) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("DELETE FROM admin_tokens WHERE id = $1")
@@ -410,7 +412,7 @@ impl AdminStore for SqlStore {
 }
 
 impl PendingInputStore for SqlStore {
-    #[tracing::instrument(skip(self, input))]
+    #[tracing::instrument(level = "debug", name = "db", skip(self, input), fields(otel.name = "db save_pending_input", otel.kind = "client", db.operation.name = "save_pending_input"))]
     async fn save_pending_input(
         &self,
         tenant: &str,
@@ -438,7 +440,7 @@ impl PendingInputStore for SqlStore {
         Ok(())
     }
 
-    #[tracing::instrument(skip(self))]
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db pending_input", otel.kind = "client", db.operation.name = "pending_input"))]
     async fn pending_input(
         &self,
         tenant: &str,
@@ -464,7 +466,7 @@ impl PendingInputStore for SqlStore {
         }))
     }
 
-    #[tracing::instrument(skip(self))]
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db delete_pending_input", otel.kind = "client", db.operation.name = "delete_pending_input"))]
     async fn delete_pending_input(
         &self,
         tenant: &str,

@@ -484,6 +484,6 @@ impl TenantDirectory {
             Ok(p) => p,
             Err(_) => return,
         };
-        let _ = locate::deliver(&handle.sessions, &m.session, entry, Post(payload)).await;
+        let _ = locate::deliver(&handle.sessions, &m.session, entry, Post::new(payload)).await;
     }
 }

@@ -104,6 +104,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use sha2::Sha256;
 
+use tracing::Instrument;
+
 use crate::protocol::mcp::{text_content, tool_error};
 use crate::protocol::RpcError;
 use crate::request::RequestContext;
@@ -290,6 +292,8 @@ async fn run(
 
         let msg_id = message_id(&ctx.call_key, round);
         let started = Instant::now();
+        // A client span per round; its trace context goes to the endpoint in `traceparent`.
+        let span = crate::telemetry::webhook_span(&call.tool, &host, &target.url);
         let answer = post(
             client,
             target,
@@ -299,14 +303,18 @@ async fn run(
             timeout_ms,
             &msg_id,
         )
+        .instrument(span.clone())
         .await;
-        crate::metrics::global()
-            .webhook_duration
-            .get_or_create(&crate::metrics::OutcomeLabels {
-                tenant: call.tenant.clone(),
-                outcome: if answer.is_ok() { "ok" } else { "failed" }.into(),
-            })
-            .observe(started.elapsed().as_secs_f64());
+        if answer.is_err() {
+            span.record("error.type", "failed");
+            span.record("otel.status_code", "error");
+        }
+        drop(span);
+        crate::metrics::global().webhook(
+            &call.tenant,
+            if answer.is_ok() { "ok" } else { "failed" },
+            started.elapsed(),
+        );
         let answer = answer?;
         match parse_answer(&answer)? {
             Answer::Result(result) => {
@@ -356,7 +364,7 @@ async fn post(
         .map_err(|e| format!("its signing secret is unusable ({e}); the tenant must rotate it"))?;
     tracing::debug!(%host, %msg_id, bytes = body.len(), "calling webhook endpoint");
 
-    let request = client
+    let mut request = client
         .post(url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(reqwest::header::ACCEPT, "application/json")
@@ -364,6 +372,9 @@ async fn post(
         .header("webhook-timestamp", timestamp.to_string())
         .header("webhook-signature", signature)
         .body(body);
+    for (name, value) in crate::telemetry::outgoing_headers() {
+        request = request.header(name, value);
+    }
 
     let started = Instant::now();
     let exchange = async {
@@ -410,6 +421,7 @@ async fn post(
             }
             Ok(Ok(answer)) => answer,
         };
+    tracing::Span::current().record("http.response.status_code", status.as_u16());
     tracing::debug!(
         %host,
         %msg_id,
@@ -533,8 +545,8 @@ fn parse_answer(answer: &Value) -> Result<Answer, String> {
 }
 
 /// The `CallToolResult` passed on to the client: only `content`, `structuredContent`, `isError`
-/// and `_meta`.
-fn tool_result(object: &Map<String, Value>) -> Result<Value, String> {
+/// and `_meta`. Public for the fuzz targets (`fuzz/fuzz_targets/webhook_response.rs`).
+pub fn tool_result(object: &Map<String, Value>) -> Result<Value, String> {
     let structured = match object.get("structuredContent") {
         None | Some(Value::Null) => None,
         Some(s @ Value::Object(_)) => Some(s.clone()),

@@ -76,11 +76,19 @@ impl Forwarder {
         let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
             .map_err(|_| ForwardError::Failed(HttpError::bad_request("Bad Request: method")))?;
         let mut out = self.client.request(method, &url).body(body);
+        // The trace goes on through this hop: the owner's spans are children of this one.
+        let trace = crate::telemetry::outgoing_headers();
         for (name, value) in req.headers() {
-            if HOP_HEADERS.contains(&name.as_str()) || name.as_str() == FORWARDED_HEADER {
+            if HOP_HEADERS.contains(&name.as_str())
+                || name.as_str() == FORWARDED_HEADER
+                || (!trace.is_empty() && matches!(name.as_str(), "traceparent" | "tracestate"))
+            {
                 continue;
             }
             out = out.header(name.as_str(), value.as_bytes());
+        }
+        for (name, value) in trace {
+            out = out.header(name, value);
         }
         out = out.header(FORWARDED_HEADER, &self.replica_id);
         let response = match out.send().await {

@@ -75,7 +75,7 @@ pub async fn message(
             };
         }
     };
-    match locate::deliver(sessions, id, entry, Post(payload)).await? {
+    match locate::deliver(sessions, id, entry, Post::new(payload)).await? {
         Reply::Refused(r) => Err(r.into()),
         Reply::Accepted | Reply::Json(_) | Reply::Stream(_) => {
             Ok(HttpResponse::Accepted().body("Accepted"))

@@ -299,10 +299,7 @@ impl FromRequest for Admitted {
             edge.check_host_and_origin(&req, &tenant.policy)?;
             if let Err(refusal) = tenant.policy.admit() {
                 if refusal == PolicyRefusal::RateLimited {
-                    crate::metrics::global()
-                        .rate_limited
-                        .get_or_create(&crate::metrics::Metrics::tenant(&slug))
-                        .inc();
+                    crate::metrics::global().rate_limited(&slug);
                 }
                 return Err(refusal.into());
             }

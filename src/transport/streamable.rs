@@ -51,7 +51,7 @@ pub async fn post(
         Reached::Forwarded(response) => return Ok(response),
         Reached::Here(entry) => entry,
     };
-    match locate::deliver(&tenant.sessions, id, entry, Post(payload)).await? {
+    match locate::deliver(&tenant.sessions, id, entry, Post::new(payload)).await? {
         Reply::Accepted => Ok(HttpResponse::Accepted().finish()),
         Reply::Refused(r) => Err(r.into()),
         Reply::Json(body) => Ok(json_response(body)),
@@ -83,7 +83,7 @@ async fn initialize(
         .start(TransportKind::Streamable, admitted.principal_value())
         .await?;
     let reply = addr
-        .send(Post(payload))
+        .send(Post::new(payload))
         .await
         .map_err(|_| HttpError::from(SessionError::Draining))?;
     let (first, rx) = match reply {
