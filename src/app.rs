@@ -66,7 +66,12 @@ pub async fn open_store(config: &Config) -> Result<SqlStore, StartError> {
             }
         })?;
     }
-    let store = SqlStore::connect(&config.storage.url(), config.storage.max_connections).await?;
+    let store = SqlStore::connect_with(
+        &config.storage.url(),
+        config.storage.max_connections,
+        Duration::from_millis(config.storage.acquire_timeout_ms.max(100)),
+    )
+    .await?;
     if config.storage.migrate_on_start {
         store.migrate().await?;
     }

@@ -35,6 +35,8 @@ pub struct StorageConfig {
     /// Apply migrations at start (otherwise run `mcp-harbor migrate`).
     pub migrate_on_start: bool,
     pub max_connections: u32,
+    /// How long a query waits for a database connection before failing (503 upstream).
+    pub acquire_timeout_ms: u64,
 }
 
 impl StorageConfig {
@@ -260,6 +262,7 @@ impl Default for Config {
                 data_dir: "data".into(),
                 migrate_on_start: true,
                 max_connections: 10,
+                acquire_timeout_ms: 2000,
             },
             admin: AdminConfig {
                 token: empty_secret(),

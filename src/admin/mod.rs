@@ -148,6 +148,17 @@ impl AdminError {
             field: Some(field),
         }
     }
+    /// 503 with `Retry-After`: the database cannot be reached right now; nothing was changed.
+    pub fn unavailable() -> Self {
+        AdminError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "unavailable",
+            message: "the database is unavailable right now; nothing was changed, retry shortly"
+                .into(),
+            field: None,
+        }
+    }
+
     pub fn internal() -> Self {
         AdminError {
             status: StatusCode::INTERNAL_SERVER_ERROR,
@@ -177,6 +188,9 @@ impl ResponseError for AdminError {
         if self.status == StatusCode::UNAUTHORIZED {
             builder.insert_header(("www-authenticate", "Bearer realm=\"mcp-harbor-admin\""));
         }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            builder.insert_header(("retry-after", "2"));
+        }
         builder.json(json!({ "error": error }))
     }
 }
@@ -186,6 +200,10 @@ impl From<StoreError> for AdminError {
         match e {
             StoreError::NotFound => AdminError::not_found("not found"),
             StoreError::Conflict => AdminError::conflict("already exists"),
+            e if e.is_unavailable() => {
+                tracing::warn!(error = %e, "admin API: the database is unavailable");
+                AdminError::unavailable()
+            }
             other => {
                 tracing::error!(error = %other, "admin API store failure");
                 AdminError::internal()

@@ -146,7 +146,13 @@ impl Outbox {
             on_fenced: self.on_fenced.clone(),
             fenced: self.fenced.clone(),
         };
-        tokio::spawn(worker.run(rx, self.turn.clone()));
+        // No runtime: the process is tearing down (the runtime dropping its tasks); nothing can
+        // be written any more, so nothing is started.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::debug!(session = %self.key.session, "outbox write after the runtime stopped; dropped");
+            return;
+        };
+        runtime.spawn(worker.run(rx, self.turn.clone()));
         let _ = tx.send(item);
         self.tx = Some(tx);
     }

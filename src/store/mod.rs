@@ -25,6 +25,30 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl StoreError {
+    /// The database cannot be reached right now (no connection within the pool's acquire
+    /// timeout, connection refused or cut, the server shutting down or starting up): worth a
+    /// 503 with `Retry-After`, not a 500.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Database(e) => match e {
+                sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::WorkerCrashed => true,
+                // SQLSTATE 08 (connection exception), 57 (operator intervention: admin
+                // shutdown, cannot connect now), 53300 (too many connections).
+                sqlx::Error::Database(db) => db
+                    .code()
+                    .is_some_and(|c| c.starts_with("08") || c.starts_with("57") || c == "53300"),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TenantStatus {

@@ -2,6 +2,7 @@
 //! which both PostgreSQL and SQLite accept; only the migrations differ per backend.
 
 use std::str::FromStr;
+use std::time::Duration;
 
 use serde_json::Value;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
@@ -28,9 +29,22 @@ pub struct SqlStore {
     backend: Backend,
 }
 
+/// How long a query waits for a connection by default (sqlx's own default is 30 s).
+pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+
 impl SqlStore {
     /// Connects to `url` (`postgres://…` or `sqlite://…`; an SQLite file is created if missing).
     pub async fn connect(url: &str, max_connections: u32) -> Result<SqlStore, StoreError> {
+        Self::connect_with(url, max_connections, DEFAULT_ACQUIRE_TIMEOUT).await
+    }
+
+    /// As [`connect`](Self::connect), waiting at most `acquire_timeout` for a connection: with
+    /// the database down, a query fails after that long (a 503 upstream) instead of hanging.
+    pub async fn connect_with(
+        url: &str,
+        max_connections: u32,
+        acquire_timeout: Duration,
+    ) -> Result<SqlStore, StoreError> {
         sqlx::any::install_default_drivers();
         let backend = if url.starts_with("postgres:") || url.starts_with("postgresql:") {
             Backend::Postgres
@@ -57,6 +71,7 @@ impl SqlStore {
         };
         let pool = AnyPoolOptions::new()
             .max_connections(max)
+            .acquire_timeout(acquire_timeout)
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if backend == Backend::Sqlite {
