@@ -6,29 +6,39 @@
 
 For each scenario (defaults: embedded SQLite on an emptyDir; ingress with TLS, allowedHosts and
 extraEnv; SQLite on a PersistentVolumeClaim; PostgreSQL from existing Secrets with the migration
-hook Job; the PostgreSQL URL inline in the chart-managed Secret; an inline admin token) it
+hook Job (and OTLP/HTTPS export to a vendor with headers); the PostgreSQL URL inline in the
+chart-managed Secret; values-production.yaml; an inline admin token; OpenTelemetry export over
+OTLP/HTTP with collector headers from a Secret, JSON logs and a ServiceMonitor; OTLP/gRPC with
+traces only) it
   1. validates the values against values.schema.json and lints the chart (helm-python-sdk, which
      bundles Helm's own Go SDK),
   2. renders the chart and validates every manifest, hooks included, against the Kubernetes
      OpenAPI schemas of the oldest and newest Kubernetes versions checked (kubernetes-validate,
-     strict: unknown fields fail),
+     strict: unknown fields fail); the ServiceMonitor (a Prometheus Operator CRD, which
+     kubernetes-validate has no schema for) against SERVICE_MONITOR_SCHEMA below,
   3. checks what the chart promises: config mounted where MCP_HARBOR_CONFIG points, host 0.0.0.0,
      probes on /healthz and /readyz, non-root read-only pod, config/secret checksums, allowed
      hosts, ingress; storage (SQLite data dir on a writable volume: emptyDir or the PVC; or the
      PostgreSQL URL from a Secret, migrate-on-start off and a pre-install/pre-upgrade Job running
      `mcp-harbor migrate` with the same environment, reading only what exists before install);
      the admin token from a Secret (secretKeyRef) or, without one, NOTES telling where the
-     generated token is printed,
+     generated token is printed; OpenTelemetry settings as env vars only when an endpoint is set,
+     collector headers only through a secretKeyRef, OTEL_RESOURCE_ATTRIBUTES from the downward
+     API; the ServiceMonitor selecting the Service's labels and its "metrics" port,
   4. when a built server binary is found, boots it with the rendered config and environment (the
      container's volume mounts remapped to temporary directories, secretKeyRefs resolved) and
      checks /healthz, /readyz, that every allowed Host (and no other) may initialize a session,
      that the SQLite file lands on the data volume, and the admin API: GET /admin/v1/tenants
      answers 200 with the token (configured, or the one the server printed) and 401 without;
-     a generated token survives a restart on the same data volume.
+     a generated token survives a restart on the same data volume. With OTLP export configured
+     the server boots although the rendered collector is unreachable, and (OTLP/HTTP) a second
+     boot pointed at a stand-in collector on loopback shows traces and metrics arriving with the
+     Secret's headers and the pod's resource attributes.
      PostgreSQL scenarios use a fresh database on --postgres (created and dropped with psql;
      skipped, saying why, when it is unreachable) and run `mcp-harbor migrate` with the Job's
      environment first when the binary has that subcommand.
-It also checks that values.schema.json rejects bad values. Exit status 1 on any failure.
+It also checks that values.schema.json rejects bad values and that the values table of the chart's
+README.md documents every value. Exit status 1 on any failure.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ import argparse
 import base64
 import hashlib
 import http.client
+import http.server
 import json
 import os
 import re
@@ -45,12 +56,14 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 from pathlib import Path
 
 try:
     import helm_python as helm
+    import jsonschema  # kubernetes-validate's own dependency
     import kubernetes_validate
     import yaml
 except ImportError as e:
@@ -63,21 +76,106 @@ CHART = HERE / "mcp-harbor"
 RELEASE, NAMESPACE = "harbor", "mcp"
 # src/config.rs, deny_unknown_fields
 CONFIG_SECTIONS = {"server", "sessions", "log", "storage", "admin", "redis", "cluster", "auth", "tls",
-                   "tenants"}
+                   "metrics", "telemetry", "tenants"}
 DATA_MOUNT = "/var/lib/mcp-harbor"
 HOOK, HOOK_WEIGHT, HOOK_DELETE = ("helm.sh/hook", "helm.sh/hook-weight",
                                   "helm.sh/hook-delete-policy")
 GENERATED_TOKEN = re.compile(r"generated the admin API token[^:]*: (\S+)")
 
 ADMIN_TOKEN = "helm-check-admin-token-0123456789"
+OTLP_HEADERS = "x-api-key=helm-check-otlp-key,x-tenant=harbor"
 SEALING_KEYS = "k2:" + "A" * 43 + "=,k1:" + "B" * 42 + "A="
 # Secrets an operator creates before `helm install` in the scenarios that name them.
 # "<database>" stands for the PostgreSQL URL (a fresh local database when booting).
 # "<redis>" stands for the Redis URL (the local Redis, with a fresh key prefix, when booting).
 EXISTING_SECRETS = {"harbor-db": {"url": "<database>"}, "harbor-admin": {"token": ADMIN_TOKEN},
-                    "harbor-redis": {"url": "<redis>"}, "harbor-seal": {"keys": SEALING_KEYS}}
+                    "harbor-redis": {"url": "<redis>"}, "harbor-seal": {"keys": SEALING_KEYS},
+                    "harbor-otlp": {"headers": OTLP_HEADERS}}
 # What the downward API gives a pod (fieldRef), as the boot check stands in for it.
-POD_FIELDS = {"metadata.name": "harbor-mcp-harbor-5d8c7-x2x9q", "status.podIP": "127.0.0.1"}
+POD_FIELDS = {"metadata.name": "harbor-mcp-harbor-5d8c7-x2x9q", "status.podIP": "127.0.0.1",
+              "metadata.namespace": NAMESPACE, "spec.nodeName": "node-a"}
+# Environment variables the chart sets only when telemetry.otlp.endpoint is.
+TELEMETRY_ENV = ("MCP_HARBOR__TELEMETRY__OTLP_ENDPOINT", "MCP_HARBOR__TELEMETRY__OTLP_PROTOCOL",
+                 "MCP_HARBOR__TELEMETRY__SAMPLING_RATIO", "MCP_HARBOR__TELEMETRY__METRICS_INTERVAL_MS",
+                 "MCP_HARBOR__TELEMETRY__SERVICE_NAME", "MCP_HARBOR__TELEMETRY__TRACES",
+                 "MCP_HARBOR__TELEMETRY__METRICS", "OTEL_EXPORTER_OTLP_HEADERS",
+                 "OTEL_RESOURCE_ATTRIBUTES")
+# A Prometheus duration (the CRD's pattern) and its length in milliseconds.
+PROM_DURATION = re.compile(r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?"
+                           r"(([0-9]+)s)?(([0-9]+)ms)?)$")
+_LABEL_VALUE = {"type": "string", "pattern": r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"}
+_LABELS = {"type": "object", "additionalProperties": _LABEL_VALUE}
+# monitoring.coreos.com/v1 ServiceMonitor, after the Prometheus Operator's CRD: every field it
+# defines for the spec and an endpoint (unknown ones fail, as with the strict built-in kinds),
+# typed where the chart sets them.
+SERVICE_MONITOR_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "ServiceMonitor"},
+        "metadata": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "maxLength": 253,
+                         "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},
+                "namespace": {"type": "string"},
+                "labels": _LABELS,
+                "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+        },
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["selector", "endpoints"],
+            "properties": {
+                "selector": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"matchLabels": _LABELS,
+                                   "matchExpressions": {"type": "array", "items": {"type": "object"}}},
+                },
+                "namespaceSelector": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"any": {"type": "boolean"},
+                                   "matchNames": {"type": "array", "items": {"type": "string"}}},
+                },
+                "endpoints": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "port": {"type": "string", "minLength": 1},
+                            "targetPort": {"type": ["integer", "string"]},
+                            "path": {"type": "string", "pattern": "^/"},
+                            "scheme": {"enum": ["http", "https", "HTTP", "HTTPS"]},
+                            "interval": {"type": "string", "pattern": PROM_DURATION.pattern},
+                            "scrapeTimeout": {"type": "string", "pattern": PROM_DURATION.pattern},
+                            **{k: {} for k in (
+                                "authorization", "basicAuth", "bearerTokenFile", "bearerTokenSecret",
+                                "enableHttp2", "filterRunning", "followRedirects", "honorLabels",
+                                "honorTimestamps", "metricRelabelings", "noProxy", "oauth2", "params",
+                                "proxyConnectHeader", "proxyFromEnvironment", "proxyUrl", "relabelings",
+                                "tlsConfig", "trackTimestampsStaleness")},
+                        },
+                        "not": {"required": ["port", "targetPort"]},
+                    },
+                },
+                **{k: {} for k in (
+                    "attachMetadata", "bodySizeLimit", "fallbackScrapeProtocol", "jobLabel",
+                    "keepDroppedTargets", "labelLimit", "labelNameLengthLimit", "labelValueLengthLimit",
+                    "nativeHistogramBucketLimit", "nativeHistogramMinBucketFactor", "podTargetLabels",
+                    "sampleLimit", "scrapeClass", "scrapeClassicHistograms", "scrapeProtocols",
+                    "selectorMechanism", "targetLabels", "targetLimit")},
+            },
+        },
+    },
+}
 
 SCENARIOS: dict[str, dict] = {
     "defaults": {},
@@ -109,6 +207,9 @@ SCENARIOS: dict[str, dict] = {
         "drainGraceSeconds": 30,
         "replicaCount": 2,
         "migration": {"podAnnotations": {"sidecar.istio.io/inject": "false"}},
+        # The migration Job gets the same telemetry env (and reads the headers Secret) too.
+        "telemetry": {"otlp": {"endpoint": "https://otlp.vendor.example.com/otlp", "protocol": "http/protobuf",
+                               "headersSecret": {"name": "harbor-otlp", "key": "headers"}}},
     },
     "postgres-inline": {
         "storage": {"databaseUrl": "postgres://harbor:s3cret@postgres.db.svc:5432/harbor"},
@@ -120,6 +221,34 @@ SCENARIOS: dict[str, dict] = {
     "production": {},
     "admin-token": {
         "admin": {"token": ADMIN_TOKEN, "allowHttpLoopbackWebhooks": True},
+    },
+    # OTLP/HTTP to a collector that does not resolve here (the server must boot regardless), the
+    # collector's API key from a Secret, JSON logs, and Prometheus through a ServiceMonitor that
+    # the NetworkPolicy lets in from the monitoring namespace.
+    "telemetry": {
+        "telemetry": {
+            "otlp": {"endpoint": "http://otel-collector.observability.svc:4318",
+                     "protocol": "http/protobuf",
+                     "headersSecret": {"name": "harbor-otlp", "key": "headers"}},
+            "samplingRatio": 0.25,
+            "metricsIntervalMs": 10000,
+            "serviceName": "harbor-check",
+            "logFormat": "json",
+        },
+        "metrics": {"enabled": True, "port": 9465,
+                    "serviceMonitor": {"enabled": True, "interval": "15s", "scrapeTimeout": "5s",
+                                       "labels": {"release": "kube-prometheus-stack"}}},
+        "networkPolicy": {"enabled": True, "metricsFrom": [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]},
+    },
+    # OTLP/gRPC, traces only, a tiny sampling ratio (rendered in fixed point), no headers.
+    "telemetry-grpc": {
+        "telemetry": {
+            "otlp": {"endpoint": "http://otel-collector.observability.svc:4317", "protocol": "grpc"},
+            "samplingRatio": 0.00001,
+            "metrics": False,
+            "logFormat": "plain",
+        },
     },
 }
 
@@ -158,17 +287,53 @@ BAD_VALUES: dict[str, dict] = {
     "auth.sealingKeys and auth.existingSecret together":
         {"auth": {"sealingKeys": SEALING_KEYS, "existingSecret": "harbor-seal"}},
     "auth.publicUrl with a path": {"auth": {"publicUrl": "https://mcp.example.com/x"}},
+    "telemetry.samplingRatio 1.5": {"telemetry": {"samplingRatio": 1.5}},
+    "telemetry.samplingRatio below 0": {"telemetry": {"samplingRatio": -0.1}},
+    "telemetry.samplingRatio as a string": {"telemetry": {"samplingRatio": "0.5"}},
+    'telemetry.otlp.protocol "udp"': {"telemetry": {"otlp": {"protocol": "udp"}}},
+    "telemetry.otlp.endpoint without a scheme":
+        {"telemetry": {"otlp": {"endpoint": "otel-collector:4318"}}},
+    "telemetry.otlp.endpoint grpc://": {"telemetry": {"otlp": {"endpoint": "grpc://otel-collector:4317"}}},
+    "telemetry.otlp.endpoint with a query":
+        {"telemetry": {"otlp": {"endpoint": "http://otel-collector:4318/?key=secret"}}},
+    "telemetry.otlp.headers inline (only headersSecret)":
+        {"telemetry": {"otlp": {"headers": "x-api-key=abc"}}},
+    "telemetry.otlp.headersSecret as a string": {"telemetry": {"otlp": {"headersSecret": "harbor-otlp"}}},
+    "telemetry.otlp.headersSecret with an inline value":
+        {"telemetry": {"otlp": {"headersSecret": {"name": "harbor-otlp", "value": "x-api-key=abc"}}}},
+    "telemetry.otlp.headersSecret.name that is not a Secret name":
+        {"telemetry": {"otlp": {"headersSecret": {"name": "Harbor_OTLP"}}}},
+    "telemetry.metricsIntervalMs 500": {"telemetry": {"metricsIntervalMs": 500}},
+    "telemetry.metricsIntervalMs not an integer": {"telemetry": {"metricsIntervalMs": 1500.5}},
+    "telemetry.serviceName empty": {"telemetry": {"serviceName": ""}},
+    'telemetry.logFormat "xml"': {"telemetry": {"logFormat": "xml"}},
+    "telemetry.traces as a string": {"telemetry": {"traces": "yes"}},
+    "unknown telemetry key": {"telemetry": {"endpoint": "http://otel-collector:4318"}},
+    "metrics.serviceMonitor.interval without a unit":
+        {"metrics": {"enabled": True, "serviceMonitor": {"enabled": True, "interval": "30"}}},
+    "metrics.serviceMonitor.interval 0s":
+        {"metrics": {"enabled": True, "serviceMonitor": {"enabled": True, "interval": "0s"}}},
+    "metrics.serviceMonitor.scrapeTimeout in words":
+        {"metrics": {"enabled": True, "serviceMonitor": {"scrapeTimeout": "10 seconds"}}},
+    "metrics.serviceMonitor.labels with a non-string value":
+        {"metrics": {"serviceMonitor": {"labels": {"release": 1}}}},
+    "unknown metrics.serviceMonitor key":
+        {"metrics": {"serviceMonitor": {"enabled": True, "port": "metrics"}}},
+    "networkPolicy.metricsFrom not a list": {"networkPolicy": {"metricsFrom": {"podSelector": {}}}},
 }
 
-# Values that pass the schema but the chart must refuse when rendering.
-REFUSED_RENDERS: dict[str, dict] = {
-    "replicaCount 2 on embedded SQLite": {"replicaCount": 2},
+# Values that pass the schema but the chart must refuse when rendering, with the message's start.
+REFUSED_RENDERS: dict[str, tuple[dict, str]] = {
+    "replicaCount 2 on embedded SQLite": ({"replicaCount": 2}, "replicaCount > 1 needs"),
     "replicaCount 2 with PostgreSQL but no Redis":
-        {"replicaCount": 2, "storage": {"databaseUrl": "postgres://db/x"}},
-    "autoscaling on embedded SQLite": {"autoscaling": {"enabled": True}},
+        ({"replicaCount": 2, "storage": {"databaseUrl": "postgres://db/x"}}, "replicaCount > 1 needs"),
+    "autoscaling on embedded SQLite": ({"autoscaling": {"enabled": True}}, "replicaCount > 1 needs"),
     "replicaCount 2 without shared sealing keys":
-        {"replicaCount": 2, "storage": {"databaseUrl": "postgres://db/x"},
-         "redis": {"url": "redis://r:6379"}},
+        ({"replicaCount": 2, "storage": {"databaseUrl": "postgres://db/x"},
+          "redis": {"url": "redis://r:6379"}}, "replicaCount > 1 needs"),
+    "metrics.serviceMonitor.enabled without metrics.enabled":
+        ({"metrics": {"enabled": False, "serviceMonitor": {"enabled": True}}},
+         "metrics.serviceMonitor.enabled needs metrics.enabled=true"),
 }
 
 
@@ -254,6 +419,23 @@ def mount_of(container: dict, pod_spec: dict, path: str) -> tuple[dict, dict] | 
     return best, volume
 
 
+def check_readme_table(r: Report, chart_dir: Path) -> None:
+    """Every value in values.yaml has a row (its own, or a parent's) in README.md's table."""
+    def leaves(d: dict, prefix: str = ""):
+        for k, v in d.items():
+            if isinstance(v, dict) and v:
+                yield from leaves(v, f"{prefix}{k}.")
+            else:
+                yield f"{prefix}{k}"
+    values = list(leaves(yaml.safe_load((chart_dir / "values.yaml").read_text())))
+    rows = set(re.findall(r"^\| `([^`]+)` \|", (chart_dir / "README.md").read_text(), re.M))
+    covered = lambda leaf, key: leaf == key or leaf.startswith(key + ".")  # noqa: E731
+    missing = [v for v in values if not any(covered(v, k) for k in rows)]
+    stale = sorted(k for k in rows if not any(covered(v, k) for v in values))
+    r.check("README.md's values table has a row for every value, and none for a removed one",
+            not missing and not stale, f"missing {missing}, stale {stale}")
+
+
 def check_lint(r: Report, chart_dir: Path, values: dict, kube_version: str) -> None:
     report = helm.lint(chart_dir, values, strict=True, namespace=NAMESPACE,
                        kube_version=f"v{kube_version}")
@@ -265,6 +447,9 @@ def check_lint(r: Report, chart_dir: Path, values: dict, kube_version: str) -> N
 
 def check_manifests(r: Report, docs: list[dict], kube_versions: list[str]) -> None:
     for doc in docs:
+        if (doc.get("apiVersion"), doc.get("kind")) == ("monitoring.coreos.com/v1", "ServiceMonitor"):
+            check_service_monitor_schema(r, doc)
+            continue
         for v in kube_versions:
             hook = " (hook)" if is_hook(doc) else ""
             name = f"{doc['kind']}/{doc['metadata']['name']}{hook} valid for Kubernetes {v} (strict)"
@@ -277,6 +462,30 @@ def check_manifests(r: Report, docs: list[dict], kube_versions: list[str]) -> No
             except (kubernetes_validate.SchemaNotFoundError,
                     kubernetes_validate.utils.InvalidSchemaError) as e:
                 r.check(name, False, e.message)
+
+
+def prom_duration_ms(text: str) -> int:
+    """A Prometheus duration (30s, 1m30s, 500ms) in milliseconds."""
+    if not PROM_DURATION.match(text):
+        raise ValueError(f"not a Prometheus duration: {text!r}")
+    units = {"y": 365 * 86400_000, "w": 7 * 86400_000, "d": 86400_000, "h": 3600_000,
+             "m": 60_000, "s": 1000, "ms": 1}
+    return sum(int(n) * units[u] for n, u in re.findall(r"([0-9]+)(ms|y|w|d|h|m|s)", text))
+
+
+def check_service_monitor_schema(r: Report, doc: dict) -> None:
+    """kubernetes-validate knows no CRD: the ServiceMonitor against SERVICE_MONITOR_SCHEMA."""
+    name = f"{doc['kind']}/{doc['metadata']['name']} valid for monitoring.coreos.com/v1 (structural, strict)"
+    errors = sorted(jsonschema.Draft7Validator(SERVICE_MONITOR_SCHEMA).iter_errors(doc), key=str)
+    r.check(name, not errors, "; ".join(
+        f"{'.'.join(str(p) for p in e.absolute_path)}: {e.message}" for e in errors[:5]))
+    if errors:
+        return
+    for i, ep in enumerate(doc["spec"]["endpoints"]):
+        if "interval" in ep and "scrapeTimeout" in ep:
+            r.check(f"endpoint {i}: 0 < scrapeTimeout <= interval (Prometheus refuses a longer timeout)",
+                    0 < prom_duration_ms(ep["scrapeTimeout"]) <= prom_duration_ms(ep["interval"]),
+                    f"{ep['scrapeTimeout']} vs {ep['interval']}")
 
 
 def check_production_objects(r: Report, merged: dict, kinds: dict, dep: dict, pod: dict) -> None:
@@ -311,11 +520,23 @@ def check_production_objects(r: Report, merged: dict, kinds: dict, dep: dict, po
                 and pdb["spec"]["maxUnavailable"] == merged["podDisruptionBudget"]["maxUnavailable"])
     netpol = kinds.get("NetworkPolicy")
     if merged["networkPolicy"]["enabled"]:
-        ports = [p["port"] for rule in netpol["spec"]["ingress"] for p in rule.get("ports", [])] if netpol else []
+        m = merged["metrics"]
+        rules = netpol["spec"].get("ingress", []) if netpol else []
+        ports = [[p["port"] for p in rule.get("ports", [])] for rule in rules]
+        want = [[merged["containerPort"]] + ([m["port"]] if m["enabled"] else [])]
+        scrapers = merged["networkPolicy"]["metricsFrom"] if m["enabled"] else []
+        if scrapers:
+            want.append([m["port"]])
         r.check("the NetworkPolicy admits only the server (and metrics) port, for its own pods",
                 netpol is not None and netpol["spec"]["podSelector"]["matchLabels"] == labels
-                and ports == [merged["containerPort"]]
-                + ([merged["metrics"]["port"]] if merged["metrics"]["enabled"] else []))
+                and ports == want, f"ports by rule {ports}, want {want}")
+        if scrapers:
+            r.check("networkPolicy.metricsFrom peers reach the metrics port only",
+                    len(rules) == 2 and rules[1]["from"] == scrapers)
+        r.check("the NetworkPolicy restricts ingress only: egress (webhooks, databases, the OTLP "
+                "collector) stays open",
+                netpol is not None and netpol["spec"].get("policyTypes") == ["Ingress"]
+                and "egress" not in netpol["spec"])
 
 
 def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
@@ -340,6 +561,7 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
     want |= ({"HorizontalPodAutoscaler"} if autoscaling else set())
     want |= ({"PodDisruptionBudget"} if many else set())
     want |= ({"NetworkPolicy"} if merged["networkPolicy"]["enabled"] else set())
+    want |= ({"ServiceMonitor"} if merged["metrics"]["serviceMonitor"]["enabled"] else set())
     r.check(f"renders exactly {sorted(want)} (besides hooks)",
             set(kinds) == want and len(release_docs) == len(want),
             f"got {[d['kind'] for d in release_docs]}")
@@ -570,12 +792,129 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
     if admin["allowHttpLoopbackWebhooks"]:
         r.check("NOTES.txt warns about allowHttpLoopbackWebhooks", "allowHttpLoopbackWebhooks" in notes)
 
+    check_telemetry(r, merged, container, env, refs, config or {}, notes, docs)
+    if merged["metrics"]["serviceMonitor"]["enabled"]:
+        check_service_monitor(r, merged, kinds, svc, container)
+
     job_env = check_migration_job(r, merged, hook_docs, dep, container, env, svc, cm) if postgres else None
     return {"config_text": config_text, "config": config or {}, "env": env, "hosts": hosts,
             "container": container, "pod_spec": pod["spec"], "configmaps": {cm["metadata"]["name"]: cm},
             "job_env": job_env, "postgres": postgres,
             "admin_token": env.get("MCP_HARBOR__ADMIN__TOKEN"),
-            "persistent": not postgres and persistence["enabled"]}
+            "persistent": not postgres and persistence["enabled"],
+            "metrics": merged["metrics"]["enabled"], "telemetry": merged["telemetry"],
+            "log_format": effective_log_format(env, config or {})}
+
+
+def effective_log_format(env: dict[str, str], config: dict) -> str:
+    """What the server logs in: the env var wins over [log] format, whose default is plain."""
+    return env.get("MCP_HARBOR__LOG__FORMAT") or config.get("log", {}).get("format", "plain")
+
+
+def check_telemetry(r: Report, merged: dict, container: dict, env: dict[str, str],
+                    refs: dict[str, tuple[str, str]], config: dict, notes: str, docs: list[dict]) -> None:
+    """OpenTelemetry env vars only with an endpoint; headers only from a Secret; the pod's
+    identity as resource attributes through the downward API; the log format."""
+    t = merged["telemetry"]
+    otlp = t["otlp"]
+    raw = {e["name"]: e for e in container.get("env", [])}
+    if t["logFormat"]:
+        r.check(f"MCP_HARBOR__LOG__FORMAT={t['logFormat']} from telemetry.logFormat",
+                env.get("MCP_HARBOR__LOG__FORMAT") == t["logFormat"])
+    else:
+        r.check("no MCP_HARBOR__LOG__FORMAT without telemetry.logFormat ([log] in config decides)",
+                "MCP_HARBOR__LOG__FORMAT" not in env)
+    fmt = effective_log_format(env, config)
+    r.check(f"the server logs {fmt}, and NOTES.txt says whether lines are JSON",
+            fmt in ("plain", "json") and (("JSON lines" in notes) == (fmt == "json")))
+    # No OTLP header value anywhere but in a Secret the Deployment reads through a secretKeyRef.
+    header_vars = [n for n in raw if n.startswith("OTEL_EXPORTER_OTLP") and "HEADERS" in n]
+    r.check("OTLP headers only through secretKeyRefs, never inline",
+            all("secretKeyRef" in raw[n].get("valueFrom", {}) for n in header_vars)
+            and "otlp_headers" not in config.get("telemetry", {})
+            and not any(OTLP_HEADERS in json.dumps(d) for d in docs),
+            f"header variables {header_vars}")
+    if not otlp["endpoint"]:
+        present = [n for n in TELEMETRY_ENV if n in env]
+        r.check("no OpenTelemetry variables without telemetry.otlp.endpoint", not present, str(present))
+        r.check("NOTES.txt says OpenTelemetry export is off", "OpenTelemetry export is off" in notes)
+        return
+    want = {"MCP_HARBOR__TELEMETRY__OTLP_ENDPOINT": otlp["endpoint"],
+            "MCP_HARBOR__TELEMETRY__OTLP_PROTOCOL": otlp["protocol"],
+            "MCP_HARBOR__TELEMETRY__METRICS_INTERVAL_MS": str(t["metricsIntervalMs"]),
+            "MCP_HARBOR__TELEMETRY__SERVICE_NAME": t["serviceName"],
+            "MCP_HARBOR__TELEMETRY__TRACES": str(t["traces"]).lower(),
+            "MCP_HARBOR__TELEMETRY__METRICS": str(t["metrics"]).lower()}
+    for name, value in want.items():
+        r.check(f"{name}={value}", env.get(name) == value and "value" in raw.get(name, {}),
+                f"got {env.get(name)!r}")
+    ratio = env.get("MCP_HARBOR__TELEMETRY__SAMPLING_RATIO", "")
+    r.check(f"MCP_HARBOR__TELEMETRY__SAMPLING_RATIO={ratio}: samplingRatio {t['samplingRatio']} in "
+            "fixed point (the server reads 1e-05 as a string)",
+            re.fullmatch(r"[0-9]+(\.[0-9]+)?", ratio) is not None
+            and abs(float(ratio) - t["samplingRatio"]) < 1e-12, f"got {ratio!r}")
+    secret = otlp["headersSecret"]
+    if secret["name"]:
+        want_ref = (secret["name"], secret["key"])
+        r.check(f"OTEL_EXPORTER_OTLP_HEADERS from secretKeyRef {want_ref}",
+                refs.get("OTEL_EXPORTER_OTLP_HEADERS") == want_ref
+                and env.get("OTEL_EXPORTER_OTLP_HEADERS") == OTLP_HEADERS,
+                f"got {refs.get('OTEL_EXPORTER_OTLP_HEADERS')}")
+        r.check("NOTES.txt names the headers Secret, not its value",
+                secret["name"] in notes and OTLP_HEADERS not in notes)
+    else:
+        r.check("no OTEL_EXPORTER_OTLP_HEADERS without telemetry.otlp.headersSecret.name",
+                "OTEL_EXPORTER_OTLP_HEADERS" not in env)
+    # OTEL_RESOURCE_ATTRIBUTES: $(VAR) references to downward-API variables defined before it.
+    attrs_raw = raw.get("OTEL_RESOURCE_ATTRIBUTES", {}).get("value", "")
+    refs_in = dict(kv.split("=", 1) for kv in attrs_raw.split(",") if "=" in kv)
+    want_fields = {"k8s.pod.name": "metadata.name", "k8s.namespace.name": "metadata.namespace",
+                   "k8s.node.name": "spec.nodeName"}
+    names = [e["name"] for e in container.get("env", [])]
+
+    def from_downward(attr: str, field: str) -> bool:
+        m = re.fullmatch(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", refs_in.get(attr, ""))
+        if not m or m.group(1) not in raw:
+            return False
+        var = raw[m.group(1)]
+        return (var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == field
+                and names.index(m.group(1)) < names.index("OTEL_RESOURCE_ATTRIBUTES"))
+    r.check("OTEL_RESOURCE_ATTRIBUTES takes k8s.pod.name, k8s.namespace.name and k8s.node.name from "
+            "the downward API ($(VAR) of fieldRef variables defined before it)",
+            all(from_downward(a, f) for a, f in want_fields.items()), attrs_raw)
+    resolved = dict(kv.split("=", 1) for kv in env.get("OTEL_RESOURCE_ATTRIBUTES", "").split(",") if "=" in kv)
+    r.check("OTEL_RESOURCE_ATTRIBUTES resolves to the pod's name, namespace and node",
+            all(resolved.get(a) == POD_FIELDS[f] for a, f in want_fields.items()), str(resolved))
+    r.check("service.instance.id (the replica id) is the pod name too",
+            env.get("MCP_HARBOR__CLUSTER__REPLICA_ID") == resolved.get("k8s.pod.name"))
+    r.check("NOTES.txt says where traces go", otlp["endpoint"] in notes and "OpenTelemetry" in notes)
+
+
+def check_service_monitor(r: Report, merged: dict, kinds: dict, svc: dict, container: dict) -> None:
+    """The ServiceMonitor scrapes this release's Service on its "metrics" port."""
+    sm, want = kinds.get("ServiceMonitor"), merged["metrics"]["serviceMonitor"]
+    if not r.check("a ServiceMonitor is rendered", sm is not None):
+        return
+    spec = sm["spec"]
+    match = spec["selector"].get("matchLabels", {})
+    r.check("ServiceMonitor selects the Service's labels (the stable selector labels only)",
+            bool(match) and match.items() <= svc["metadata"]["labels"].items()
+            and match == svc["spec"]["selector"] and not spec["selector"].get("matchExpressions"),
+            json.dumps(spec["selector"]))
+    r.check("ServiceMonitor looks in the release's namespace only",
+            spec.get("namespaceSelector") == {"matchNames": [NAMESPACE]})
+    (ep,) = spec["endpoints"]
+    svc_port = next((p for p in svc["spec"]["ports"] if p["name"] == ep.get("port")), None)
+    container_ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+    r.check('ServiceMonitor scrapes the Service port "metrics" (the container\'s metrics port)',
+            ep.get("port") == "metrics" and svc_port is not None
+            and container_ports.get(svc_port["targetPort"]) == merged["metrics"]["port"], json.dumps(ep))
+    r.check("ServiceMonitor path /metrics over http, interval and scrapeTimeout from values",
+            ep.get("path") == "/metrics" and ep.get("scheme", "http") == "http"
+            and ep.get("interval") == want["interval"] and ep.get("scrapeTimeout") == want["scrapeTimeout"],
+            json.dumps(ep))
+    r.check("ServiceMonitor carries metrics.serviceMonitor.labels (for the operator's selector)",
+            want["labels"].items() <= (sm["metadata"].get("labels") or {}).items())
 
 
 def check_migration_job(r: Report, merged: dict, hooks: list[dict], dep: dict, container: dict,
@@ -668,10 +1007,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def http_status(port: int, method: str, path: str, host: str, body: dict | None = None,
-                token: str | None = None) -> int:
+def http_get(port: int, path: str) -> tuple[int, str]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    headers = {"Host": host}
+    try:
+        conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}"})
+        response = conn.getresponse()
+        return response.status, response.read().decode(errors="replace")
+    finally:
+        conn.close()
+
+
+def http_status(port: int, method: str, path: str, host: str, body: dict | None = None,
+                token: str | None = None, extra: dict[str, str] | None = None) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    headers = {"Host": host} | (extra or {})
     if body is not None:
         headers |= {"Content-Type": "application/json",
                     "Accept": "application/json, text/event-stream"}
@@ -727,6 +1076,11 @@ class Server:
         self.binary, self.port, self.log = binary, free_port(), log
         self.env = env | {"MCP_HARBOR__SERVER__HOST": "127.0.0.1",
                           "MCP_HARBOR__SERVER__PORT": str(self.port)}
+        # The metrics listener (0.0.0.0:<metrics.port> in the pod) on a free loopback port.
+        self.metrics_port = None
+        if "MCP_HARBOR__METRICS__LISTEN" in env:
+            self.metrics_port = free_port()
+            self.env["MCP_HARBOR__METRICS__LISTEN"] = f"127.0.0.1:{self.metrics_port}"
 
     def __enter__(self) -> "Server":
         with open(self.log, "wb") as out:
@@ -769,7 +1123,7 @@ def host_env(facts: dict, tmp: Path, env: dict[str, str]) -> dict[str, str]:
             for name, text in cm["data"].items():
                 (host / name).write_text(text)
         remap[m["mountPath"].rstrip("/")] = str(host)
-    out = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HARBOR")}
+    out = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_HARBOR", "OTEL_"))}
     out.pop("RUST_LOG", None)
     for name, value in env.items():
         # Once, by the longest mount path holding it (host paths may themselves be under /tmp).
@@ -867,6 +1221,20 @@ def boot_once(r: Report, binary: Path, label, facts: dict, env: dict[str, str], 
                         http_status(port, "GET", "/admin/v1/tenants", host, token=token + "x"))
             r.check("GET /admin/v1/tenants: 200 with the token, 401 without or with a wrong one",
                     statuses == (200, 401, 401), f"got {statuses}")
+        if facts["metrics"]:
+            status, body = http_get(server.metrics_port, "/metrics")
+            r.check("GET /metrics on the metrics listener: 200, Prometheus text with the MCP metrics",
+                    status == 200 and "mcp_server_operation_duration" in body, f"status {status}")
+        otlp = facts["telemetry"]["otlp"]
+        if otlp["endpoint"]:
+            r.check(f"OTLP export to {otlp['endpoint']} (unreachable here) starts and does not stop the server",
+                    "could not start" not in server.output()
+                    and http_status(port, "GET", "/healthz", f"127.0.0.1:{port}") == 200,
+                    server.output().strip()[-1000:])
+        if facts["log_format"] == "json":
+            check_json_logs(r, server.output())
+    if facts["telemetry"]["otlp"]["endpoint"] and facts["telemetry"]["otlp"]["protocol"] == "http/protobuf":
+        check_otlp_export(r, binary, facts, env, tmp)
     if not facts["admin_token"] and token and not facts["postgres"]:
         # A restart on the same volume (what the PVC, or an emptyDir across container restarts,
         # gives) keeps the database, so the printed token stays valid and no new one is printed.
@@ -877,6 +1245,118 @@ def boot_once(r: Report, binary: Path, label, facts: dict, env: dict[str, str], 
                 r.check("after a restart: no new token printed, the first one still answers 200",
                         GENERATED_TOKEN.search(again.output()) is None and status == 200,
                         f"status {status}")
+
+
+def check_json_logs(r: Report, output: str, name: str = "log lines are JSON objects") -> list[dict]:
+    """Every line of the log layer is a JSON object with timestamp and level (lines the server
+    prints itself, "mcp-harbor: …", are plain by design)."""
+    lines, bad = [], []
+    for line in output.splitlines():
+        if not line.strip() or line.startswith("mcp-harbor: "):
+            continue
+        try:
+            obj = json.loads(line)
+            if not (isinstance(obj, dict) and {"timestamp", "level"} <= obj.keys()):
+                raise ValueError
+            lines.append(obj)
+        except ValueError:
+            bad.append(line)
+    r.check(f"{name} ({len(lines)} lines)", not bad, "; ".join(bad[:3])[:500])
+    return lines
+
+
+class Collector:
+    """A stand-in OTLP/HTTP collector on loopback that records every export and answers 200."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, str], bytes]] = []
+        seen = self.requests
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the http.server interface
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> "Collector":
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def bodies(self, path: str) -> list[bytes]:
+        return [body for p, _, body in self.requests if p == path]
+
+
+def check_otlp_export(r: Report, binary: Path, facts: dict, env: dict[str, str], tmp: Path) -> None:
+    """The rendered telemetry settings, pointed at a stand-in collector: spans and metrics arrive
+    with the Secret's headers and the pod's resource attributes."""
+    t = facts["telemetry"]
+    trace_id, parent_id = os.urandom(16), os.urandom(8)
+    with Collector() as collector:
+        run_env = env | {"MCP_HARBOR__TELEMETRY__OTLP_ENDPOINT": collector.url,
+                         "MCP_HARBOR__TELEMETRY__METRICS_INTERVAL_MS": "1000",
+                         "OTEL_BSP_SCHEDULE_DELAY": "200", "MCP_HARBOR__LOG__FILTER": "info"}
+        with Server(binary, run_env, tmp / "server-otlp.log") as server:
+            if not r.check(f"boots exporting to a stand-in collector at {collector.url}", server.up,
+                           server.output().strip()[-2000:]):
+                return
+            tenants = facts["config"].get("tenants", [{"slug": "demo"}])
+            slug = tenants[0]["slug"] if tenants else "demo"
+            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                               "clientInfo": {"name": "helm-check", "version": "1"}}}
+            # A caller that sampled its trace: followed whatever samplingRatio says (parent-based).
+            status = http_status(server.port, "POST", f"/t/{slug}/mcp", f"127.0.0.1:{server.port}", init,
+                                 extra={"traceparent": f"00-{trace_id.hex()}-{parent_id.hex()}-01"})
+            r.check("initialize with a sampled traceparent: 200", status == 200, f"got {status}")
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not (
+                    any(trace_id in b for b in collector.bodies("/v1/traces"))
+                    and (collector.bodies("/v1/metrics") or not t["metrics"])):
+                time.sleep(0.2)
+        output = server.output()  # the server has stopped and flushed
+    traces, metrics = collector.bodies("/v1/traces"), collector.bodies("/v1/metrics")
+    r.check("spans arrive at <endpoint>/v1/traces as OTLP protobuf",
+            bool(traces) and all(h.get("content-type") == "application/x-protobuf"
+                                 for p, h, _ in collector.requests),
+            f"requests: {[(p, h.get('content-type')) for p, h, _ in collector.requests]}")
+    r.check("the caller's trace continues: its trace id, the HTTP and `initialize` MCP spans",
+            any(trace_id in b and b"initialize" in b and b"POST /t/{tenant}/mcp" in b for b in traces))
+    if t["metrics"]:
+        r.check("metrics arrive at <endpoint>/v1/metrics (mcp.server.operation.duration)",
+                any(b"mcp.server.operation.duration" in b for b in metrics), f"{len(metrics)} exports")
+    else:
+        r.check("no metrics exported with telemetry.metrics false", not metrics)
+    want_headers = dict(kv.split("=", 1) for kv in env.get("OTEL_EXPORTER_OTLP_HEADERS", "").split(",") if kv)
+    if want_headers:
+        r.check(f"every export carries the headers from the Secret ({', '.join(want_headers)})",
+                bool(collector.requests)
+                and all(all(h.get(k) == v for k, v in want_headers.items()) for _, h, _ in collector.requests))
+    resource = {"service.name": t["serviceName"], "service.instance.id": POD_FIELDS["metadata.name"],
+                "k8s.pod.name": POD_FIELDS["metadata.name"], "k8s.namespace.name": NAMESPACE,
+                "k8s.node.name": POD_FIELDS["spec.nodeName"]}
+    missing = [f"{k}={v}" for k, v in resource.items()
+               if not all(k.encode() in b and v.encode() in b for b in traces + metrics)]
+    r.check("every export's resource: service.name, service.instance.id and k8s.* of the pod",
+            bool(traces) and not missing, f"missing {missing}")
+    if facts["log_format"] == "json":
+        lines = check_json_logs(r, output, "log lines are JSON objects (filter info)")
+        on = [l for l in lines if l.get("fields", {}).get("message") == "OpenTelemetry export on"]
+        r.check("the JSON log says where export goes",
+                bool(on) and on[0]["fields"].get("endpoint") == collector.url, str(on[:1]))
 
 
 def main() -> int:
@@ -916,6 +1396,7 @@ def main() -> int:
         r.check("Chart.yaml: apiVersion v2, appVersion 0.1.0",
                 meta.get("apiVersion") == "v2" and meta.get("appVersion") == "0.1.0")
         r.check("values.schema.json is present", chart.schema is not None)
+        check_readme_table(r, chart_dir)
         for name, bad in BAD_VALUES.items():
             try:
                 chart.validate_schema(bad)
@@ -923,12 +1404,13 @@ def main() -> int:
             except helm.HelmValuesError:
                 r.check(f"schema rejects {name}", True)
 
-        for name, values in REFUSED_RENDERS.items():
+        for name, (values, message) in REFUSED_RENDERS.items():
+            r.run(f"schema accepts {name} (the chart refuses it)", lambda: chart.validate_schema(values))
             try:
                 chart.render(values, name=RELEASE, namespace=NAMESPACE)
                 r.check(f"chart refuses {name}", False, "it rendered")
             except Exception as e:  # noqa: BLE001 - the SDK raises its own error types
-                r.check(f"chart refuses {name}", "replicaCount > 1 needs" in str(e), str(e)[:300])
+                r.check(f"chart refuses {name}", message in str(e), str(e)[:300])
 
         for scenario, values in SCENARIOS.items():
             print(f"\n[{scenario}] values {json.dumps(values) if values else '(chart defaults)'}")
@@ -947,6 +1429,9 @@ def main() -> int:
                 continue
             check_manifests(r, docs, kube_versions)
             facts = check_chart_promises(r, values, chart, rendered, docs)
+            if scenario == "production" and facts:
+                r.check("values-production.yaml: JSON log lines (MCP_HARBOR__LOG__FORMAT=json)",
+                        facts["log_format"] == "json" and facts["env"].get("MCP_HARBOR__LOG__FORMAT") == "json")
             if binary is None:
                 print("  skip  boot check: no built mcp-harbor binary (cargo build --release, or --binary)"
                       if not args.no_boot else "  skip  boot check (--no-boot)")

@@ -180,9 +180,69 @@ Call with (dict "root" $ "resources" <name of the ConfigMap/Secret to read> "mig
   value: "http://$(POD_IP):{{ $v.containerPort }}"
 - name: MCP_HARBOR__CLUSTER__DRAIN_GRACE_SECS
   value: {{ $v.drainGraceSeconds | quote }}
+{{- with $v.telemetry.logFormat }}
+- name: MCP_HARBOR__LOG__FORMAT
+  value: {{ . | quote }}
+{{- end }}
+{{- include "mcp-harbor.telemetryEnv" .root }}
 {{- with $v.extraEnv }}
 {{ toYaml . }}
 {{- end }}
+{{- end }}
+
+{{/*
+OpenTelemetry export (only with telemetry.otlp.endpoint): the [telemetry] settings, the OTLP
+headers from an existing Secret (never inline), and the pod's Kubernetes identity as resource
+attributes through the downward API ($(VAR) refers to the variables just above it).
+*/}}
+{{- define "mcp-harbor.telemetryEnv" -}}
+{{- $t := .Values.telemetry -}}
+{{- if $t.otlp.endpoint }}
+- name: MCP_HARBOR__TELEMETRY__OTLP_ENDPOINT
+  value: {{ $t.otlp.endpoint | quote }}
+{{- with $t.otlp.protocol }}
+- name: MCP_HARBOR__TELEMETRY__OTLP_PROTOCOL
+  value: {{ . | quote }}
+{{- end }}
+- name: MCP_HARBOR__TELEMETRY__SAMPLING_RATIO
+  value: {{ include "mcp-harbor.samplingRatio" . | quote }}
+- name: MCP_HARBOR__TELEMETRY__METRICS_INTERVAL_MS
+  value: {{ int64 $t.metricsIntervalMs | toString | quote }}
+{{- with $t.serviceName }}
+- name: MCP_HARBOR__TELEMETRY__SERVICE_NAME
+  value: {{ . | quote }}
+{{- end }}
+- name: MCP_HARBOR__TELEMETRY__TRACES
+  value: {{ $t.traces | quote }}
+- name: MCP_HARBOR__TELEMETRY__METRICS
+  value: {{ $t.metrics | quote }}
+{{- with $t.otlp.headersSecret.name }}
+- name: OTEL_EXPORTER_OTLP_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ . | quote }}
+      key: {{ $t.otlp.headersSecret.key | quote }}
+{{- end }}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: "k8s.pod.name=$(POD_NAME),k8s.namespace.name=$(POD_NAMESPACE),k8s.node.name=$(NODE_NAME),k8s.deployment.name={{ include "mcp-harbor.fullname" . }}"
+{{- end }}
+{{- end }}
+
+{{/* telemetry.samplingRatio in fixed point: the server reads "1e-05" as a string, not a number. */}}
+{{- define "mcp-harbor.samplingRatio" -}}
+{{- regexReplaceAll "\\.?0+$" (printf "%.12f" (float64 .Values.telemetry.samplingRatio)) "" }}
 {{- end }}
 
 {{/* Pod-level settings shared by the Deployment and the migration Job. */}}
