@@ -266,7 +266,7 @@ impl Default for Config {
             },
             admin: AdminConfig {
                 token: empty_secret(),
-                allow_http_loopback_webhooks: true,
+                allow_http_loopback_webhooks: false,
             },
             redis: RedisConfig {
                 url: String::new(),

@@ -191,6 +191,7 @@ async fn an_mcp_session_is_traced_and_measured_over_otlp() {
         .env("MCP_HARBOR__STORAGE__DATA_DIR", dir.path())
         .env("MCP_HARBOR__ADMIN__TOKEN", ADMIN_TOKEN)
         .env("MCP_HARBOR__AUTH__DEFAULT_MODE", "none")
+        .env("MCP_HARBOR__ADMIN__ALLOW_HTTP_LOOPBACK_WEBHOOKS", "true")
         .env("MCP_HARBOR__CLUSTER__REPLICA_ID", "replica-under-test")
         .env("MCP_HARBOR__CLUSTER__DRAIN_GRACE_SECS", "2")
         .env("MCP_HARBOR__LOG__FORMAT", "json")

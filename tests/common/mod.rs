@@ -38,6 +38,8 @@ pub fn test_config() -> Config {
     // Tenants the MCP-behaviour tests create are open; tests/oauth.rs covers protected ones
     // (and the production default, `oauth`).
     c.auth.default_mode = "none".into();
+    // The tests' webhook endpoints, OpenID providers and metadata documents are on loopback.
+    c.admin.allow_http_loopback_webhooks = true;
     c.tenants.push(TenantConfig {
         slug: "other".into(),
         catalogs: vec!["demo".into()],
