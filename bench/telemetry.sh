@@ -8,7 +8,7 @@
 #   bench/telemetry.sh                    # 3 rounds of 5 s each
 #   ROUNDS=5 DURATION=10 bench/telemetry.sh --connections 32
 #
-# Environment: ROUNDS (3), DURATION (5), and those of bench/server.sh (SERVER_CPU, BENCH_CPU).
+# Environment: ROUNDS (3), DURATION (5), SAMPLING_RATIO (1.0: every trace kept), and those of bench/server.sh (SERVER_CPU, BENCH_CPU).
 # Exits 1 when a request failed or a server did not start.
 set -euo pipefail
 
@@ -71,10 +71,11 @@ trap 'exit 130' INT TERM
 start_server off memory
 off_pid=$server_pid off_url=$url
 MCP_HARBOR__TELEMETRY__OTLP_ENDPOINT="http://127.0.0.1:$sink_port" \
+    MCP_HARBOR__TELEMETRY__SAMPLING_RATIO="${SAMPLING_RATIO:-1.0}" \
     MCP_HARBOR__TELEMETRY__METRICS_INTERVAL_MS=1000 start_server on memory
 on_url=$url
 
-echo "== telemetry: $rounds rounds x (export off, export on), ${duration}s of tools/call each"
+echo "== telemetry: $rounds rounds x (export off, export on with sampling ratio ${SAMPLING_RATIO:-1.0}), ${duration}s of tools/call each"
 for round in $(seq 1 "$rounds"); do
     bench_run off "$round" --url "$off_url" "$@"
     bench_run on "$round" --url "$on_url" "$@"

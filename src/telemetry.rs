@@ -9,7 +9,7 @@
 //! OpenTelemetry layer: with export off the hot path pays nothing for them.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Span, Subscriber};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-use tracing_subscriber::filter::{EnvFilter, FilterFn};
+use tracing_subscriber::filter::{DynFilterFn, EnvFilter};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::FormatTime;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
@@ -36,6 +36,14 @@ use tracing_subscriber::Layer;
 use crate::config::{Config, LogConfig, TelemetryConfig};
 
 static TRACING: AtomicBool = AtomicBool::new(false);
+/// The share of new traces kept (f64 bits; 1.0 until configured).
+static ROOT_RATIO: AtomicU64 = AtomicU64::new(0x3FF0_0000_0000_0000);
+
+/// Whether a request that continues no trace starts one (`telemetry.sampling_ratio`).
+fn sample_root() -> bool {
+    let ratio = f64::from_bits(ROOT_RATIO.load(Ordering::Relaxed));
+    ratio >= 1.0 || (ratio > 0.0 && rand::random::<f64>() < ratio)
+}
 
 /// Whether spans are exported (per-request spans are created only then).
 pub fn tracing_enabled() -> bool {
@@ -112,10 +120,14 @@ pub fn init_telemetry(config: &Config) -> Telemetry {
                 let mut builder = SdkTracerProvider::builder()
                     .with_batch_exporter(exporter)
                     .with_resource(resource.clone());
+                // New traces are sampled at the edge (`sample_root`), before any span is built:
+                // an unsampled request then costs no span at all. The SDK keeps what reaches it
+                // (and follows a remote parent's decision). OTEL_TRACES_SAMPLER, when set, decides
+                // instead.
                 if std::env::var_os("OTEL_TRACES_SAMPLER").is_none() {
-                    builder = builder.with_sampler(Sampler::ParentBased(Box::new(
-                        Sampler::TraceIdRatioBased(config.telemetry.sampling_ratio),
-                    )));
+                    ROOT_RATIO.store(config.telemetry.sampling_ratio.to_bits(), Ordering::Relaxed);
+                    builder =
+                        builder.with_sampler(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)));
                 }
                 telemetry.tracer = Some(builder.build());
             }
@@ -146,8 +158,23 @@ pub fn init_telemetry(config: &Config) -> Telemetry {
             .with_location(false)
             .with_threads(false)
             .with_target(false)
-            // Decided once per callsite (FilterFn caches the interest).
-            .with_filter(FilterFn::new(exported))
+            // Request spans (HTTP, MCP) may start a trace; every other span (store, Redis,
+            // webhook) only continues one: background work makes no orphan traces.
+            .with_filter(
+                DynFilterFn::new(|meta, cx| {
+                    exported(meta)
+                        && (!meta.is_span()
+                            || matches!(meta.target(), "mcp_harbor::http" | "mcp_harbor::mcp")
+                            || cx.lookup_current().is_some())
+                })
+                .with_callsite_filter(|meta| {
+                    if exported(meta) {
+                        tracing::subscriber::Interest::sometimes()
+                    } else {
+                        tracing::subscriber::Interest::never()
+                    }
+                }),
+            )
     });
     TRACING.store(otel_layer.is_some(), Ordering::Relaxed);
     let _ = tracing_subscriber::registry()
@@ -407,6 +434,10 @@ pub fn http_span(req: &actix_web::dev::ServiceRequest) -> Span {
     if !tracing_enabled() {
         return Span::none();
     }
+    let parent = from_headers(req.headers());
+    if !parent.span().span_context().is_valid() && !sample_root() {
+        return Span::none();
+    }
     let route = http_route(req.path());
     let method = req.method().as_str();
     let span = tracing::info_span!(
@@ -420,7 +451,7 @@ pub fn http_span(req: &actix_web::dev::ServiceRequest) -> Span {
         http.response.status_code = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
     );
-    let _ = span.set_parent(from_headers(req.headers()));
+    let _ = span.set_parent(parent);
     span
 }
 
@@ -448,6 +479,11 @@ pub struct McpRequest<'a> {
 /// there is one (then linked to the HTTP request's span), else of the current (HTTP) span.
 pub fn mcp_span(req: &McpRequest<'_>) -> Span {
     if !tracing_enabled() {
+        return Span::none();
+    }
+    let meta_parent = from_meta(req.params);
+    // No trace to continue: the request was not sampled at the edge (or came another way).
+    if meta_parent.is_none() && Span::current().is_none() {
         return Span::none();
     }
     let field = |name: &str| req.params.and_then(|p| p.get(name)).and_then(Value::as_str);
@@ -505,7 +541,7 @@ pub fn mcp_span(req: &McpRequest<'_>) -> Span {
     if let Some(c) = req.client_id {
         span.record("oauth.client_id", c);
     }
-    if let Some(cx) = from_meta(req.params) {
+    if let Some(cx) = meta_parent {
         let transport = Span::current().context();
         let _ = span.set_parent(cx);
         let link = transport.span().span_context().clone();
@@ -539,7 +575,7 @@ pub fn mcp_done(span: &Span, error_code: Option<i64>, tool_error: bool, message:
 
 /// The client span of one webhook round (a child of the running MCP span).
 pub fn webhook_span(tool: &str, host: &str, url: &str) -> Span {
-    if !tracing_enabled() {
+    if !tracing_enabled() || Span::current().is_none() {
         return Span::none();
     }
     tracing::info_span!(

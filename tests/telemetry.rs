@@ -108,7 +108,7 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-struct Server(Child);
+struct Server(Child, tempfile::TempDir);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -162,9 +162,8 @@ async fn rpc(
     (status, sid, answer)
 }
 
-#[actix_rt::test]
-async fn an_mcp_session_is_traced_and_measured_over_otlp() {
-    // The receiver: OTLP/HTTP collector routes and the webhook endpoint, on one local server.
+/// The receiver: OTLP/HTTP collector routes and the webhook endpoint, on one local server.
+fn start_receiver() -> (Arc<Mutex<Received>>, u16) {
     let received = Arc::new(Mutex::new(Received::default()));
     let data = web::Data::new(received.clone());
     let receiver = HttpServer::new(move || {
@@ -178,13 +177,20 @@ async fn an_mcp_session_is_traced_and_measured_over_otlp() {
     .workers(1)
     .bind("127.0.0.1:0")
     .unwrap();
-    let receiver_port = receiver.addrs()[0].port();
+    let port = receiver.addrs()[0].port();
     actix_rt::spawn(receiver.run());
+    (received, port)
+}
 
+/// The binary, exporting to the receiver; returns once it answers /healthz.
+async fn start_server(
+    receiver_port: u16,
+    extra_env: &[(&str, &str)],
+) -> (Server, String, std::thread::JoinHandle<String>) {
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-harbor"))
-        .arg("serve")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-harbor"));
+    cmd.arg("serve")
         .env_remove("MCP_HARBOR_CONFIG")
         .env_remove("RUST_LOG")
         .env("MCP_HARBOR__SERVER__PORT", port.to_string())
@@ -194,9 +200,6 @@ async fn an_mcp_session_is_traced_and_measured_over_otlp() {
         .env("MCP_HARBOR__ADMIN__ALLOW_HTTP_LOOPBACK_WEBHOOKS", "true")
         .env("MCP_HARBOR__CLUSTER__REPLICA_ID", "replica-under-test")
         .env("MCP_HARBOR__CLUSTER__DRAIN_GRACE_SECS", "2")
-        .env("MCP_HARBOR__LOG__FORMAT", "json")
-        .env("MCP_HARBOR__LOG__FILTER", "info,mcp_harbor::tools=debug")
-        .env("MCP_HARBOR__TELEMETRY__METRICS_INTERVAL_MS", "500")
         .env(
             "OTEL_EXPORTER_OTLP_ENDPOINT",
             format!("http://127.0.0.1:{receiver_port}"),
@@ -204,17 +207,18 @@ async fn an_mcp_session_is_traced_and_measured_over_otlp() {
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
         .env("OTEL_SERVICE_NAME", "harbor-under-test")
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
+        .stderr(Stdio::piped());
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("the binary runs");
     let mut stderr = child.stderr.take().unwrap();
     let log_reader = std::thread::spawn(move || {
         let mut text = String::new();
         let _ = stderr.read_to_string(&mut text);
         text
     });
-    let server = Server(child);
-
+    let server = Server(child, dir);
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     let mut up = false;
@@ -231,6 +235,40 @@ async fn an_mcp_session_is_traced_and_measured_over_otlp() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(up, "the server came up");
+    (server, base, log_reader)
+}
+
+/// SIGTERM, wait for the exit (spans are flushed on the way out); returns the server's log.
+async fn stop(mut server: Server, log_reader: std::thread::JoinHandle<String>) -> String {
+    let pid = server.0.id();
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let mut exited = false;
+    for _ in 0..100 {
+        if server.0.try_wait().unwrap().is_some() {
+            exited = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(exited, "the server stopped after SIGTERM");
+    log_reader.join().unwrap()
+}
+
+#[actix_rt::test]
+async fn an_mcp_session_is_traced_and_measured_over_otlp() {
+    let (received, receiver_port) = start_receiver();
+    let (server, base, log_reader) = start_server(
+        receiver_port,
+        &[
+            ("MCP_HARBOR__LOG__FORMAT", "json"),
+            ("MCP_HARBOR__LOG__FILTER", "info,mcp_harbor::tools=debug"),
+            ("MCP_HARBOR__TELEMETRY__METRICS_INTERVAL_MS", "500"),
+        ],
+    )
+    .await;
+    let http = reqwest::Client::new();
 
     // A tenant with two webhook tools (published through the admin API).
     let admin = |m: reqwest::Method, p: &str| {
@@ -328,21 +366,7 @@ async fn an_mcp_session_is_traced_and_measured_over_otlp() {
     assert!(saw_metrics, "metrics were exported while running");
 
     // Stop it: the spans still buffered are flushed on the way out.
-    let pid = server.0.id();
-    let _ = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let mut server = server;
-    let mut exited = false;
-    for _ in 0..100 {
-        if server.0.try_wait().unwrap().is_some() {
-            exited = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(exited, "the server stopped after SIGTERM");
-    let logs = log_reader.join().unwrap();
+    let logs = stop(server, log_reader).await;
 
     let r = received.lock().unwrap();
     let by_name = |name: &str| -> Vec<&(Vec<KeyValue>, Span)> {
@@ -565,4 +589,98 @@ async fn an_mcp_session_is_traced_and_measured_over_otlp() {
         .iter()
         .all(|l| l["span_id"].as_str().is_some_and(|s| s.len() == 16)));
     assert!(!logs.contains("whsec_"), "no webhook secret in the logs");
+}
+
+/// `telemetry.sampling_ratio = 0`: a request that continues no trace makes no span at all (nor
+/// do the store queries under it), while a client's sampled `traceparent` (header or `_meta`)
+/// is still followed.
+#[actix_rt::test]
+async fn unsampled_requests_make_no_spans_and_sampled_parents_are_followed() {
+    let (received, receiver_port) = start_receiver();
+    let (server, base, log_reader) = start_server(
+        receiver_port,
+        &[("MCP_HARBOR__TELEMETRY__SAMPLING_RATIO", "0.0")],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let url = format!("{base}/t/demo/mcp");
+    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": { "name": "sampling-test", "version": "1" } } });
+    // Not sampled: no traceparent anywhere.
+    let (status, sid, _) = rpc(&http, &url, None, &[], init.clone()).await;
+    assert_eq!(status, 200);
+    let sid = sid.unwrap();
+    let (_, _, answer) = rpc(
+        &http,
+        &url,
+        Some(&sid),
+        &[],
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": { "name": "echo", "arguments": { "text": "quiet" } } }),
+    )
+    .await;
+    assert!(answer.is_some());
+    let r = admin_create(&http, &base, "unsampled").await;
+    assert_eq!(r, 201);
+    // Sampled parents: a traceparent header, and `_meta.traceparent`.
+    let (_, _, answer) = rpc(
+        &http,
+        &url,
+        Some(&sid),
+        &[("traceparent", &format!("00-{HTTP_TRACE}-{HTTP_SPAN}-01"))],
+        json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/list" }),
+    )
+    .await;
+    assert!(answer.is_some());
+    let (_, _, answer) = rpc(
+        &http,
+        &url,
+        Some(&sid),
+        &[],
+        json!({ "jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "echo", "arguments": { "text": "traced" },
+            "_meta": { "traceparent": format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01") } } }),
+    )
+    .await;
+    assert!(answer.is_some());
+    let _ = stop(server, log_reader).await;
+
+    let r = received.lock().unwrap();
+    let spans: Vec<(String, String)> = r
+        .spans
+        .iter()
+        .map(|(_, s)| (s.name.clone(), hex(&s.trace_id)))
+        .collect();
+    for (name, trace) in &spans {
+        assert!(
+            trace == HTTP_TRACE || trace == CLIENT_TRACE,
+            "only the clients' sampled traces are exported, not {name} in {trace}: {spans:?}"
+        );
+    }
+    assert!(
+        spans.contains(&("tools/list".into(), HTTP_TRACE.into())),
+        "{spans:?}"
+    );
+    assert!(
+        spans.contains(&("tools/call echo".into(), CLIENT_TRACE.into())),
+        "{spans:?}"
+    );
+    assert!(
+        !spans
+            .iter()
+            .any(|(n, _)| n == "initialize" || n.starts_with("db ")),
+        "{spans:?}"
+    );
+}
+
+async fn admin_create(http: &reqwest::Client, base: &str, slug: &str) -> u16 {
+    http.post(format!("{base}/admin/v1/tenants"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({ "slug": slug }))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
 }
