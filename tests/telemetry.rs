@@ -108,7 +108,8 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-struct Server(Child, tempfile::TempDir);
+/// The server process and its data directory (removed after it).
+struct Server(Child, #[allow(dead_code)] tempfile::TempDir);
 
 impl Drop for Server {
     fn drop(&mut self) {
