@@ -117,6 +117,9 @@ impl UriTemplate {
         let mut parts = Vec::new();
         let mut rest = template;
         while let Some(open) = rest.find('{') {
+            if rest[..open].contains('}') {
+                return Err("unmatched '}'".into());
+            }
             if open > 0 {
                 parts.push(Part::Literal(rest[..open].to_string()));
             }
@@ -189,7 +192,10 @@ fn percent_decode(s: &str) -> Option<String> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            // Two hex digits: `from_str_radix` alone would also take a sign ("%+f").
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?)
+                .ok()
+                .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))?;
             out.push(u8::from_str_radix(hex, 16).ok()?);
             i += 3;
         } else {

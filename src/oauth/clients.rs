@@ -77,6 +77,8 @@ pub fn redirect_matches(registered: &str, presented: &str) -> bool {
         && p.fragment().is_none()
         && r.username().is_empty()
         && p.username().is_empty()
+        && r.password().is_none()
+        && p.password().is_none()
 }
 
 /// Validates metadata; returns what is stored, or (field, message).
