@@ -71,8 +71,8 @@ for t in "${TARGETS[@]}"; do
   artifacts="$ROOT/fuzz/artifacts/$t"
   mkdir -p "$corpus" "$artifacts"
   # New inputs go to the first corpus directory: the repo's, or a scratch one (FUZZ_SAVE_CORPUS=0).
-  dirs=("$corpus")
-  [ "$SAVE_CORPUS" = 1 ] || dirs=("$(mktemp -d)" "$corpus")
+  dirs=("$corpus") scratch=""
+  [ "$SAVE_CORPUS" = 1 ] || { scratch=$(mktemp -d); dirs=("$scratch" "$corpus"); }
   extra=()
   [ -f "$ROOT/fuzz/dicts/$t.dict" ] && extra+=("-dict=$ROOT/fuzz/dicts/$t.dict")
   [ "$JOBS" -gt 1 ] && extra+=("-jobs=$JOBS" "-workers=$JOBS")
@@ -85,6 +85,7 @@ for t in "${TARGETS[@]}"; do
   status=$?
   set -e
   took=$((SECONDS - start))
+  [ -z "$scratch" ] || rm -rf "$scratch"
   # With -jobs>1 the workers log to fuzz-<n>.log in the current directory; fold them in.
   for w in fuzz-*.log; do [ -f "$w" ] && cat "$w" >>"$log" && rm -f "$w"; done
   execs=$(awk '/^stat::number_of_executed_units:/ {s += $2} END {print s + 0}' "$log")

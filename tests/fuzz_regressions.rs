@@ -74,3 +74,57 @@ fn loopback_redirect_uris_match_on_the_port_only() {
     ));
     assert!(!redirect_matches(registered, "http://127.0.0.1:5555/other"));
 }
+
+/// `webhook_response`: "the text block added for a result without `content` is the JSON of its
+/// `structuredContent`". The fuzzer's input had the key `$serde_json::private::RawValue` in
+/// `structuredContent`: serde_json (its `raw_value` feature is on through sqlx) reads an object
+/// whose first key is that one as raw JSON, and keys are written sorted, so the text did not
+/// parse back with serde_json. The text is right; this pins it (and the value passed on).
+#[test]
+fn a_structured_result_is_described_by_its_exact_json() {
+    use mcp_harbor::tools::webhook::tool_result;
+    use serde_json::{json, Value};
+    let body = br#"{"structuredContent":{"CErrt":[{}],"$serde_json::private::RawValue":"t"}}"#;
+    let Value::Object(answer) = serde_json::from_slice(body).unwrap() else {
+        panic!("an object")
+    };
+    let result = tool_result(&answer).unwrap();
+    assert_eq!(result["structuredContent"], answer["structuredContent"]);
+    assert_eq!(
+        result["content"],
+        json!([{ "type": "text", "text": r#"{"$serde_json::private::RawValue":"t","CErrt":[{}]}"# }])
+    );
+    assert_eq!(result["isError"], json!(false));
+}
+
+/// `jsonrpc_payload`: "a parsed message re-serialises and parses to the same value". With
+/// `$serde_json::private::RawValue` as a key that is not first, a message parsed, but the same
+/// message written out (keys sorted) no longer parsed: a session snapshot holding such params
+/// could not be restored on another replica. Such messages are now refused where they arrive.
+#[test]
+fn messages_with_serde_jsons_raw_value_key_are_refused() {
+    use mcp_harbor::protocol::jsonrpc::{parse_payload, INVALID_REQUEST};
+    use mcp_harbor::protocol::{Message, Payload};
+    let single = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x","$serde_json::private::RawValue":"x"}}}"#;
+    let refused = parse_payload(single).unwrap_err();
+    assert_eq!(refused.code, INVALID_REQUEST);
+    assert!(refused.message.contains("reserved"), "{}", refused.message);
+    // In a batch it is refused in place; the other messages are served.
+    let batch = br#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"x","params":[{"a":1,"$serde_json::private::RawValue":"2"}]}]"#;
+    let Payload::Batch(items) = parse_payload(batch).unwrap() else {
+        panic!("a batch")
+    };
+    assert!(matches!(items[0], Ok(Message::Request(_))));
+    assert_eq!(items[1].as_ref().unwrap_err().code, INVALID_REQUEST);
+    // Every message that is accepted reads back as itself once written out.
+    let Payload::Single(Message::Request(r)) = parse_payload(
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"$text":"x"}}}"#,
+    )
+    .unwrap() else {
+        panic!("a request")
+    };
+    let written =
+        mcp_harbor::protocol::jsonrpc::request_message(&r.id, &r.method, r.params.clone().unwrap());
+    let again = parse_payload(&serde_json::to_vec(&written).unwrap()).unwrap();
+    assert_eq!(again, Payload::Single(Message::Request(r)));
+}

@@ -11,7 +11,7 @@
 //!   or absent/null, `isError` a boolean or absent/null;
 //! - the result holds only `content`, `isError` (always, a boolean), `structuredContent` (the
 //!   endpoint's, unchanged) and `_meta` (the endpoint's, when an object);
-//! - `content` is the endpoint's, unchanged, or one text block with the JSON of
+//! - `content` is the endpoint's, unchanged, or one text block with exactly the JSON text of
 //!   `structuredContent` when it sent none;
 //! - sanitising is idempotent: the result, sent again, comes back unchanged.
 #![no_main]
@@ -86,9 +86,13 @@ fuzz_target!(|body: &[u8]| {
             assert_eq!(blocks.len(), 1);
             assert_eq!(blocks[0]["type"], "text");
             let text = blocks[0]["text"].as_str().expect("text");
+            // Compared as text: serde_json (with the `raw_value` feature sqlx turns on) does not
+            // read back an object whose sorted keys start with "$serde_json::private::RawValue"
+            // (fuzzing found this; the text itself is the right JSON).
+            let structured = structured.expect("no content, so structuredContent");
             assert_eq!(
-                serde_json::from_str::<Value>(text).ok().as_ref(),
-                structured,
+                text,
+                serde_json::to_string(structured).unwrap(),
                 "the text block is not the JSON of structuredContent"
             );
         }

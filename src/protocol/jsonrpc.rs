@@ -180,11 +180,30 @@ pub fn parse_payload(body: &[u8]) -> Result<Payload, RpcError> {
     }
 }
 
+/// The object key serde_json's `raw_value` feature (turned on by sqlx) reads as "the string
+/// that follows is raw JSON" when it comes first in an object. A message holding it anywhere
+/// else would not read back as itself once written out (keys are written sorted): a session
+/// snapshot holding its params could not be restored. Found by fuzzing (`fuzz/`).
+pub const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
+
+fn holds_raw_value_key(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.contains_key(RAW_VALUE_KEY) || m.values().any(holds_raw_value_key),
+        Value::Array(items) => items.iter().any(holds_raw_value_key),
+        _ => false,
+    }
+}
+
 /// Classifies one JSON value as a request, notification or response.
 pub fn classify(v: &Value) -> Result<Message, RpcError> {
     let obj = v.as_object().ok_or_else(|| {
         RpcError::invalid_request("Invalid Request: a message must be a JSON object")
     })?;
+    if holds_raw_value_key(v) {
+        return Err(RpcError::invalid_request(format!(
+            "Invalid Request: the object key {RAW_VALUE_KEY:?} is reserved"
+        )));
+    }
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(RpcError::invalid_request(
             "Invalid Request: \"jsonrpc\" must be exactly \"2.0\"",
