@@ -226,6 +226,12 @@ impl Application {
         );
 
         let edge = web::Data::new(EdgePolicy::from_config(&config.server));
+        let modern_settings = web::Data::new(crate::modern::ModernSettings {
+            request_state_ttl: Duration::from_secs(config.modern.request_state_ttl_secs),
+            cache_ttl_ms: config.modern.cache_ttl_ms,
+            page_size: config.sessions.page_size,
+            ..crate::modern::ModernSettings::default()
+        });
         let registry = web::Data::new(tenants.clone());
         let directory_data = web::Data::new(directory.clone());
         let admin_state = web::Data::new(AdminState {
@@ -283,6 +289,7 @@ impl Application {
                 .instrument(span)
             })
             .app_data(edge.clone())
+            .app_data(modern_settings.clone())
             .app_data(registry.clone())
             .app_data(admin_state.clone())
             .app_data(admin_auth.clone())

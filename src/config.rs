@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 pub struct Config {
     pub server: ServerConfig,
     pub sessions: SessionConfig,
+    pub modern: ModernConfig,
     pub log: LogConfig,
     pub storage: StorageConfig,
     pub admin: AdminConfig,
@@ -216,6 +217,16 @@ pub struct SessionConfig {
     pub page_size: usize,
 }
 
+/// Stateless requests (protocol version 2026-07-28).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModernConfig {
+    /// How long a client has to retry a request that answered `input_required`, in seconds.
+    pub request_state_ttl_secs: u64,
+    /// `ttlMs` on list and read results (a tenant's `limits.cache_ttl_ms` overrides it).
+    pub cache_ttl_ms: u64,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogConfig {
@@ -252,6 +263,10 @@ impl Default for Config {
                 event_log_max_age_secs: 3600,
                 sse_retry_ms: 1000,
                 page_size: 50,
+            },
+            modern: ModernConfig {
+                request_state_ttl_secs: 600,
+                cache_ttl_ms: 60_000,
             },
             log: LogConfig {
                 format: "plain".into(),
@@ -345,6 +360,18 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
+        if !(1..=86_400).contains(&self.modern.request_state_ttl_secs) {
+            return bad(format!(
+                "modern.request_state_ttl_secs {} is not between 1 and 86400",
+                self.modern.request_state_ttl_secs
+            ));
+        }
+        if self.modern.cache_ttl_ms > 86_400_000 {
+            return bad(format!(
+                "modern.cache_ttl_ms {} is more than a day (86400000)",
+                self.modern.cache_ttl_ms
+            ));
+        }
         if !(0.0..=1.0).contains(&self.telemetry.sampling_ratio) {
             return bad(format!(
                 "telemetry.sampling_ratio {} is not between 0.0 and 1.0",

@@ -7,6 +7,8 @@
 //! - `cluster`: session state shared between replicas (event log, snapshots, leases, bus)
 //! - `request`: the context of one request (who, which revision, a port back to the client)
 //! - `methods`: the handling of MCP methods that need no session
+//! - `modern`: stateless 2026-07-28 requests (no session): discovery, multi round-trip requests
+//!   with sealed `requestState`, `subscriptions/listen`
 //! - `tenant`, `config`, `telemetry`, `app`: wiring
 
 pub mod admin;
@@ -18,6 +20,7 @@ pub mod cluster;
 pub mod config;
 pub mod methods;
 pub mod metrics;
+pub mod modern;
 pub mod oauth;
 pub mod protocol;
 pub mod request;

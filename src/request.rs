@@ -141,8 +141,9 @@ impl RequestContext {
                         .is_some_and(|o| o.is_empty() || o.contains_key("form"))
                 });
         if !form_ok {
-            return Err(RpcError::invalid_request(
+            return Err(self.missing(
                 "the client did not declare the elicitation (form) capability",
+                json!({ "elicitation": { "form": {} } }),
             ));
         }
         let mut params = json!({ "message": message, "requestedSchema": requested_schema });
@@ -155,8 +156,9 @@ impl RequestContext {
     /// `sampling/createMessage`; refused unless the client declared `sampling`.
     pub async fn sample(&self, params: Value) -> Result<Value, RpcError> {
         if !self.client_supports("sampling") {
-            return Err(RpcError::invalid_request(
+            return Err(self.missing(
                 "the client did not declare the sampling capability",
+                json!({ "sampling": {} }),
             ));
         }
         self.request("sampling/createMessage", params).await
@@ -165,11 +167,22 @@ impl RequestContext {
     /// `roots/list`; refused unless the client declared `roots`.
     pub async fn list_roots(&self) -> Result<Value, RpcError> {
         if !self.client_supports("roots") {
-            return Err(RpcError::invalid_request(
+            return Err(self.missing(
                 "the client did not declare the roots capability",
+                json!({ "roots": {} }),
             ));
         }
         self.request("roots/list", json!({})).await
+    }
+
+    /// The error for a capability the client did not declare: MissingRequiredClientCapability
+    /// (naming it) in the stateless revision, Invalid Request in the session era.
+    fn missing(&self, message: &str, required: Value) -> RpcError {
+        if self.version.is_modern() {
+            crate::protocol::modern::missing_capability(message, required)
+        } else {
+            RpcError::invalid_request(message)
+        }
     }
 
     pub fn close_stream(&self) {

@@ -218,6 +218,9 @@ async fn unsupported_protocol_version_header_is_400() {
         .as_str()
         .unwrap()
         .contains("MCP-Protocol-Version"));
+    // The error a modern client recognises, listing what is served.
+    assert_eq!(error["code"], -32022);
+    assert_eq!(error["data"]["requested"], "1999-01-01");
     // Any revision we serve is accepted on the header.
     let resp = app
         .post("demo", Some(&c.session), &ping)

@@ -6,8 +6,8 @@ mod db;
 
 use mcp_harbor::store::{
     AdminStore, CatalogEntry, CatalogKind, CatalogStore, GrantRecord, OAuthClient, OAuthSettings,
-    OAuthStore, Redeemed, SigningKeyRecord, SqlStore, StoreError, TenantAuth, TenantLimits,
-    TenantRecord, TenantStatus, TenantStore, UserRecord,
+    OAuthStore, Redeemed, RoundRecord, RoundStore, SigningKeyRecord, SqlStore, StoreError,
+    TenantAuth, TenantLimits, TenantRecord, TenantStatus, TenantStore, UserRecord,
 };
 use serde_json::json;
 
@@ -21,6 +21,7 @@ fn tenant(slug: &str) -> TenantRecord {
             max_sessions: Some(5),
             requests_per_minute: None,
             allowed_origins: vec!["https://a.example".into()],
+            cache_ttl_ms: Some(30_000),
         },
         auth: TenantAuth::Oauth(OAuthSettings::default()),
         created_at: 1,
@@ -152,6 +153,7 @@ async fn contract(store: SqlStore) {
         .unwrap());
 
     oauth_contract(&store).await;
+    rounds_contract(&store).await;
 
     // Deleting a tenant removes what it owns, and nothing of others.
     assert!(store.delete_tenant("acme").await.unwrap());
@@ -163,6 +165,8 @@ async fn contract(store: SqlStore) {
     assert_eq!(store.get_user("acme", "alice").await.unwrap(), None);
     assert!(store.signing_keys("acme").await.unwrap().is_empty());
     assert!(store.get_client("beta", "c1").await.unwrap().is_some());
+    assert_eq!(store.round("acme", "r-keep", 0).await.unwrap(), None);
+    assert!(store.round("beta", "r-keep", 0).await.unwrap().is_some());
 
     // The admin token hash.
     assert_eq!(store.admin_token_hash().await.unwrap(), None);
@@ -185,6 +189,59 @@ fn grant(hash: &str, family: &str, expires_at: i64) -> GrantRecord {
         used_at: None,
         revoked_at: None,
     }
+}
+
+/// Multi round-trip requests: tenant-keyed, replaced in place, consumed once, hidden and swept
+/// once expired.
+async fn rounds_contract(store: &SqlStore) {
+    let round = |id: &str, n: u32, expires_at: i64| RoundRecord {
+        id: id.into(),
+        round: n,
+        state: format!("sealed-{n}"),
+        expires_at,
+    };
+    store
+        .save_round("acme", &round("r1", 1, 5_000))
+        .await
+        .unwrap();
+    store
+        .save_round("acme", &round("r1", 2, 6_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.round("acme", "r1", 1_000).await.unwrap(),
+        Some(round("r1", 2, 6_000))
+    );
+    assert_eq!(store.round("beta", "r1", 1_000).await.unwrap(), None);
+    assert_eq!(
+        store.round("acme", "r1", 6_000).await.unwrap(),
+        None,
+        "expired"
+    );
+    assert!(!store.delete_round("beta", "r1").await.unwrap());
+    assert!(store.delete_round("acme", "r1").await.unwrap());
+    assert!(
+        !store.delete_round("acme", "r1").await.unwrap(),
+        "consumed once"
+    );
+    store
+        .save_round("acme", &round("r-old", 1, 100))
+        .await
+        .unwrap();
+    store
+        .save_round("acme", &round("r-keep", 1, i64::MAX / 2))
+        .await
+        .unwrap();
+    store
+        .save_round("beta", &round("r-keep", 1, i64::MAX / 2))
+        .await
+        .unwrap();
+    assert_eq!(store.sweep_rounds(1_000).await.unwrap(), 1);
+    assert!(store
+        .round("acme", "r-keep", 1_000)
+        .await
+        .unwrap()
+        .is_some());
 }
 
 /// Clients, codes, refresh families, keys and users: tenant-keyed, single-use redemption.

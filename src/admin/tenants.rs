@@ -66,11 +66,20 @@ fn validate_catalogs(catalogs: &[String]) -> Result<(), AdminError> {
         .map_err(|e| AdminError::invalid("catalogs", e))
 }
 
+/// Longest cache hint a tenant may set: one day.
+const MAX_CACHE_TTL_MS: u32 = 86_400_000;
+
 fn validate_limits(limits: &TenantLimits) -> Result<(), AdminError> {
     if limits.max_sessions == Some(0) {
         return Err(AdminError::invalid(
             "limits.max_sessions",
             "must be at least 1",
+        ));
+    }
+    if limits.cache_ttl_ms.is_some_and(|t| t > MAX_CACHE_TTL_MS) {
+        return Err(AdminError::invalid(
+            "limits.cache_ttl_ms",
+            format!("must be at most {MAX_CACHE_TTL_MS} (one day)"),
         ));
     }
     if limits.requests_per_minute == Some(0) {

@@ -469,6 +469,14 @@ impl AuthService {
                     Ok(n) => tracing::debug!(removed = n, "swept expired OAuth rows"),
                     Err(e) => tracing::warn!(error = %e, "OAuth sweep failed"),
                 }
+                use crate::store::RoundStore;
+                match this.store.sweep_rounds(now).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::debug!(removed = n, "swept expired multi round-trip requests")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "multi round-trip request sweep failed"),
+                }
             }
         });
     }

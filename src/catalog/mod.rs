@@ -70,6 +70,11 @@ pub trait Catalog: Send + Sync + 'static {
     ) -> Option<CallFuture> {
         None
     }
+    /// Whether `resume_call` can go on with this catalog's calls from a recorded round (webhook
+    /// tools, whose rounds are recorded in the database).
+    fn resumes_calls(&self) -> bool {
+        false
+    }
     /// Completion values for a prompt argument or template variable; `None` when the reference
     /// is not this catalog's.
     fn complete(&self, _reference: &Value, _argument: &str, _value: &str) -> Option<Vec<String>> {
@@ -175,6 +180,22 @@ impl TenantCatalog {
     ) -> Option<CallFuture> {
         let owner = self.tool_owner.get(name)?;
         self.catalogs[*owner].resume_call(name, arguments, ctx, answer)
+    }
+
+    pub fn has_tool(&self, name: &str) -> bool {
+        self.tool_owner.contains_key(name)
+    }
+
+    /// The definition of tool `name`.
+    pub fn tool(&self, name: &str) -> Option<&Value> {
+        self.tools.iter().find(|t| t["name"] == name)
+    }
+
+    /// Whether calls of `name` go on from a recorded round (see `Catalog::resumes_calls`).
+    pub fn resumes_calls(&self, name: &str) -> bool {
+        self.tool_owner
+            .get(name)
+            .is_some_and(|owner| self.catalogs[*owner].resumes_calls())
     }
 
     /// Whether an interrupted call of `tool` may run again (see `Catalog::reruns_safely`).

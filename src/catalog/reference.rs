@@ -41,6 +41,8 @@ fn elicitation_result(label: &str, outcome: Result<Value, RpcError>) -> Result<V
                 .unwrap_or("unknown"),
             answer.get("content").cloned().unwrap_or(Value::Null)
         )),
+        // A stateless request says which capability it lacks, as a protocol error.
+        Err(e) if e.code == crate::protocol::modern::MISSING_CLIENT_CAPABILITY => return Err(e),
         Err(e) => tool_error(format!("{label} failed: {}", e.message)),
     })
 }

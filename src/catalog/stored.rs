@@ -420,6 +420,10 @@ impl Catalog for StoredCatalog {
         }))
     }
 
+    fn resumes_calls(&self) -> bool {
+        self.runtime.store.is_some()
+    }
+
     /// Goes on from the round the call recorded before its replica died, with the client's
     /// answer to that round's input request.
     fn resume_call(

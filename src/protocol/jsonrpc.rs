@@ -25,7 +25,7 @@ pub enum RequestId {
 }
 
 impl RequestId {
-    fn from_value(v: &Value) -> Option<RequestId> {
+    pub fn from_value(v: &Value) -> Option<RequestId> {
         match v {
             Value::String(s) => Some(RequestId::String(s.clone())),
             Value::Number(n) => n.as_i64().map(RequestId::Number),

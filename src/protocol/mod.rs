@@ -1,7 +1,9 @@
-//! Pure protocol code: JSON-RPC framing, MCP revisions, cursors and log levels. No I/O.
+//! Pure protocol code: JSON-RPC framing, MCP revisions, cursors and log levels, the request
+//! metadata and header rules of the stateless revision. No I/O.
 
 pub mod jsonrpc;
 pub mod mcp;
+pub mod modern;
 pub mod version;
 
 pub use jsonrpc::{Message, Notification, Payload, Request, RequestId, Response, RpcError};

@@ -1,4 +1,5 @@
-//! MCP protocol revisions served by the session era, and the one negotiation rule everything uses.
+//! MCP protocol revisions served: the four of the session era (negotiated by `initialize`) and
+//! 2026-07-28, the stateless revision (named by every request), with the negotiation rules.
 
 use std::fmt;
 
@@ -8,9 +9,12 @@ pub enum ProtocolVersion {
     V2025_03_26,
     V2025_06_18,
     V2025_11_25,
+    /// Stateless: no initialize, no session; every request names it (see `crate::modern`).
+    V2026_07_28,
 }
 
 impl ProtocolVersion {
+    /// The session-era revisions (what `initialize` negotiates and a session holds).
     pub const ALL: [ProtocolVersion; 4] = [
         ProtocolVersion::V2024_11_05,
         ProtocolVersion::V2025_03_26,
@@ -18,6 +22,17 @@ impl ProtocolVersion {
         ProtocolVersion::V2025_11_25,
     ];
     pub const LATEST: ProtocolVersion = ProtocolVersion::V2025_11_25;
+    /// The stateless revisions (requests carry their version in `_meta`).
+    pub const MODERN: [ProtocolVersion; 1] = [ProtocolVersion::V2026_07_28];
+    /// Every revision served, newest first (what `UnsupportedProtocolVersionError` and
+    /// `server/discover` list).
+    pub const SUPPORTED: [&'static str; 5] = [
+        "2026-07-28",
+        "2025-11-25",
+        "2025-06-18",
+        "2025-03-26",
+        "2024-11-05",
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -25,11 +40,23 @@ impl ProtocolVersion {
             ProtocolVersion::V2025_03_26 => "2025-03-26",
             ProtocolVersion::V2025_06_18 => "2025-06-18",
             ProtocolVersion::V2025_11_25 => "2025-11-25",
+            ProtocolVersion::V2026_07_28 => "2026-07-28",
         }
     }
 
+    /// A session-era revision.
     pub fn parse(s: &str) -> Option<ProtocolVersion> {
         Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// A stateless revision.
+    pub fn parse_modern(s: &str) -> Option<ProtocolVersion> {
+        Self::MODERN.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// Stateless (2026-07-28 and later): no sessions, MRTR instead of server→client requests.
+    pub fn is_modern(self) -> bool {
+        self >= ProtocolVersion::V2026_07_28
     }
 
     /// The version to answer an `initialize` with: the client's when we serve it, else our latest.
@@ -73,6 +100,22 @@ mod tests {
             ProtocolVersion::LATEST
         );
         assert_eq!(ProtocolVersion::negotiate(None), ProtocolVersion::LATEST);
+    }
+
+    #[test]
+    fn supported_lists_every_revision_once() {
+        let mut all: Vec<&str> = ProtocolVersion::ALL.iter().map(|v| v.as_str()).collect();
+        all.extend(ProtocolVersion::MODERN.iter().map(|v| v.as_str()));
+        all.sort_unstable();
+        let mut listed = ProtocolVersion::SUPPORTED.to_vec();
+        listed.sort_unstable();
+        assert_eq!(all, listed);
+        assert_eq!(ProtocolVersion::parse("2026-07-28"), None);
+        assert_eq!(
+            ProtocolVersion::parse_modern("2026-07-28"),
+            Some(ProtocolVersion::V2026_07_28)
+        );
+        assert!(ProtocolVersion::V2026_07_28.is_modern() && !ProtocolVersion::LATEST.is_modern());
     }
 
     #[test]

@@ -60,6 +60,9 @@ pub struct SessionEntry {
     lease: Lease,
 }
 
+/// Changes a listener may fall behind by before it is told to re-read everything.
+const LISTENER_BACKLOG: usize = 256;
+
 /// Called when a tool changed a resource: every session of the tenant (on every replica)
 /// subscribed to it must hear.
 pub type ResourceHook = Arc<dyn Fn(&str) + Send + Sync>;
@@ -79,6 +82,8 @@ pub struct TenantSessions {
     next_instance: AtomicU64,
     on_resource_updated: OnceLock<ResourceHook>,
     supervisor: OnceLock<Addr<TenantSupervisor>>,
+    /// Stateless listeners (`subscriptions/listen`) hear every change sessions hear.
+    listeners: tokio::sync::broadcast::Sender<TenantBroadcast>,
 }
 
 impl TenantSessions {
@@ -101,6 +106,7 @@ impl TenantSessions {
             next_instance: AtomicU64::new(0),
             on_resource_updated: OnceLock::new(),
             supervisor: OnceLock::new(),
+            listeners: tokio::sync::broadcast::channel(LISTENER_BACKLOG).0,
         }
     }
 
@@ -116,18 +122,31 @@ impl TenantSessions {
         let _ = self.on_resource_updated.set(hook);
     }
 
-    pub(super) fn resource_updated(&self, uri: &str) {
+    pub fn resource_updated(&self, uri: &str) {
         match self.on_resource_updated.get() {
             Some(hook) => hook(uri),
             None => self.broadcast(TenantBroadcast::ResourceUpdated(uri.to_string())),
         }
     }
 
-    /// Tells every session of the tenant on this replica.
+    /// Tells every session and listener of the tenant on this replica.
     pub fn broadcast(&self, msg: TenantBroadcast) {
         for entry in self.index.read().values() {
             entry.addr.do_send(msg.clone());
         }
+        if self.listeners.receiver_count() > 0 {
+            let _ = self.listeners.send(msg);
+        }
+    }
+
+    /// Changes from now on, for a stateless listener.
+    pub fn listen(&self) -> tokio::sync::broadcast::Receiver<TenantBroadcast> {
+        self.listeners.subscribe()
+    }
+
+    /// The server's identity and settings its sessions share.
+    pub fn settings(&self) -> &SessionSettings {
+        &self.settings
     }
 
     pub fn get(&self, id: &str) -> Option<SessionEntry> {

@@ -82,6 +82,10 @@ pub struct TenantLimits {
     pub requests_per_minute: Option<u32>,
     #[serde(default)]
     pub allowed_origins: Vec<String>,
+    /// `ttlMs` on list and read results of stateless (2026-07-28) requests; the server's
+    /// `modern.cache_ttl_ms` when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_ttl_ms: Option<u32>,
 }
 
 /// How a tenant's MCP endpoint is protected (stored form: secrets sealed or hashed).
@@ -339,6 +343,34 @@ pub trait PendingInputStore {
         session: &str,
         request_id: Option<&str>,
     ) -> Result<(), StoreError>;
+}
+
+/// A multi round-trip request between its rounds (see `crate::modern::mrtr`): `state` is
+/// sealed by the caller; the store only keeps it until `expires_at` (unix ms).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundRecord {
+    pub id: String,
+    pub round: u32,
+    pub state: String,
+    pub expires_at: i64,
+}
+
+/// Multi round-trip requests waiting for their retry, by (tenant, id).
+#[allow(async_fn_in_trait)]
+pub trait RoundStore {
+    /// Records (or replaces) a request's round.
+    async fn save_round(&self, tenant: &str, round: &RoundRecord) -> Result<(), StoreError>;
+    /// The round, unless it expired before `now`.
+    async fn round(
+        &self,
+        tenant: &str,
+        id: &str,
+        now: i64,
+    ) -> Result<Option<RoundRecord>, StoreError>;
+    /// Forgets a round; whether it was there (a retry consumes it once).
+    async fn delete_round(&self, tenant: &str, id: &str) -> Result<bool, StoreError>;
+    /// Forgets every round expired before `now`; how many.
+    async fn sweep_rounds(&self, now: i64) -> Result<u64, StoreError>;
 }
 
 /// A client registered with a tenant's authorization server.

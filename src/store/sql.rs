@@ -11,7 +11,8 @@ use sqlx::{AnyPool, Row};
 
 use super::{
     AdminStore, CatalogEntry, CatalogKind, CatalogStore, PendingInput, PendingInputStore,
-    StoreError, TenantAuth, TenantLimits, TenantRecord, TenantStatus, TenantStore,
+    RoundRecord, RoundStore, StoreError, TenantAuth, TenantLimits, TenantRecord, TenantStatus,
+    TenantStore,
 };
 
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
@@ -269,6 +270,7 @@ impl TenantStore for SqlStore {
         for delete in [
             "DELETE FROM catalog_entries WHERE tenant = $1",
             "DELETE FROM pending_inputs WHERE tenant = $1",
+            "DELETE FROM mrtr_rounds WHERE tenant = $1",
             "DELETE FROM oauth_clients WHERE tenant = $1",
             "DELETE FROM oauth_codes WHERE tenant = $1",
             "DELETE FROM oauth_refresh_tokens WHERE tenant = $1",
@@ -506,5 +508,76 @@ impl PendingInputStore for SqlStore {
             }
         };
         Ok(())
+    }
+}
+
+impl RoundStore for SqlStore {
+    #[tracing::instrument(level = "debug", name = "db", skip(self, round), fields(otel.name = "db save_round", otel.kind = "client", db.operation.name = "save_round"))]
+    async fn save_round(&self, tenant: &str, round: &RoundRecord) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO mrtr_rounds (tenant, id, round, state, expires_at) \
+             VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (tenant, id) DO UPDATE \
+             SET round = excluded.round, state = excluded.state, expires_at = excluded.expires_at",
+        )
+        .bind(tenant)
+        .bind(&round.id)
+        .bind(i64::from(round.round))
+        .bind(&round.state)
+        .bind(round.expires_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db round", otel.kind = "client", db.operation.name = "round"))]
+    async fn round(
+        &self,
+        tenant: &str,
+        id: &str,
+        now: i64,
+    ) -> Result<Option<RoundRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, round, state, expires_at FROM mrtr_rounds \
+             WHERE tenant = $1 AND id = $2 AND expires_at > $3",
+        )
+        .bind(tenant)
+        .bind(id)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let round: i64 = row.try_get("round")?;
+        Ok(Some(RoundRecord {
+            id: row.try_get("id")?,
+            round: u32::try_from(round).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            state: row.try_get("state")?,
+            expires_at: row.try_get("expires_at")?,
+        }))
+    }
+
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db delete_round", otel.kind = "client", db.operation.name = "delete_round"))]
+    async fn delete_round(&self, tenant: &str, id: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM mrtr_rounds WHERE tenant = $1 AND id = $2")
+            .bind(tenant)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db sweep_rounds", otel.kind = "client", db.operation.name = "sweep_rounds"))]
+    async fn sweep_rounds(&self, now: i64) -> Result<u64, StoreError> {
+        let done = sqlx::query("DELETE FROM mrtr_rounds WHERE expires_at <= $1")
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        // Webhook rounds of abandoned stateless calls (recorded under `mrtr:<id>`), once no
+        // request state can name them any more (the longest allowed lifetime is a day).
+        sqlx::query("DELETE FROM pending_inputs WHERE session LIKE 'mrtr:%' AND created_at < $1")
+            .bind(now - 86_400_000)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
     }
 }

@@ -2,7 +2,7 @@
 //! the request rate, and the tenant's own allowed origins. Refusals are domain values; the
 //! transport picks their HTTP status.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
@@ -33,6 +33,8 @@ pub struct TenantPolicy {
     rate: Mutex<Option<Bucket>>,
     /// How requests are authorized (open, own authorization server, external issuer).
     auth: RwLock<Arc<TenantAuth>>,
+    /// The tenant's cache hint for stateless results (`u64::MAX`: the server's).
+    cache_ttl_ms: AtomicU64,
 }
 
 impl Default for TenantPolicy {
@@ -43,6 +45,7 @@ impl Default for TenantPolicy {
             allowed_origins: RwLock::new(Vec::new()),
             rate: Mutex::new(None),
             auth: RwLock::new(Arc::new(TenantAuth::None)),
+            cache_ttl_ms: AtomicU64::new(u64::MAX),
         }
     }
 }
@@ -59,8 +62,18 @@ impl TenantPolicy {
         self.auth.read().clone()
     }
 
+    /// The tenant's own `ttlMs` for stateless list and read results.
+    pub fn cache_ttl_ms(&self) -> Option<u64> {
+        let ttl = self.cache_ttl_ms.load(Ordering::Relaxed);
+        (ttl != u64::MAX).then_some(ttl)
+    }
+
     /// Takes a tenant's current status, limits and auth settings.
     pub fn apply(&self, record: &TenantRecord) {
+        self.cache_ttl_ms.store(
+            record.limits.cache_ttl_ms.map_or(u64::MAX, u64::from),
+            Ordering::Relaxed,
+        );
         if **self.auth.read() != record.auth {
             *self.auth.write() = Arc::new(record.auth.clone());
         }
@@ -135,6 +148,7 @@ mod tests {
                 max_sessions: None,
                 requests_per_minute: rpm,
                 allowed_origins: vec!["https://App.example/".into()],
+                cache_ttl_ms: None,
             },
             auth: crate::store::TenantAuth::None,
             created_at: 0,

@@ -7,6 +7,7 @@
 
 pub mod forward;
 pub mod legacy;
+pub mod modern;
 pub mod sse;
 pub mod streamable;
 
@@ -479,20 +480,31 @@ pub fn check_sse_accept(req: &HttpRequest) -> Result<(), HttpError> {
     }
 }
 
-/// `MCP-Protocol-Version`, when present, must name a revision we serve (400).
+/// `MCP-Protocol-Version`, when present, must name a session-era revision (400 with
+/// UnsupportedProtocolVersion, listing what is served). GET and DELETE do not exist in the
+/// stateless revision (405).
 pub fn check_version_header(req: &HttpRequest) -> Result<Option<ProtocolVersion>, HttpError> {
     match req.headers().get(VERSION_HEADER) {
         None => Ok(None),
-        Some(v) => v
-            .to_str()
-            .ok()
-            .and_then(ProtocolVersion::parse)
-            .map(Some)
-            .ok_or_else(|| {
-                HttpError::bad_request(format!(
-                    "Bad Request: unsupported MCP-Protocol-Version {v:?}"
-                ))
-            }),
+        Some(v) => {
+            let text = String::from_utf8_lossy(v.as_bytes());
+            if ProtocolVersion::parse_modern(&text).is_some() {
+                return Err(HttpError::new(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    RpcError::invalid_request(format!(
+                        "Method Not Allowed: protocol version {text} has no {} on the MCP \
+                         endpoint (POST only; no sessions)",
+                        req.method()
+                    )),
+                ));
+            }
+            ProtocolVersion::parse(&text).map(Some).ok_or_else(|| {
+                let mut error = crate::protocol::modern::unsupported_version(&text);
+                error.message =
+                    format!("Unsupported protocol version: MCP-Protocol-Version {text:?}");
+                HttpError::new(StatusCode::BAD_REQUEST, error)
+            })
+        }
     }
 }
 

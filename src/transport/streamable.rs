@@ -1,4 +1,5 @@
-//! Streamable HTTP (2025-03-26 … 2025-11-25) at `/t/{tenant}/mcp`: POST sends messages (answered
+//! Streamable HTTP (2025-03-26 … 2025-11-25) at `/t/{tenant}/mcp` (a POST of the stateless
+//! 2026-07-28 revision goes to `modern`): POST sends messages (answered
 //! with JSON, an SSE stream, or 202), GET opens the standalone stream or resumes one after
 //! `Last-Event-ID`, DELETE ends the session. A session held by another replica is reached by
 //! forwarding (requests) or over the bus (answers and notifications, which need no body back).
@@ -12,6 +13,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::forward::{ForwardError, Forwarder};
+use super::modern;
 use super::{
     check_content_type, check_post_accept, check_sse_accept, check_version_header, parse_body,
     read_body, respond_with_first, session_not_found, sse, sse_response, Admitted, EdgePolicy,
@@ -33,9 +35,12 @@ pub async fn post(
 ) -> Result<HttpResponse, HttpError> {
     check_post_accept(&req)?;
     check_content_type(&req)?;
-    check_version_header(&req)?;
     let raw = read_body(body, &req, edge.max_body_bytes).await?;
     let payload = parse_body(&raw)?;
+    if modern::is_modern(&req, &payload) {
+        return modern::post(req, payload, admitted, edge).await;
+    }
+    check_version_header(&req)?;
     let tenant = &admitted.tenant;
     let Some(id) = session_header(&req)? else {
         return initialize(&admitted, payload, edge.keepalive).await;

@@ -1,0 +1,232 @@
+//! Stateless requests of the 2026-07-28 revision: no `initialize`, no session. Each request
+//! carries its protocol version, client capabilities and identity in `_meta` (read by
+//! `protocol::modern`), builds its `RequestScope` from them and is handled by the same
+//! `methods` as a session's requests. What differs lives here: `server/discover`, results
+//! marked `resultType` with the server's identity and cache hints, multi round-trip requests
+//! (`mrtr`: a tool that needs the client's input answers `input_required`, and the client's
+//! retry goes on from a round recorded in the database), and `subscriptions/listen` (`listen`).
+//! HTTP status codes are chosen by `transport::modern`.
+
+pub mod listen;
+pub mod mrtr;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+
+use crate::auth::{AuthService, Principal};
+use crate::catalog::BoxFuture;
+use crate::methods::{self, Handled, RequestScope};
+use crate::protocol::jsonrpc::{self, INVALID_PARAMS, RESOURCE_NOT_FOUND};
+use crate::protocol::mcp::server_capabilities;
+use crate::protocol::modern::{RequestMeta, META_SERVER_INFO};
+use crate::protocol::{ProtocolVersion, Request, RequestId, RpcError};
+use crate::request::SessionPort;
+use crate::store::TenantAuth;
+use crate::tenant::TenantHandle;
+
+/// Settings of stateless requests (`[modern]` in the configuration).
+#[derive(Debug, Clone)]
+pub struct ModernSettings {
+    /// How long a client has to retry an `input_required` answer.
+    pub request_state_ttl: Duration,
+    /// `ttlMs` on list and read results unless the tenant sets its own.
+    pub cache_ttl_ms: u64,
+    pub page_size: usize,
+    pub server_name: String,
+    pub server_version: String,
+    pub instructions: Option<String>,
+}
+
+impl Default for ModernSettings {
+    fn default() -> Self {
+        ModernSettings {
+            request_state_ttl: Duration::from_secs(600),
+            cache_ttl_ms: 60_000,
+            page_size: 50,
+            server_name: "mcp-harbor".into(),
+            server_version: env!("CARGO_PKG_VERSION").into(),
+            instructions: None,
+        }
+    }
+}
+
+/// What a stateless request runs with: its tenant, who is calling, the store and sealing keys
+/// (for multi round-trip requests), the settings.
+#[derive(Clone)]
+pub struct Env {
+    pub tenant: TenantHandle,
+    pub principal: Option<Arc<Principal>>,
+    pub auth: Arc<AuthService>,
+    pub settings: Arc<ModernSettings>,
+}
+
+impl Env {
+    fn principal_value(&self) -> Option<Arc<Value>> {
+        self.principal.as_ref().map(|p| Arc::new(p.to_value()))
+    }
+
+    /// Results of an open tenant are the same for everyone; a protected tenant's are cached per
+    /// authorization context.
+    fn cache_scope(&self) -> &'static str {
+        match *self.tenant.policy.auth() {
+            TenantAuth::None => "public",
+            _ => "private",
+        }
+    }
+
+    fn server_info(&self) -> Value {
+        json!({ "name": self.settings.server_name, "version": self.settings.server_version })
+    }
+}
+
+/// How a stateless request is answered.
+pub enum Served {
+    /// The JSON-RPC response (result or error), known at once.
+    Done(Value),
+    /// A call running on: drive `response` (dropping it cancels the call); notifications related
+    /// to the request arrive on `notes` meanwhile.
+    Running {
+        response: BoxFuture<Value>,
+        notes: tokio::sync::mpsc::UnboundedReceiver<Value>,
+    },
+    /// `subscriptions/listen`: a long-lived stream of change notifications.
+    Listen(listen::Listener),
+}
+
+/// Methods a session-era client may send that this revision removed.
+const REMOVED: &[&str] = &[
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// Serves one stateless request whose `_meta` was read as `meta`.
+pub fn serve(env: Env, mut req: Request, meta: RequestMeta) -> Served {
+    let progress_token = req.progress_token();
+    let params = match req.take_params() {
+        Ok(p) => p,
+        Err(e) => return Served::Done(jsonrpc::error_message(Some(&req.id), &e)),
+    };
+    let id = req.id;
+    match req.method.as_str() {
+        "server/discover" => Served::Done(complete(&env, &id, discover(&env), false)),
+        "subscriptions/listen" => match listen::Listener::open(&env, id.clone(), &params) {
+            Ok(listener) => Served::Listen(listener),
+            Err(e) => Served::Done(jsonrpc::error_message(Some(&id), &e)),
+        },
+        "tools/call" => mrtr::call(env, id, meta, params, progress_token),
+        method if REMOVED.contains(&method) => Served::Done(jsonrpc::error_message(
+            Some(&id),
+            &RpcError::method_not_found(method).with_data(json!({
+                "reason": format!("{method} is not part of protocol version {}", meta.version)
+            })),
+        )),
+        method => {
+            let catalog = env.tenant.catalog.current();
+            let principal = env.principal_value();
+            let port = null_port();
+            let scope = RequestScope {
+                version: meta.version,
+                client_capabilities: &meta.client_capabilities,
+                principal: principal.as_ref(),
+                catalog: &catalog,
+                page_size: env.settings.page_size,
+                call_key: Arc::from(""),
+                session: None,
+                port: &port,
+            };
+            let cacheable = matches!(
+                method,
+                "tools/list"
+                    | "prompts/list"
+                    | "resources/list"
+                    | "resources/templates/list"
+                    | "resources/read"
+            );
+            match methods::handle(&id, method, params, progress_token, &scope) {
+                Handled::Done(Ok(result)) => Served::Done(complete(&env, &id, result, cacheable)),
+                Handled::Done(Err(e)) => Served::Done(error(&id, e)),
+                // Only tools/call runs on, and it is handled above.
+                Handled::Run { .. } => Served::Done(error(
+                    &id,
+                    RpcError::internal("unexpected long-running method"),
+                )),
+                Handled::Unknown => Served::Done(error(&id, RpcError::method_not_found(method))),
+            }
+        }
+    }
+}
+
+fn discover(env: &Env) -> Value {
+    let mut result = json!({
+        "supportedVersions": ProtocolVersion::SUPPORTED,
+        "capabilities": server_capabilities(ProtocolVersion::V2026_07_28),
+    });
+    if let Some(instructions) = &env.settings.instructions {
+        result["instructions"] = json!(instructions);
+    }
+    result
+}
+
+/// A complete result: `resultType`, the server's identity in `_meta`, and for list and read
+/// results the cache hints.
+pub(crate) fn complete(env: &Env, id: &RequestId, mut result: Value, cacheable: bool) -> Value {
+    if let Value::Object(object) = &mut result {
+        object.insert("resultType".into(), json!("complete"));
+        stamp_server_info(env, object);
+        if cacheable {
+            let ttl = env
+                .tenant
+                .policy
+                .cache_ttl_ms()
+                .unwrap_or(env.settings.cache_ttl_ms);
+            object.insert("ttlMs".into(), json!(ttl));
+            object.insert("cacheScope".into(), json!(env.cache_scope()));
+        }
+    }
+    jsonrpc::result_message(id, result)
+}
+
+pub(crate) fn stamp_server_info(env: &Env, object: &mut Map<String, Value>) {
+    let meta = object
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(meta) = meta {
+        meta.insert(META_SERVER_INFO.into(), env.server_info());
+    }
+}
+
+/// An error answer; "resource not found" is Invalid Params in this revision.
+pub(crate) fn error(id: &RequestId, mut e: RpcError) -> Value {
+    if e.code == RESOURCE_NOT_FOUND {
+        e.code = INVALID_PARAMS;
+    }
+    jsonrpc::error_message(Some(id), &e)
+}
+
+/// A port for methods that never use one (lists, reads, prompts).
+fn null_port() -> Arc<dyn SessionPort> {
+    static PORT: OnceLock<Arc<dyn SessionPort>> = OnceLock::new();
+    PORT.get_or_init(|| Arc::new(NullPort)).clone()
+}
+
+struct NullPort;
+
+impl SessionPort for NullPort {
+    fn notify(&self, _: &RequestId, _: &'static str, _: Value) {}
+    fn request(
+        &self,
+        _: &RequestId,
+        _: &'static str,
+        _: Value,
+        reply: tokio::sync::oneshot::Sender<Result<Value, RpcError>>,
+    ) {
+        let _ = reply.send(Err(RpcError::internal("no client to ask")));
+    }
+    fn close_stream(&self, _: &RequestId) {}
+    fn resource_updated(&self, _: &str) {}
+}

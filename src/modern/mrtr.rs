@@ -1,0 +1,480 @@
+//! Multi round-trip requests (2026-07-28 MRTR): a tool call that needs the client's input (an
+//! elicitation, a sample, its roots) answers `input_required` with the input requests and a
+//! `requestState`; the client retries the call with `inputResponses` and that state.
+//!
+//! The call runs with a [`RoundPort`]: when the tool asks the client something the port has no
+//! answer for, the call stops there, its round is recorded in the database (sealed: the client's
+//! earlier answers may be what a user typed) and the client gets the questions under keys
+//! `input-<n>` (the n-th question of the call). On the retry:
+//! - a built-in tool runs again from the start and its questions are answered from the answers
+//!   recorded so far plus the new ones (a tool asks the same questions in the same order);
+//! - a webhook tool goes on from the round its endpoint asked in (the endpoint's state was
+//!   recorded with it), as after a failover, so the endpoint is not called twice for a round.
+//!
+//! `requestState` is sealed (XChaCha20-Poly1305 under the deployment's sealing keys, bound to
+//! the tenant) and names the recorded round, its number and an expiry. The round itself records
+//! who called (the principal), the tool and a digest of its arguments: a state presented by
+//! another principal, for another call, at another tenant, after its expiry, or twice (a retry
+//! consumes its round) is refused with Invalid Params. Any replica can take the retry.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, oneshot, Notify};
+
+use super::{complete, error, stamp_server_info, Env, Served};
+use crate::protocol::mcp::LogLevel;
+use crate::protocol::modern::RequestMeta;
+use crate::protocol::{jsonrpc, RequestId, RpcError};
+use crate::request::{RequestContext, SessionPort};
+use crate::session::TenantSessions;
+use crate::store::{now_millis, RoundRecord, RoundStore};
+
+/// What a retry's `requestState` says, sealed.
+#[derive(Serialize, Deserialize)]
+struct Token {
+    /// The round's id in the database.
+    id: String,
+    /// Its number: a state from an earlier round of the same call is stale.
+    round: u32,
+    /// Unix ms after which the state is refused.
+    exp: i64,
+}
+
+/// What the database keeps of a call between rounds (sealed into `RoundRecord::state`).
+#[derive(Serialize, Deserialize)]
+struct Round {
+    tool: String,
+    /// SHA-256 of the tool name and arguments (canonical JSON).
+    digest: String,
+    /// The principal's binding (`None` on an open tenant).
+    principal: Option<String>,
+    /// The id of the request that started the call (the call's identity for webhooks).
+    origin: Value,
+    /// Every answer the client gave so far, by key.
+    answers: Map<String, Value>,
+    /// The questions of the last round, by key.
+    asked: Map<String, Value>,
+    /// The webhook endpoint's round is recorded: the retry goes on from it with this answer.
+    resume: Option<String>,
+}
+
+fn purpose(tenant: &str) -> String {
+    format!("mrtr-request-state:{tenant}")
+}
+
+fn invalid_state(why: &str) -> RpcError {
+    RpcError::invalid_params(format!(
+        "requestState {why}; call the tool again without requestState and inputResponses"
+    ))
+}
+
+/// `tools/call` in the stateless revision.
+pub fn call(
+    env: Env,
+    id: RequestId,
+    meta: RequestMeta,
+    mut params: Map<String, Value>,
+    progress_token: Option<Value>,
+) -> Served {
+    let state = params.remove("requestState");
+    let responses = params.remove("inputResponses");
+    let name = match params.get("name").and_then(Value::as_str) {
+        Some(n) => n.to_string(),
+        None => {
+            return Served::Done(error(
+                &id,
+                RpcError::invalid_params("tools/call needs a string \"name\""),
+            ))
+        }
+    };
+    let arguments = match params.remove("arguments") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            return Served::Done(error(
+                &id,
+                RpcError::invalid_params("tools/call \"arguments\" must be an object"),
+            ))
+        }
+    };
+    let state = match state {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => {
+            return Served::Done(error(
+                &id,
+                RpcError::invalid_params("requestState must be a string"),
+            ))
+        }
+    };
+    let responses = match responses {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            return Served::Done(error(
+                &id,
+                RpcError::invalid_params("inputResponses must be an object"),
+            ))
+        }
+    };
+    if !env.tenant.catalog.current().has_tool(&name) {
+        return Served::Done(error(
+            &id,
+            RpcError::invalid_params(format!("Unknown tool: {name}")),
+        ));
+    }
+    let (notes_tx, notes) = mpsc::unbounded_channel();
+    let response = Box::pin(async move {
+        let call = Call {
+            env,
+            id,
+            meta,
+            name,
+            arguments,
+            progress_token,
+            notes: notes_tx,
+        };
+        match call.run(state, responses).await {
+            Ok(message) => message,
+            Err(e) => error(&call.id, e),
+        }
+    });
+    Served::Running { response, notes }
+}
+
+struct Call {
+    env: Env,
+    id: RequestId,
+    meta: RequestMeta,
+    name: String,
+    arguments: Map<String, Value>,
+    progress_token: Option<Value>,
+    notes: mpsc::UnboundedSender<Value>,
+}
+
+impl Call {
+    fn binding(&self) -> Option<String> {
+        self.env.principal.as_ref().map(|p| p.binding().to_string())
+    }
+
+    fn digest(&self) -> String {
+        let canonical = canonical(&Value::Object(self.arguments.clone()));
+        let digest = Sha256::digest(format!("{}\u{0}{canonical}", self.name).as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    async fn run(
+        &self,
+        state: Option<String>,
+        responses: Map<String, Value>,
+    ) -> Result<Value, RpcError> {
+        let tenant = self.env.tenant.slug.clone();
+        // The round this call goes on from: a new one, or the one the state names (consumed).
+        let (round_id, number, mut round) = match state {
+            None => (
+                uuid::Uuid::new_v4().simple().to_string(),
+                0,
+                Round {
+                    tool: self.name.clone(),
+                    digest: self.digest(),
+                    principal: self.binding(),
+                    origin: self.id.to_value(),
+                    answers: Map::new(),
+                    asked: Map::new(),
+                    resume: None,
+                },
+            ),
+            Some(token) => {
+                let (token, round) = self.open(&token).await?;
+                (token.id, token.round, round)
+            }
+        };
+        // Answers to the last round's questions; anything else the client sent is ignored.
+        for key in round.asked.keys() {
+            if let Some(answer) = responses.get(key) {
+                round.answers.insert(key.clone(), answer.clone());
+            }
+        }
+        let missing: Map<String, Value> = round
+            .asked
+            .iter()
+            .filter(|(k, _)| !round.answers.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !missing.is_empty() {
+            // Ask again for what is still missing, in a new round.
+            return self
+                .input_required(&round_id, number + 1, round, missing)
+                .await;
+        }
+
+        let port = Arc::new(RoundPort {
+            answers: round.answers.clone(),
+            next: AtomicUsize::new(0),
+            asked: Mutex::new(Map::new()),
+            waiting: Mutex::new(Vec::new()),
+            needed: Notify::new(),
+            notes: self.notes.clone(),
+            log_level: self.meta.log_level,
+            sessions: self.env.tenant.sessions.clone(),
+        });
+        let origin = RequestId::from_value(&round.origin).unwrap_or_else(|| self.id.clone());
+        let mut ctx = RequestContext::new(
+            origin.clone(),
+            self.meta.version,
+            self.meta.client_capabilities.clone(),
+            self.progress_token.clone(),
+            format!("{tenant}/mrtr:{round_id}/{origin}").into(),
+            port.clone() as Arc<dyn SessionPort>,
+        );
+        ctx.principal = self.env.principal_value();
+        // Webhook calls between rounds are recorded under this key (see `catalog::stored`).
+        ctx.session = Some(format!("mrtr:{round_id}").into());
+        let catalog = self.env.tenant.catalog.current();
+        let future = match round.resume.take() {
+            Some(key) => {
+                // Questions after the recorded one are numbered on from it.
+                port.next.store(round.answers.len(), Ordering::Relaxed);
+                let (tx, rx) = oneshot::channel();
+                let _ = tx.send(Ok(round.answers.get(&key).cloned().unwrap_or(Value::Null)));
+                catalog.resume_call(&self.name, self.arguments.clone(), ctx, rx)
+            }
+            None => catalog.call_tool(&self.name, self.arguments.clone(), ctx),
+        };
+        let Some(future) = future else {
+            return Err(RpcError::invalid_params(format!(
+                "Unknown tool: {}",
+                self.name
+            )));
+        };
+        let started = std::time::Instant::now();
+        let outcome = tokio::select! {
+            biased;
+            outcome = future => Some(outcome),
+            _ = port.needed.notified() => None,
+        };
+        match outcome {
+            Some(outcome) => {
+                let error_type = match &outcome {
+                    Err(e) => e.code.to_string(),
+                    Ok(v) if v.get("isError").and_then(Value::as_bool) == Some(true) => {
+                        "tool_error".into()
+                    }
+                    Ok(_) => String::new(),
+                };
+                crate::metrics::global().operation(
+                    "tools/call",
+                    &tenant,
+                    &error_type,
+                    started.elapsed(),
+                );
+                match outcome {
+                    Ok(result) => Ok(complete(&self.env, &self.id, result, false)),
+                    Err(e) => Err(e),
+                }
+            }
+            None => {
+                let asked = std::mem::take(&mut *port.asked.lock());
+                if catalog.resumes_calls(&self.name) {
+                    // The endpoint asked (one question per round); its round is recorded.
+                    round.resume = asked.keys().next_back().cloned();
+                }
+                self.input_required(&round_id, number + 1, round, asked)
+                    .await
+            }
+        }
+    }
+
+    /// Records the round and answers `input_required` with its questions.
+    async fn input_required(
+        &self,
+        round_id: &str,
+        number: u32,
+        mut round: Round,
+        asked: Map<String, Value>,
+    ) -> Result<Value, RpcError> {
+        let sealer = &self.env.auth.sealer;
+        let tenant = &*self.env.tenant.slug;
+        let expires = now_millis()
+            + i64::try_from(self.env.settings.request_state_ttl.as_millis())
+                .unwrap_or(i64::MAX / 2);
+        round.asked = asked.clone();
+        let sealed_round = serde_json::to_vec(&round)
+            .map_err(|e| RpcError::internal(format!("could not record the round: {e}")))?;
+        let record = RoundRecord {
+            id: round_id.to_string(),
+            round: number,
+            state: sealer.seal(&format!("{}:{round_id}", purpose(tenant)), &sealed_round),
+            expires_at: expires,
+        };
+        self.env
+            .auth
+            .store
+            .save_round(tenant, &record)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "could not record a multi round-trip request");
+                RpcError::internal(
+                    "the server could not record this request's round; retry shortly",
+                )
+            })?;
+        let token = serde_json::to_vec(&Token {
+            id: round_id.to_string(),
+            round: number,
+            exp: expires,
+        })
+        .map_err(|e| RpcError::internal(e.to_string()))?;
+        let mut result = Map::new();
+        result.insert("resultType".into(), json!("input_required"));
+        result.insert("inputRequests".into(), Value::Object(asked));
+        result.insert(
+            "requestState".into(),
+            json!(sealer.seal(&purpose(tenant), &token)),
+        );
+        stamp_server_info(&self.env, &mut result);
+        Ok(jsonrpc::result_message(&self.id, Value::Object(result)))
+    }
+
+    /// Opens a retry's `requestState` and consumes the round it names.
+    async fn open(&self, state: &str) -> Result<(Token, Round), RpcError> {
+        let sealer = &self.env.auth.sealer;
+        let tenant = &*self.env.tenant.slug;
+        let token: Token = sealer
+            .open(&purpose(tenant), state)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .ok_or_else(|| {
+                invalid_state("is not valid here (altered, or issued by another tenant)")
+            })?;
+        let now = now_millis();
+        if token.exp <= now {
+            return Err(invalid_state("has expired"));
+        }
+        let store = &self.env.auth.store;
+        let record = store.round(tenant, &token.id, now).await.map_err(|e| {
+            tracing::warn!(error = %e, "could not read a multi round-trip request");
+            RpcError::internal("the server could not read this request's round; retry shortly")
+        })?;
+        let record = match record {
+            Some(r) if r.round == token.round => r,
+            _ => return Err(invalid_state("was already used or has expired")),
+        };
+        let round: Round = sealer
+            .open(&format!("{}:{}", purpose(tenant), token.id), &record.state)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .ok_or_else(|| RpcError::internal("this request's recorded round is unreadable"))?;
+        if round.principal != self.binding() {
+            return Err(invalid_state("was issued to another client or user"));
+        }
+        if round.tool != self.name || round.digest != self.digest() {
+            return Err(invalid_state(
+                "was issued for another call (tool or arguments differ)",
+            ));
+        }
+        // A retry consumes its round: a second use of the same state finds nothing.
+        match store.delete_round(tenant, &token.id).await {
+            Ok(true) => Ok((token, round)),
+            Ok(false) => Err(invalid_state("was already used or has expired")),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not consume a multi round-trip request");
+                Err(RpcError::internal(
+                    "the server could not read this request's round; retry shortly",
+                ))
+            }
+        }
+    }
+}
+
+/// The JSON text of a value with object keys sorted, so equal values digest alike.
+fn canonical(value: &Value) -> String {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                let mut out = Map::new();
+                for k in keys {
+                    out.insert(k.clone(), sorted(&m[k]));
+                }
+                Value::Object(out)
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(value).to_string()
+}
+
+/// The port of a call in a multi round-trip request: questions it has an answer for are
+/// answered at once, others are collected and stop the call.
+struct RoundPort {
+    answers: Map<String, Value>,
+    next: AtomicUsize,
+    asked: Mutex<Map<String, Value>>,
+    /// Replies of unanswered questions, kept so the call waits (it is dropped, not failed).
+    waiting: Mutex<Vec<oneshot::Sender<Result<Value, RpcError>>>>,
+    needed: Notify,
+    notes: mpsc::UnboundedSender<Value>,
+    log_level: Option<LogLevel>,
+    sessions: Arc<TenantSessions>,
+}
+
+impl SessionPort for RoundPort {
+    fn notify(&self, _origin: &RequestId, method: &'static str, params: Value) {
+        if method == "notifications/message" {
+            // No notifications/message unless the request asked for a level.
+            let Some(min) = self.log_level else { return };
+            let level = params["level"].as_str().and_then(LogLevel::parse);
+            if level.is_none_or(|l| l < min) {
+                return;
+            }
+        }
+        let _ = self
+            .notes
+            .send(jsonrpc::notification_message(method, params));
+    }
+
+    fn request(
+        &self,
+        _origin: &RequestId,
+        method: &'static str,
+        params: Value,
+        reply: oneshot::Sender<Result<Value, RpcError>>,
+    ) {
+        let key = format!("input-{}", self.next.fetch_add(1, Ordering::Relaxed));
+        if let Some(answer) = self.answers.get(&key) {
+            let _ = reply.send(Ok(answer.clone()));
+            return;
+        }
+        self.asked
+            .lock()
+            .insert(key, json!({ "method": method, "params": params }));
+        self.waiting.lock().push(reply);
+        self.needed.notify_one();
+    }
+
+    fn close_stream(&self, _origin: &RequestId) {}
+
+    fn resource_updated(&self, uri: &str) {
+        self.sessions.resource_updated(uri);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_json_ignores_key_order() {
+        let a = json!({ "b": 1, "a": { "y": [1, { "d": 2, "c": 3 }], "x": null } });
+        let b = json!({ "a": { "x": null, "y": [1, { "c": 3, "d": 2 }] }, "b": 1 });
+        assert_eq!(canonical(&a), canonical(&b));
+        assert_ne!(canonical(&a), canonical(&json!({ "b": 2 })));
+    }
+}

@@ -1,0 +1,405 @@
+//! Streamable HTTP for the stateless revision (2026-07-28) on the same `/t/{tenant}/mcp` as the
+//! session revisions. A POST is modern when its `MCP-Protocol-Version` header names 2026-07-28
+//! or its body's `_meta` names a protocol version; everything else is the session era's.
+//!
+//! Here: the header rules (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` and the
+//! `Mcp-Param-{Name}` headers of `x-mcp-header` tool parameters must match the body, Base64
+//! sentinel values decoded; else 400 with HeaderMismatch -32020), the status codes of the
+//! revision (400 for UnsupportedProtocolVersion -32022, HeaderMismatch and
+//! MissingRequiredClientCapability -32021; 404 for an unknown method), and the answer: JSON, or
+//! an SSE stream scoped to the request (notifications, then the response; closing it cancels
+//! the call), or the long-lived stream of `subscriptions/listen`. `Mcp-Session-Id` and
+//! `Last-Event-ID` are ignored, and no session id is ever minted.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::http::header::{HeaderMap, CACHE_CONTROL};
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse};
+use bytes::Bytes;
+use futures_util::{FutureExt, StreamExt};
+use serde_json::Value;
+
+use super::{Admitted, EdgePolicy, HttpError, VERSION_HEADER};
+use crate::auth::AuthService;
+use crate::modern::listen::Listener;
+use crate::modern::{self, Env, ModernSettings, Served};
+use crate::protocol::jsonrpc::{self, METHOD_NOT_FOUND};
+use crate::protocol::modern::{
+    self as rules, RequestMeta, HEADER_MISMATCH, METHOD_HEADER, MISSING_CLIENT_CAPABILITY,
+    NAME_HEADER, PARAM_HEADER_PREFIX, UNSUPPORTED_PROTOCOL_VERSION,
+};
+use crate::protocol::{Message, Payload, ProtocolVersion, Request, RpcError};
+
+/// Whether a POST speaks the stateless revision.
+pub fn is_modern(req: &HttpRequest, payload: &Payload) -> bool {
+    let header_modern = req
+        .headers()
+        .get(VERSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| ProtocolVersion::parse_modern(v).is_some());
+    header_modern
+        || match payload {
+            Payload::Single(Message::Request(r)) => {
+                rules::meta_version(r.params.as_ref()).is_some()
+            }
+            Payload::Single(Message::Notification(n)) => {
+                rules::meta_version(n.params.as_ref()).is_some()
+            }
+            _ => false,
+        }
+}
+
+/// The HTTP status of a JSON-RPC error code in this revision.
+fn status_for(code: i64) -> StatusCode {
+    match code {
+        UNSUPPORTED_PROTOCOL_VERSION | HEADER_MISMATCH | MISSING_CLIENT_CAPABILITY => {
+            StatusCode::BAD_REQUEST
+        }
+        METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+fn refuse(
+    status: StatusCode,
+    id: Option<&crate::protocol::RequestId>,
+    e: &RpcError,
+) -> HttpResponse {
+    HttpResponse::build(status)
+        .content_type("application/json")
+        .json(jsonrpc::error_message(id, e))
+}
+
+/// A JSON answer with the status its error (if any) calls for.
+fn json_answer(message: Value) -> HttpResponse {
+    let status = message
+        .get("error")
+        .and_then(|e| e.get("code"))
+        .and_then(Value::as_i64)
+        .map_or(StatusCode::OK, status_for);
+    HttpResponse::build(status)
+        .content_type("application/json")
+        .json(message)
+}
+
+pub async fn post(
+    req: HttpRequest,
+    payload: Payload,
+    admitted: Admitted,
+    edge: web::Data<EdgePolicy>,
+) -> Result<HttpResponse, HttpError> {
+    let request = match payload {
+        Payload::Single(Message::Request(r)) => r,
+        // This revision defines no client notification over HTTP; accepted and ignored.
+        Payload::Single(Message::Notification(_)) => return Ok(HttpResponse::Accepted().finish()),
+        Payload::Single(Message::Response(_)) => {
+            return Err(HttpError::bad_request(
+                "Bad Request: clients do not send responses in protocol version 2026-07-28 \
+                 (input goes in inputResponses on a retry of the request)",
+            ))
+        }
+        Payload::Batch(_) => {
+            return Err(HttpError::bad_request(
+                "Bad Request: JSON-RPC batches are not part of protocol version 2026-07-28",
+            ))
+        }
+    };
+    if let Err(e) = check_headers(req.headers(), &request, &admitted) {
+        return Ok(refuse(StatusCode::BAD_REQUEST, Some(&request.id), &e));
+    }
+    let meta = match RequestMeta::parse(request.params.as_ref()) {
+        Ok(meta) => meta,
+        Err(e) => return Ok(refuse(StatusCode::BAD_REQUEST, Some(&request.id), &e)),
+    };
+    let auth = req
+        .app_data::<web::Data<AuthService>>()
+        .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?
+        .clone()
+        .into_inner();
+    let settings = req
+        .app_data::<web::Data<ModernSettings>>()
+        .map(|s| s.clone().into_inner())
+        .unwrap_or_default();
+    let env = Env {
+        tenant: admitted.tenant,
+        principal: admitted.principal,
+        auth,
+        settings,
+    };
+    Ok(match modern::serve(env.clone(), request, meta) {
+        Served::Done(message) => json_answer(message),
+        Served::Running {
+            mut response,
+            notes,
+        } => match (&mut response).now_or_never() {
+            Some(message) if notes.is_empty() => json_answer(message),
+            first => sse_stream(running_stream(first, response, notes, edge.keepalive)),
+        },
+        Served::Listen(listener) => sse_stream(listen_stream(
+            listener,
+            env.tenant.sessions.replica.clone(),
+            edge.keepalive,
+        )),
+    })
+}
+
+/// The header rules of the revision: every header present that must be, and each equal to the
+/// body value it mirrors.
+fn check_headers(
+    headers: &HeaderMap,
+    request: &Request,
+    admitted: &Admitted,
+) -> Result<(), RpcError> {
+    let header = |name: &str| -> Result<Option<&[u8]>, RpcError> {
+        let mut values = headers.get_all(name);
+        let first = values.next();
+        if values.next().is_some() {
+            return Err(rules::header_mismatch(format!(
+                "{name} is sent more than once"
+            )));
+        }
+        Ok(first.map(|v| v.as_bytes()))
+    };
+    let params = request.params.as_ref();
+    let body_version = rules::meta_version(params);
+    match (header(VERSION_HEADER)?, body_version) {
+        (None, _) => {
+            return Err(rules::header_mismatch(
+                "the MCP-Protocol-Version header is required",
+            ))
+        }
+        (Some(h), Some(Value::String(b))) if h == b.as_bytes() => {}
+        (Some(h), _) => {
+            return Err(rules::header_mismatch(format!(
+                "MCP-Protocol-Version header {:?} does not match params._meta[\"{}\"]",
+                String::from_utf8_lossy(h),
+                rules::META_PROTOCOL_VERSION
+            )))
+        }
+    }
+    match header(METHOD_HEADER)? {
+        None => return Err(rules::header_mismatch("the Mcp-Method header is required")),
+        Some(h) if h == request.method.as_bytes() => {}
+        Some(h) => {
+            return Err(rules::header_mismatch(format!(
+                "Mcp-Method header {:?} does not match body value {:?}",
+                String::from_utf8_lossy(h),
+                request.method
+            )))
+        }
+    }
+    if let Some(field) = rules::name_field(&request.method) {
+        let body = params.and_then(|p| p.get(field)).and_then(Value::as_str);
+        match (header(NAME_HEADER)?, body) {
+            (None, _) => {
+                return Err(rules::header_mismatch(format!(
+                    "the Mcp-Name header is required for {}",
+                    request.method
+                )))
+            }
+            (Some(raw), body) => {
+                let value = rules::decode_header_value(raw).ok_or_else(|| {
+                    rules::header_mismatch("the Mcp-Name header holds invalid characters")
+                })?;
+                if Some(value.as_str()) != body {
+                    return Err(rules::header_mismatch(format!(
+                        "Mcp-Name header value {value:?} does not match body value {:?}",
+                        body.unwrap_or("")
+                    )));
+                }
+            }
+        }
+    }
+    if request.method == "tools/call" {
+        check_param_headers(headers, params, admitted)?;
+    }
+    Ok(())
+}
+
+/// `Mcp-Param-{Name}` headers of the called tool's `x-mcp-header` parameters.
+fn check_param_headers(
+    headers: &HeaderMap,
+    params: Option<&Value>,
+    admitted: &Admitted,
+) -> Result<(), RpcError> {
+    let Some(name) = params.and_then(|p| p.get("name")).and_then(Value::as_str) else {
+        return Ok(());
+    };
+    let catalog = admitted.tenant.catalog.current();
+    let Some(schema) = catalog.tool(name).map(|t| &t["inputSchema"]) else {
+        return Ok(());
+    };
+    let Ok(declared) = rules::param_headers(schema) else {
+        return Ok(());
+    };
+    let empty = serde_json::Map::new();
+    let arguments = params
+        .and_then(|p| p.get("arguments"))
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    for param in declared {
+        let header_name = format!("{PARAM_HEADER_PREFIX}{}", param.name.to_ascii_lowercase());
+        let sent = headers.get(header_name.as_str());
+        match (sent, rules::argument_at(arguments, &param.path)) {
+            (None, None) => {}
+            (None, Some(_)) => {
+                return Err(rules::header_mismatch(format!(
+                    "the Mcp-Param-{} header is required: argument {:?} is set",
+                    param.name,
+                    param.path.join(".")
+                )))
+            }
+            (Some(_), None) => {
+                return Err(rules::header_mismatch(format!(
+                    "Mcp-Param-{} is sent but argument {:?} is not",
+                    param.name,
+                    param.path.join(".")
+                )))
+            }
+            (Some(raw), Some(body)) => {
+                let value = rules::decode_header_value(raw.as_bytes()).ok_or_else(|| {
+                    rules::header_mismatch(format!(
+                        "the Mcp-Param-{} header holds invalid characters",
+                        param.name
+                    ))
+                })?;
+                if !rules::header_matches(&value, body) {
+                    return Err(rules::header_mismatch(format!(
+                        "Mcp-Param-{} header value {value:?} does not match argument {:?}",
+                        param.name,
+                        param.path.join(".")
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn sse_stream<S>(stream: S) -> HttpResponse
+where
+    S: futures_util::Stream<Item = Result<Bytes, actix_web::Error>> + 'static,
+{
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header((CACHE_CONTROL, "no-cache"))
+        .insert_header(("x-accel-buffering", "no"))
+        .streaming(stream)
+}
+
+fn data_event(message: &Value) -> Bytes {
+    Bytes::from(format!("event: message\ndata: {message}\n\n"))
+}
+
+const KEEPALIVE: &[u8] = b":\n\n";
+
+/// A request's own stream: its notifications as they come, then its response. Dropping the
+/// stream (the client closed it) drops the call: that is its cancellation.
+fn running_stream(
+    first: Option<Value>,
+    response: crate::catalog::BoxFuture<Value>,
+    notes: tokio::sync::mpsc::UnboundedReceiver<Value>,
+    keepalive: Duration,
+) -> impl futures_util::Stream<Item = Result<Bytes, actix_web::Error>> {
+    struct State {
+        done: Option<Value>,
+        response: Option<crate::catalog::BoxFuture<Value>>,
+        notes: tokio::sync::mpsc::UnboundedReceiver<Value>,
+        tick: tokio::time::Interval,
+    }
+    let mut tick = tokio::time::interval(keepalive.max(Duration::from_millis(100)));
+    tick.reset();
+    let state = State {
+        response: first.is_none().then_some(response),
+        done: first,
+        notes,
+        tick,
+    };
+    futures_util::stream::unfold(Some(state), |state| async move {
+        let mut st = state?;
+        loop {
+            // Notifications sent before the answer go first.
+            if let Ok(note) = st.notes.try_recv() {
+                return Some((Ok(data_event(&note)), Some(st)));
+            }
+            if let Some(done) = st.done.take() {
+                return Some((Ok(data_event(&done)), None));
+            }
+            let response = st.response.as_mut()?;
+            tokio::select! {
+                message = response => {
+                    st.response = None;
+                    st.done = Some(message);
+                }
+                Some(note) = st.notes.recv() => {
+                    return Some((Ok(data_event(&note)), Some(st)));
+                }
+                _ = st.tick.tick() => {
+                    return Some((Ok(Bytes::from_static(KEEPALIVE)), Some(st)));
+                }
+            }
+        }
+    })
+}
+
+/// `subscriptions/listen`: the acknowledgement, then the changes it opted in to, keep-alives,
+/// and the closing result when this replica drains.
+fn listen_stream(
+    listener: Listener,
+    replica: Arc<crate::session::Replica>,
+    keepalive: Duration,
+) -> impl futures_util::Stream<Item = Result<Bytes, actix_web::Error>> {
+    let ack = data_event(&listener.acknowledgement());
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.reset();
+    let keepalive_every = keepalive.as_secs().max(1);
+    let first = futures_util::stream::once(async move { Ok::<Bytes, actix_web::Error>(ack) });
+    let rest = futures_util::stream::unfold(
+        Some((listener, tick, 0u64, Vec::<Value>::new())),
+        move |state| {
+            let replica = replica.clone();
+            async move {
+                let (mut listener, mut tick, mut idle, mut backlog) = state?;
+                loop {
+                    if let Some(note) = backlog.pop() {
+                        return Some((
+                            Ok(data_event(&note)),
+                            Some((listener, tick, idle, backlog)),
+                        ));
+                    }
+                    if replica.is_draining() {
+                        let end = data_event(&listener.closing());
+                        return Some((Ok(end), None));
+                    }
+                    tokio::select! {
+                        change = listener.changes.recv() => match change {
+                            Ok(change) => {
+                                if let Some(note) = listener.deliver(&change) {
+                                    idle = 0;
+                                    return Some((Ok(data_event(&note)), Some((listener, tick, idle, backlog))));
+                                }
+                            }
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                                backlog = listener.catch_up();
+                            }
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                                let end = data_event(&listener.closing());
+                                return Some((Ok(end), None));
+                            }
+                        },
+                        _ = tick.tick() => {
+                            idle += 1;
+                            if idle >= keepalive_every {
+                                idle = 0;
+                                return Some((Ok(Bytes::from_static(KEEPALIVE)), Some((listener, tick, idle, backlog))));
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    );
+    first.chain(rest)
+}

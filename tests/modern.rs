@@ -1,0 +1,796 @@
+//! The stateless revision (2026-07-28) on the same endpoint as the session revisions, over real
+//! HTTP: discovery, per-request `_meta`, the header rules and their error codes and statuses,
+//! cache hints, multi round-trip requests (built-in and webhook tools; the tamper, replay,
+//! cross-call and cross-tenant cases of `requestState`), progress and logging per request,
+//! `subscriptions/listen`, and a session-era client on the same tenant at the same time.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use common::{spawn_app, SseReader, TestApp};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+const V: &str = "2026-07-28";
+
+fn meta(capabilities: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": V,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": { "name": "modern-test", "version": "1.0.0" },
+    })
+}
+
+/// A request body with `_meta` merged into `params`.
+fn body(id: i64, method: &str, mut params: Value, capabilities: Value) -> Value {
+    let mut m = meta(capabilities);
+    if let Some(extra) = params.get("_meta").and_then(Value::as_object) {
+        for (k, v) in extra {
+            m[k] = v.clone();
+        }
+    }
+    params["_meta"] = m;
+    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
+}
+
+/// A POST with the headers a conforming client sends for `body`.
+fn post(app: &TestApp, tenant: &str, body: &Value) -> reqwest::RequestBuilder {
+    let mut r = app
+        .http
+        .post(app.mcp_url(tenant))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", V)
+        .header("mcp-method", body["method"].as_str().unwrap_or(""));
+    let name = body["params"]["name"]
+        .as_str()
+        .or(body["params"]["uri"].as_str());
+    if let Some(name) = name {
+        r = r.header(
+            "mcp-name",
+            mcp_harbor::protocol::modern::encode_header_value(name),
+        );
+    }
+    r.body(body.to_string())
+}
+
+/// Sends and reads the answer (JSON or SSE): the status, the response, the notifications.
+async fn send(app: &TestApp, tenant: &str, body: &Value) -> (u16, Value, Vec<Value>) {
+    let resp = post(app, tenant, body).send().await.unwrap();
+    let status = resp.status().as_u16();
+    assert!(
+        resp.headers().get("mcp-session-id").is_none(),
+        "no session id is minted"
+    );
+    let id = body["id"].as_i64().unwrap();
+    let (answer, notes) = common::read_answer(resp, id).await;
+    (status, answer, notes)
+}
+
+async fn result(app: &TestApp, tenant: &str, body: &Value) -> Value {
+    let (status, answer, _) = send(app, tenant, body).await;
+    assert_eq!(status, 200, "{answer}");
+    answer["result"].clone()
+}
+
+#[actix_rt::test]
+async fn discovery_lists_results_and_errors_of_the_stateless_revision() {
+    let app = spawn_app().await;
+    let discovered = result(
+        &app,
+        "demo",
+        &body(1, "server/discover", json!({}), json!({})),
+    )
+    .await;
+    assert_eq!(discovered["resultType"], "complete");
+    let versions: Vec<&str> = discovered["supportedVersions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(versions.contains(&"2026-07-28") && versions.contains(&"2025-11-25"));
+    assert!(discovered["capabilities"]["tools"].is_object());
+    assert_eq!(
+        discovered["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcp-harbor"
+    );
+
+    // Lists: resultType, server identity, cache hints (public on an open tenant), stable order.
+    let tools = result(&app, "demo", &body(2, "tools/list", json!({}), json!({}))).await;
+    assert_eq!(tools["resultType"], "complete");
+    assert_eq!(tools["ttlMs"], 60_000);
+    assert_eq!(tools["cacheScope"], "public");
+    let again = result(&app, "demo", &body(3, "tools/list", json!({}), json!({}))).await;
+    assert_eq!(tools["tools"], again["tools"]);
+    // A tenant's own cache hint.
+    let resp = app
+        .admin(Method::PATCH, "/tenants/other")
+        .json(&json!({ "limits": { "cache_ttl_ms": 5000 } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+    let other = result(
+        &app,
+        "other",
+        &body(4, "prompts/list", json!({}), json!({})),
+    )
+    .await;
+    assert_eq!(other["ttlMs"], 5000);
+
+    let call = result(
+        &app,
+        "demo",
+        &body(
+            5,
+            "tools/call",
+            json!({ "name": "test_simple_text", "arguments": {} }),
+            json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(call["resultType"], "complete");
+    assert_eq!(call["content"][0]["type"], "text");
+    assert!(
+        call.get("ttlMs").is_none(),
+        "tool results carry no cache hint"
+    );
+
+    let read = result(
+        &app,
+        "demo",
+        &body(
+            6,
+            "resources/read",
+            json!({ "uri": "test://static-text" }),
+            json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(read["contents"][0]["uri"], "test://static-text");
+    assert_eq!(read["cacheScope"], "public");
+
+    // Resource not found is Invalid Params in this revision.
+    let (status, answer, _) = send(
+        &app,
+        "demo",
+        &body(
+            7,
+            "resources/read",
+            json!({ "uri": "test://nope" }),
+            json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_i64()),
+        (200, Some(-32602))
+    );
+
+    // Methods this revision removed, and unknown ones: 404 with Method not found.
+    for (id, method) in [(8, "ping"), (9, "logging/setLevel"), (10, "no/such")] {
+        let (status, answer, _) = send(&app, "demo", &body(id, method, json!({}), json!({}))).await;
+        assert_eq!(
+            (status, answer["error"]["code"].as_i64()),
+            (404, Some(-32601)),
+            "{method}"
+        );
+    }
+
+    // A session id sent by an older client is ignored (and none is minted: see `send`).
+    let resp = post(&app, "demo", &body(11, "tools/list", json!({}), json!({})))
+        .header("mcp-session-id", "0123456789abcdef0123456789abcdef")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+
+    // No GET stream and no DELETE in this revision.
+    for method in [Method::GET, Method::DELETE] {
+        let resp = app
+            .http
+            .request(method.clone(), app.mcp_url("demo"))
+            .header("accept", "text/event-stream")
+            .header("mcp-protocol-version", V)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 405, "{method}");
+    }
+}
+
+#[actix_rt::test]
+async fn headers_must_match_the_body() {
+    let app = spawn_app().await;
+    let call = body(
+        1,
+        "tools/call",
+        json!({ "name": "echo", "arguments": { "text": "hi" } }),
+        json!({}),
+    );
+    let raw = |b: &Value| {
+        app.http
+            .post(app.mcp_url("demo"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(b.to_string())
+    };
+    let expect = |resp: reqwest::Response, code: i64| async move {
+        let status = resp.status().as_u16();
+        let answer: Value = resp.json().await.unwrap();
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+        answer
+    };
+    let mut other_version = call.clone();
+    other_version["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] =
+        json!("2099-01-01");
+    // Each case: the headers sent with the body; every one is a HeaderMismatch (400).
+    let version = ("mcp-protocol-version", V);
+    let method = ("mcp-method", "tools/call");
+    let name = ("mcp-name", "echo");
+    type Case<'a> = (&'a str, &'a Value, Vec<(&'a str, &'a str)>);
+    let cases: [Case; 7] = [
+        ("no MCP-Protocol-Version", &call, vec![method, name]),
+        (
+            "version differs from _meta",
+            &other_version,
+            vec![version, method, name],
+        ),
+        ("no Mcp-Method", &call, vec![version, name]),
+        (
+            "other Mcp-Method",
+            &call,
+            vec![version, ("mcp-method", "tools/list"), name],
+        ),
+        (
+            "values are case-sensitive",
+            &call,
+            vec![version, ("mcp-method", "Tools/Call"), name],
+        ),
+        ("no Mcp-Name", &call, vec![version, method]),
+        (
+            "other Mcp-Name",
+            &call,
+            vec![version, method, ("mcp-name", "add")],
+        ),
+    ];
+    for (case, body, headers) in cases {
+        let mut request = raw(body);
+        for (k, v) in headers {
+            request = request.header(k, v);
+        }
+        let resp = request.send().await.unwrap();
+        assert_eq!(resp.status(), 400, "{case}");
+        let answer: Value = resp.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], -32020, "{case}: {answer}");
+    }
+    let resp = raw(&call)
+        .header("MCP-PROTOCOL-VERSION", V)
+        .header("Mcp-Method", "tools/call")
+        .header("MCP-NAME", "=?base64?ZWNobw==?=")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        200,
+        "header names are case-insensitive, sentinel decoded"
+    );
+
+    // Both the header and _meta name a version we do not serve: -32022 with what we do.
+    let mut future = call.clone();
+    future["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    let answer = expect(
+        raw(&future)
+            .header("mcp-protocol-version", "2099-01-01")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "echo")
+            .send()
+            .await
+            .unwrap(),
+        -32022,
+    )
+    .await;
+    assert_eq!(answer["error"]["data"]["requested"], "2099-01-01");
+    assert!(answer["error"]["data"]["supported"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("2026-07-28")));
+    // A session-era client naming an unknown version gets the same error shape.
+    let init = common::initialize_body("2025-11-25", json!({}));
+    let answer = expect(
+        raw(&init)
+            .header("mcp-protocol-version", "1999-01-01")
+            .send()
+            .await
+            .unwrap(),
+        -32022,
+    )
+    .await;
+    assert_eq!(answer["error"]["data"]["requested"], "1999-01-01");
+
+    // _meta without client capabilities.
+    let mut no_caps = call.clone();
+    no_caps["params"]["_meta"]
+        .as_object_mut()
+        .unwrap()
+        .remove("io.modelcontextprotocol/clientCapabilities");
+    let resp = post(&app, "demo", &no_caps).send().await.unwrap();
+    assert_eq!(resp.status(), 400);
+
+    // Batches and responses are not part of the revision; a notification is accepted.
+    let resp = post(&app, "demo", &call)
+        .body(json!([call.clone()]).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let note = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "_meta": meta(json!({})), "requestId": 1 } });
+    let resp = post(&app, "demo", &note).send().await.unwrap();
+    assert_eq!(resp.status(), 202);
+}
+
+#[actix_rt::test]
+async fn x_mcp_header_parameters_are_mirrored_and_checked() {
+    let app = spawn_app().await;
+    let (base, _endpoint) = start_endpoint().await;
+    let tool = json!({ "name": "query", "description": "runs a query in a region",
+        "input_schema": { "type": "object", "properties": {
+            "region": { "type": "string", "x-mcp-header": "Region" },
+            "limit": { "type": "integer", "x-mcp-header": "Limit" },
+            "sql": { "type": "string" } } },
+        "webhook": { "url": format!("{base}/echo"), "secret": SECRET, "timeout_ms": 2000 } });
+    let resp = app
+        .admin(Method::POST, "/tenants/demo/tools")
+        .json(&tool)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201, "{}", resp.text().await.unwrap());
+    let call = body(
+        1,
+        "tools/call",
+        json!({ "name": "query", "arguments": { "region": "Hello, 世界", "limit": 42, "sql": "select 1" } }),
+        json!({}),
+    );
+    let status = |resp: reqwest::Response| resp.status().as_u16();
+    // Missing the headers of set arguments.
+    assert_eq!(status(post(&app, "demo", &call).send().await.unwrap()), 400);
+    // Present, encoded, numerically equal: accepted.
+    let ok = post(&app, "demo", &call)
+        .header("mcp-param-region", "=?base64?SGVsbG8sIOS4lueVjA==?=")
+        .header("Mcp-Param-Limit", "42.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let (answer, _) = common::read_answer(ok, 1).await;
+    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    // A different value.
+    let bad = post(&app, "demo", &call)
+        .header("mcp-param-region", "us-west1")
+        .header("mcp-param-limit", "42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let answer: Value = bad.json().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32020);
+    // A header for an argument that is not there.
+    let call = body(
+        2,
+        "tools/call",
+        json!({ "name": "query", "arguments": { "sql": "select 1" } }),
+        json!({}),
+    );
+    let extra = post(&app, "demo", &call)
+        .header("mcp-param-limit", "1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(extra.status(), 400);
+    assert_eq!(status(post(&app, "demo", &call).send().await.unwrap()), 200);
+}
+
+#[actix_rt::test]
+async fn a_tool_needing_input_answers_input_required_and_the_retry_completes() {
+    let app = spawn_app().await;
+    let caps = json!({ "elicitation": { "form": {} } });
+    let args = json!({ "name": "test_elicitation", "arguments": { "message": "Who are you?" } });
+    let first = result(
+        &app,
+        "demo",
+        &body(1, "tools/call", args.clone(), caps.clone()),
+    )
+    .await;
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let requests = first["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1);
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["message"], "Who are you?");
+    assert_eq!(request["params"]["mode"], "form");
+    let state = first["requestState"].as_str().unwrap().to_string();
+    assert!(!state.contains("Who"), "the state is opaque");
+
+    let answer = json!({ key.clone(): { "action": "accept", "content": { "username": "ada", "email": "ada@example.com" } } });
+    let retry = |id: i64, state: &str, responses: &Value, args: &Value| {
+        let mut params = args.clone();
+        params["requestState"] = json!(state);
+        params["inputResponses"] = responses.clone();
+        body(
+            id,
+            "tools/call",
+            params,
+            json!({ "elicitation": { "form": {} } }),
+        )
+    };
+    // No answer to what was asked: asked again (a new round), not an error.
+    let again = result(
+        &app,
+        "demo",
+        &retry(2, &state, &json!({ "unrelated": {} }), &args),
+    )
+    .await;
+    assert_eq!(again["resultType"], "input_required");
+    assert!(again["inputRequests"].get(key).is_some());
+    let state = again["requestState"].as_str().unwrap().to_string();
+
+    // A state for another call (different arguments) is refused, and so is an altered one.
+    let other_args = json!({ "name": "test_elicitation", "arguments": { "message": "Other" } });
+    let (_, refused, _) = send(&app, "demo", &retry(3, &state, &answer, &other_args)).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let mut altered = state.clone().into_bytes();
+    let i = altered.len() - 3;
+    altered[i] = if altered[i] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).unwrap();
+    let (_, refused, _) = send(&app, "demo", &retry(4, &altered, &answer, &args)).await;
+    assert_eq!(refused["error"]["code"], -32602);
+
+    // The retry with the answer completes, and the answer reached the tool.
+    let done = result(&app, "demo", &retry(5, &state, &answer, &args)).await;
+    assert_eq!(done["resultType"], "complete", "{done}");
+    let text = done["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("action=accept") && text.contains("ada@example.com"),
+        "{text}"
+    );
+
+    // A state is used once.
+    let (_, replayed, _) = send(&app, "demo", &retry(6, &state, &answer, &args)).await;
+    assert_eq!(replayed["error"]["code"], -32602, "{replayed}");
+
+    // A client without the elicitation capability: MissingRequiredClientCapability, 400.
+    let (status, missing, _) = send(
+        &app,
+        "demo",
+        &body(7, "tools/call", args.clone(), json!({})),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(missing["error"]["code"], -32021);
+    assert!(missing["error"]["data"]["requiredCapabilities"]["elicitation"].is_object());
+}
+
+#[actix_rt::test]
+async fn request_state_is_bound_to_its_tenant_and_holds_no_answers_in_clear() {
+    let app = spawn_app().await;
+    for slug in ["twin-a", "twin-b"] {
+        let resp = app
+            .admin(Method::POST, "/tenants")
+            .json(&json!({ "slug": slug, "catalogs": ["reference"] }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 201);
+    }
+    let caps = json!({ "elicitation": {} });
+    let args = json!({ "name": "test_elicitation", "arguments": {} });
+    let first = result(
+        &app,
+        "twin-a",
+        &body(1, "tools/call", args.clone(), caps.clone()),
+    )
+    .await;
+    let state = first["requestState"].as_str().unwrap();
+    let key = first["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let secret = "correct-horse-battery-staple";
+    // The recorded round is sealed: nothing of the question is readable in the database.
+    let answer = json!({ key.clone(): { "action": "accept", "content": { "username": secret, "email": "x@y.z" } } });
+    let mut params = args.clone();
+    params["requestState"] = json!(state);
+    params["inputResponses"] = json!({ "unrelated": {} });
+    let asked_again = result(&app, "twin-a", &body(4, "tools/call", params, caps.clone())).await;
+    assert_eq!(asked_again["resultType"], "input_required");
+    let state = asked_again["requestState"].as_str().unwrap();
+    assert!(!database_holds(&app, b"Please provide your information"));
+    let mut params = args.clone();
+    params["requestState"] = json!(state);
+    params["inputResponses"] = answer;
+    // The same state at the twin tenant (same catalog, same tool, same arguments): refused.
+    let (_, refused, _) = send(
+        &app,
+        "twin-b",
+        &body(2, "tools/call", params.clone(), caps.clone()),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    // Still usable where it was issued.
+    let done = result(&app, "twin-a", &body(3, "tools/call", params, caps.clone())).await;
+    assert!(done["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains(secret));
+}
+
+/// Whether any file of the embedded database (main file, WAL) holds `needle`.
+fn database_holds(app: &TestApp, needle: &[u8]) -> bool {
+    let dir = app.data_dir.as_ref().expect("embedded database").path();
+    std::fs::read_dir(dir).unwrap().flatten().any(|entry| {
+        std::fs::read(entry.path())
+            .map(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
+            .unwrap_or(false)
+    })
+}
+
+// --- webhook tools: the endpoint's round is recorded and the retry goes on from it ---------
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+#[derive(Default)]
+struct Endpoint {
+    calls: AtomicUsize,
+    rounds: parking_lot::Mutex<Vec<Value>>,
+}
+
+async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>>) -> HttpResponse {
+    state.calls.fetch_add(1, Ordering::SeqCst);
+    let call: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    state.rounds.lock().push(call.clone());
+    let reply = match req.path() {
+        "/echo" => {
+            json!({ "content": [{ "type": "text", "text": format!("args={}", call["arguments"]) }] })
+        }
+        "/ask" if call["round"] == 1 => json!({
+            "input_request": { "type": "elicitation", "message": "Which project?", "requested_schema": { "type": "object", "properties": { "project": { "type": "string" } }, "required": ["project"] } },
+            "state": { "step": "asked" } }),
+        "/ask" => {
+            json!({ "content": [{ "type": "text", "text": format!("round={} state={} project={}", call["round"], call["state"]["step"], call["input"]["content"]["project"]) }] })
+        }
+        _ => return HttpResponse::NotFound().finish(),
+    };
+    HttpResponse::Ok().json(reply)
+}
+
+async fn start_endpoint() -> (String, Arc<Endpoint>) {
+    let state = Arc::new(Endpoint::default());
+    let data = web::Data::new(state.clone());
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .default_service(web::to(hook))
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let port = server.addrs()[0].port();
+    actix_rt::spawn(server.run());
+    (format!("http://127.0.0.1:{port}"), state)
+}
+
+#[actix_rt::test]
+async fn a_webhook_input_request_becomes_input_required_and_goes_on_from_its_round() {
+    let app = spawn_app().await;
+    let (base, endpoint) = start_endpoint().await;
+    let tool = json!({ "name": "ask", "description": "asks which project",
+        "input_schema": { "type": "object", "properties": {} },
+        "webhook": { "url": format!("{base}/ask"), "secret": SECRET, "timeout_ms": 2000 } });
+    let resp = app
+        .admin(Method::POST, "/tenants/demo/tools")
+        .json(&tool)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let caps = json!({ "elicitation": {} });
+    let args = json!({ "name": "ask", "arguments": {} });
+    let first = result(
+        &app,
+        "demo",
+        &body(10, "tools/call", args.clone(), caps.clone()),
+    )
+    .await;
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let (key, request) = first["inputRequests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    assert_eq!(request["params"]["message"], "Which project?");
+    let mut params = args.clone();
+    params["requestState"] = first["requestState"].clone();
+    params["inputResponses"] =
+        json!({ key.clone(): { "action": "accept", "content": { "project": "apollo" } } });
+    let done = result(&app, "demo", &body(11, "tools/call", params, caps)).await;
+    assert_eq!(
+        done["content"][0]["text"], "round=2 state=\"asked\" project=\"apollo\"",
+        "{done}"
+    );
+    // Round 1 once, round 2 once: the retry did not call the endpoint's first round again, and
+    // both rounds carry the call's identity (the first request's id).
+    assert_eq!(endpoint.calls.load(Ordering::SeqCst), 2);
+    let rounds = endpoint.rounds.lock().clone();
+    assert_eq!(rounds[0]["request_id"], 10);
+    assert_eq!(rounds[1]["request_id"], 10);
+}
+
+// --- progress, logging, subscriptions, both eras at once ------------------------------------
+
+#[actix_rt::test]
+async fn progress_and_logging_flow_on_the_request_stream_only_when_asked() {
+    let app = spawn_app().await;
+    let with_progress = body(
+        1,
+        "tools/call",
+        json!({ "name": "test_tool_with_progress", "arguments": {}, "_meta": { "progressToken": "p-1" } }),
+        json!({}),
+    );
+    let (_, answer, notes) = send(&app, "demo", &with_progress).await;
+    assert_eq!(answer["result"]["resultType"], "complete");
+    assert!(
+        !notes.is_empty(),
+        "progress notifications before the result"
+    );
+    assert!(notes
+        .iter()
+        .all(|n| n["method"] == "notifications/progress" && n["params"]["progressToken"] == "p-1"));
+
+    // Logging without a level in _meta: no notifications/message at all.
+    let quiet = body(
+        2,
+        "tools/call",
+        json!({ "name": "test_tool_with_logging", "arguments": {} }),
+        json!({}),
+    );
+    let (_, answer, notes) = send(&app, "demo", &quiet).await;
+    assert_eq!(answer["result"]["resultType"], "complete");
+    assert!(
+        notes.iter().all(|n| n["method"] != "notifications/message"),
+        "{notes:?}"
+    );
+    let loud = body(
+        3,
+        "tools/call",
+        json!({ "name": "test_tool_with_logging", "arguments": {}, "_meta": { "io.modelcontextprotocol/logLevel": "debug" } }),
+        json!({}),
+    );
+    let (_, _, notes) = send(&app, "demo", &loud).await;
+    assert!(
+        notes.iter().any(|n| n["method"] == "notifications/message"),
+        "{notes:?}"
+    );
+}
+
+#[actix_rt::test]
+async fn listen_delivers_opted_in_changes_alongside_a_session_client() {
+    let app = spawn_app().await;
+    let listen = body(
+        7,
+        "subscriptions/listen",
+        json!({ "notifications": { "toolsListChanged": true, "resourceSubscriptions": ["demo://note"] } }),
+        json!({}),
+    );
+    let resp = post(&app, "demo", &listen).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let mut sse = SseReader::new(resp);
+    let ack = sse
+        .next_event(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        7
+    );
+    assert_eq!(ack["params"]["notifications"]["toolsListChanged"], true);
+    assert!(ack["params"]["notifications"]
+        .get("promptsListChanged")
+        .is_none());
+
+    // A session-era client on the same tenant, subscribed to the note, at the same time.
+    let mut session = app.open_session("demo", "2025-11-25", json!({})).await;
+    session
+        .result("resources/subscribe", json!({ "uri": "demo://note" }))
+        .await;
+    let standalone = session.get_stream(None).await;
+    let mut standalone = SseReader::new(standalone);
+
+    // A stateless call changes the note: both hear it.
+    let set = body(
+        8,
+        "tools/call",
+        json!({ "name": "set_note", "arguments": { "text": "hello" } }),
+        json!({}),
+    );
+    let done = result(&app, "demo", &set).await;
+    assert_eq!(done["resultType"], "complete", "{done}");
+    let updated = next_json(&mut sse).await;
+    assert_eq!(updated["method"], "notifications/resources/updated");
+    assert_eq!(updated["params"]["uri"], "demo://note");
+    assert_eq!(
+        updated["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        7
+    );
+    let heard = next_json(&mut standalone).await;
+    assert_eq!(heard["method"], "notifications/resources/updated");
+
+    // The session client's call works as before, beside the stateless ones.
+    let echoed = session
+        .result(
+            "tools/call",
+            json!({ "name": "echo", "arguments": { "text": "old" } }),
+        )
+        .await;
+    assert_eq!(echoed["content"][0]["text"], "old");
+    assert!(
+        echoed.get("resultType").is_none(),
+        "session-era results are unchanged"
+    );
+
+    // A published tool: the listener hears tools/list_changed (it did not opt in to prompts).
+    let tool = json!({ "name": "late", "description": "d", "input_schema": { "type": "object" },
+        "webhook": { "url": "http://127.0.0.1:9/x", "secret": SECRET } });
+    let resp = app
+        .admin(Method::POST, "/tenants/demo/tools")
+        .json(&tool)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let changed = next_json(&mut sse).await;
+    assert_eq!(changed["method"], "notifications/tools/list_changed");
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        7
+    );
+
+    // The server ends the subscription gracefully when it drains.
+    let (_, end) = tokio::join!(app.drainer.drain(), next_json(&mut sse));
+    assert_eq!(end["id"], 7);
+    assert_eq!(end["result"]["resultType"], "complete");
+    assert_eq!(
+        end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        7
+    );
+}
+
+async fn next_json(sse: &mut SseReader) -> Value {
+    loop {
+        let event = sse
+            .next_event(Duration::from_secs(5))
+            .await
+            .expect("an event within 5 s");
+        if let Some(v) = event.json() {
+            return v;
+        }
+    }
+}
