@@ -4,6 +4,7 @@
 //! tokio `TcpStream`s to stay far cheaper per request than the server, and measures:
 //!
 //! * `calls`: `tools/call` on the `echo` tool from C connections over N sessions (req/s, latency);
+//!   with `--modern`, stateless 2026-07-28 requests instead (no session, `_meta` and headers);
 //! * `inits`: session opening (`initialize` + `notifications/initialized`) as fast as possible;
 //! * `idle`:  the server's resident memory per idle session (needs `--server-pid`);
 //! * `replay`: resuming (`GET` + `Last-Event-ID`) a finished 1000-event SSE stream in full;
@@ -24,6 +25,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const PROTOCOL_VERSION: &str = "2025-06-18";
+/// The stateless revision (`--modern`).
+const MODERN_VERSION: &str = "2026-07-28";
 /// The revision with resumable POST streams (priming event, `Last-Event-ID` on any stream).
 const RESUMABLE_VERSION: &str = "2025-11-25";
 /// Progress notifications of the `replay` phase's call (the tool's maximum).
@@ -90,6 +93,9 @@ struct Args {
     /// Tokio worker threads; 1 runs everything on a current-thread runtime (one core).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     threads: u64,
+    /// The `calls` phase sends stateless 2026-07-28 requests (no sessions) instead.
+    #[arg(long)]
+    modern: bool,
     /// An environment variable holding an access token sent as `Authorization: Bearer` (for a
     /// protected tenant; never on the command line).
     #[arg(long, value_name = "VAR")]
@@ -199,18 +205,24 @@ async fn run(args: Args, target: Arc<Target>) -> Result<(), String> {
 
 /// `tools/call` echo from `conns` connections over `--sessions` sessions. Returns false on errors.
 async fn calls_phase(args: &Args, target: &Arc<Target>, conns: usize) -> Result<bool, String> {
-    let wanted = args.sessions as usize;
-    let setup_deadline = Instant::now() + SETUP_LIMIT;
-    let (sessions, setup) = open_sessions(target, wanted, conns, setup_deadline, true).await;
-    if sessions.len() < wanted {
-        return Err(format!(
-            "calls: could only open {} of {wanted} sessions ({} errors{})",
-            sessions.len(),
-            setup.errors,
-            first_error_suffix(&setup)
-        ));
-    }
-    check_echo(target, &sessions[0]).await?;
+    let sessions = if args.modern {
+        // One empty name: every request goes without a session.
+        vec![String::new()]
+    } else {
+        let wanted = args.sessions as usize;
+        let setup_deadline = Instant::now() + SETUP_LIMIT;
+        let (sessions, setup) = open_sessions(target, wanted, conns, setup_deadline, true).await;
+        if sessions.len() < wanted {
+            return Err(format!(
+                "calls: could only open {} of {wanted} sessions ({} errors{})",
+                sessions.len(),
+                setup.errors,
+                first_error_suffix(&setup)
+            ));
+        }
+        check_echo(target, &sessions[0]).await?;
+        sessions
+    };
 
     let sessions = Arc::new(sessions);
     let start = Instant::now();
@@ -245,8 +257,12 @@ async fn calls_phase(args: &Args, target: &Arc<Target>, conns: usize) -> Result<
         .saturating_duration_since(measure_from)
         .as_secs_f64();
     println!(
-        "calls: {conns} connections, {} sessions, {:.1} s, {} requests, {:.0} req/s, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, errors {}",
-        sessions.len(),
+        "calls: {conns} connections, {}, {:.1} s, {} requests, {:.0} req/s, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, errors {}",
+        if args.modern {
+            "stateless (2026-07-28)".to_string()
+        } else {
+            format!("{} sessions", sessions.len())
+        },
         elapsed,
         stats.ok,
         stats.ok as f64 / elapsed,
@@ -277,8 +293,13 @@ async fn call_loop(
         }
         let session = &sessions[slot];
         slot = (slot + conns) % sessions.len();
-        conn.set_call_payload();
-        let result = conn.post(Some(session)).await;
+        let result = if session.is_empty() {
+            conn.set_modern_call_payload();
+            conn.post_modern().await
+        } else {
+            conn.set_call_payload();
+            conn.post(Some(session)).await
+        };
         let counted = started >= measure_from;
         match result {
             Ok(200) if !conn.body_has_error() => {
@@ -1105,6 +1126,17 @@ impl Conn {
         );
     }
 
+    /// A stateless (2026-07-28) `tools/call` of `echo`: the request names its revision and
+    /// capabilities in `_meta`.
+    fn set_modern_call_payload(&mut self) {
+        let id = self.take_id();
+        self.payload.clear();
+        let _ = write!(
+            self.payload,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hello"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"{MODERN_VERSION}","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/clientInfo":{{"name":"mcp-harbor-bench","version":"1"}}}}}}}}"#
+        );
+    }
+
     fn set_payload(&mut self, payload: &[u8]) {
         self.payload.clear();
         self.payload.extend_from_slice(payload);
@@ -1178,6 +1210,24 @@ impl Conn {
             self.out.extend_from_slice(b"\r\n");
         }
         let _ = write!(self.out, "Content-Length: {}\r\n\r\n", self.payload.len());
+        self.out.extend_from_slice(&self.payload);
+        self.send(None).await
+    }
+
+    /// POSTs the payload as a stateless `tools/call` of `echo` (its headers mirror the body).
+    async fn post_modern(&mut self) -> io::Result<u16> {
+        self.buf.drain(..self.consumed);
+        self.consumed = 0;
+        self.body = Body::InBuf(0, 0);
+        self.session = None;
+
+        self.out.clear();
+        self.out.extend_from_slice(&self.target.head);
+        let _ = write!(
+            self.out,
+            "mcp-protocol-version: {MODERN_VERSION}\r\nmcp-method: tools/call\r\nmcp-name: echo\r\nContent-Length: {}\r\n\r\n",
+            self.payload.len()
+        );
         self.out.extend_from_slice(&self.payload);
         self.send(None).await
     }

@@ -95,6 +95,8 @@ async fn discovery_lists_results_and_errors_of_the_stateless_revision() {
         .collect();
     assert!(versions.contains(&"2026-07-28") && versions.contains(&"2025-11-25"));
     assert!(discovered["capabilities"]["tools"].is_object());
+    assert_eq!(discovered["ttlMs"], 60_000);
+    assert_eq!(discovered["cacheScope"], "public");
     assert_eq!(
         discovered["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
         "mcp-harbor"

@@ -113,7 +113,8 @@ pub fn serve(env: Env, mut req: Request, meta: RequestMeta) -> Served {
     };
     let id = req.id;
     match req.method.as_str() {
-        "server/discover" => Served::Done(complete(&env, &id, discover(&env), false)),
+        // Discovery is cacheable too (clients require its ttlMs and cacheScope).
+        "server/discover" => Served::Done(complete(&env, &id, discover(&env), true)),
         "subscriptions/listen" => match listen::Listener::open(&env, id.clone(), &params) {
             Ok(listener) => Served::Listen(listener),
             Err(e) => Served::Done(jsonrpc::error_message(Some(&id), &e)),
