@@ -195,6 +195,33 @@ impl Application {
             )
         };
         auth_service.spawn_sweeper();
+        // Where users enter the secrets tools ask for: the configured public URL, else this
+        // listener (development).
+        let elicitation_base = if config.auth.public_url.is_empty() {
+            let host = match config.server.host.as_str() {
+                "0.0.0.0" | "::" => {
+                    tracing::warn!("auth.public_url is not set: elicitation pages are linked at localhost; set it to the URL users reach this server at");
+                    "localhost"
+                }
+                host => host,
+            };
+            let host = if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host.to_string()
+            };
+            format!("{scheme}://{host}:{port}")
+        } else {
+            config.auth.public_url.clone()
+        };
+        let elicitations = Arc::new(crate::elicitation::Elicitations::new(
+            store.clone(),
+            auth_service.clone(),
+            elicitation_base,
+            Duration::from_secs(config.auth.elicitation_ttl_secs),
+        ));
+        elicitations.spawn_sweeper();
+        let elicitation_data = web::Data::from(elicitations.clone());
         let auth_data = web::Data::from(auth_service);
         let oauth_state = web::Data::new(crate::oauth::OAuthState::default());
         let (admin_auth, generated_admin_token) =
@@ -217,7 +244,8 @@ impl Application {
             limits,
             http,
             allow_private,
-        );
+        )
+        .with_elicitations(elicitations);
         directory.load_all().await?;
         actix_rt::spawn(directory.clone().listen());
         let forwarder = web::Data::new(
@@ -298,11 +326,14 @@ impl Application {
             .app_data(ready.clone())
             .app_data(auth_data.clone())
             .app_data(oauth_state.clone())
+            .app_data(elicitation_data.clone())
             .route("/healthz", web::get().to(healthz))
             .route("/readyz", web::get().to(readyz))
             .configure(admin::configure)
             // Each oauth tenant's authorization server and the discovery documents.
             .configure(crate::oauth::configure)
+            // The pages where users enter secrets tools ask for.
+            .configure(crate::elicitation::page::configure)
             // /t/{tenant}/mcp (Streamable HTTP), /t/{tenant}/sse and /t/{tenant}/messages
             // (legacy HTTP+SSE).
             .configure(|cfg| transport::configure(cfg, &scope_replica))

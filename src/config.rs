@@ -134,6 +134,9 @@ pub struct AuthConfig {
     pub default_mode: String,
     /// Failed sign-ins allowed per user and per client address per minute.
     pub login_attempts_per_minute: u32,
+    /// How long a user has to complete a URL-mode elicitation (enter a secret a tool asked for
+    /// on the elicitation page).
+    pub elicitation_ttl_secs: u64,
     /// Host names dedicated to one tenant (`"mcp.acme.example" = "acme"`): on such a host the
     /// root-level endpoints 2025-03-26 clients use (`/.well-known/oauth-authorization-server`,
     /// `/authorize`, `/token`, `/register`) serve that tenant.
@@ -302,6 +305,7 @@ impl Default for Config {
                 code_ttl_secs: 60,
                 default_mode: "oauth".into(),
                 login_attempts_per_minute: 10,
+                elicitation_ttl_secs: crate::elicitation::DEFAULT_TTL_SECS,
                 tenant_hosts: Default::default(),
             },
             metrics: MetricsConfig {

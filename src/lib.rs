@@ -7,6 +7,7 @@
 //! - `cluster`: session state shared between replicas (event log, snapshots, leases, bus)
 //! - `request`: the context of one request (who, which revision, a port back to the client)
 //! - `methods`: the handling of MCP methods that need no session
+//! - `elicitation`: URL-mode elicitations (a tool asks the user for a secret on the platform's page)
 //! - `modern`: stateless 2026-07-28 requests (no session): discovery, multi round-trip requests
 //!   with sealed `requestState`, `subscriptions/listen`
 //! - `tenant`, `config`, `telemetry`, `app`: wiring
@@ -18,6 +19,7 @@ pub mod catalog;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod elicitation;
 pub mod methods;
 pub mod metrics;
 pub mod modern;

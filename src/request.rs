@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
+use crate::elicitation::{TenantElicitations, UrlElicitation};
 use crate::protocol::mcp::LogLevel;
 use crate::protocol::{ProtocolVersion, RequestId, RpcError};
 
@@ -49,6 +50,9 @@ pub struct RequestContext {
     pub call_key: Arc<str>,
     /// The session the request belongs to (`None` for a request outside any session).
     pub session: Option<Arc<str>>,
+    /// The tenant's URL-mode elicitations (a tool asking the user for a secret); `None` where
+    /// the host offers none.
+    pub elicitations: Option<TenantElicitations>,
     port: Arc<dyn SessionPort>,
     /// Set once the call has sent anything through the port (so its result must queue behind).
     used_port: Arc<AtomicBool>,
@@ -71,6 +75,7 @@ impl RequestContext {
             principal: None,
             call_key,
             session: None,
+            elicitations: None,
             port,
             used_port: Arc::new(AtomicBool::new(false)),
         }
@@ -125,22 +130,37 @@ impl RequestContext {
             .map_err(|_| RpcError::internal("the session ended before the client answered"))?
     }
 
-    /// `elicitation/create` in form mode. Refused unless the client declared `elicitation`
-    /// (an empty object means form mode) and the revision has it.
-    pub async fn elicit_form(
-        &self,
-        message: &str,
-        requested_schema: Value,
-    ) -> Result<Value, RpcError> {
-        let form_ok = self.version.has_elicitation()
+    /// Whether the client takes form-mode elicitation: it declared `elicitation` (an empty
+    /// object means form mode) and the revision has it.
+    pub fn supports_form_elicitation(&self) -> bool {
+        self.version.has_elicitation()
             && self
                 .client_capabilities
                 .get("elicitation")
                 .is_some_and(|e| {
                     e.as_object()
                         .is_some_and(|o| o.is_empty() || o.contains_key("form"))
-                });
-        if !form_ok {
+                })
+    }
+
+    /// Whether the client takes URL-mode elicitation: it declared `elicitation.url`, in
+    /// 2025-11-25 or later.
+    pub fn supports_url_elicitation(&self) -> bool {
+        self.version >= ProtocolVersion::V2025_11_25
+            && self
+                .client_capabilities
+                .get("elicitation")
+                .and_then(|e| e.get("url"))
+                .is_some_and(|u| !u.is_null())
+    }
+
+    /// `elicitation/create` in form mode. Refused unless the client declared form mode.
+    pub async fn elicit_form(
+        &self,
+        message: &str,
+        requested_schema: Value,
+    ) -> Result<Value, RpcError> {
+        if !self.supports_form_elicitation() {
             return Err(self.missing(
                 "the client did not declare the elicitation (form) capability",
                 json!({ "elicitation": { "form": {} } }),
@@ -151,6 +171,30 @@ impl RequestContext {
             params["mode"] = json!("form");
         }
         self.request("elicitation/create", params).await
+    }
+
+    /// `elicitation/create` in URL mode: asks the user to open `elicitation.url`. Refused unless
+    /// the client declared URL mode. An `accept` answer means the user agreed to open it, not
+    /// that the interaction is over.
+    pub async fn elicit_url(&self, elicitation: &UrlElicitation) -> Result<Value, RpcError> {
+        if !self.supports_url_elicitation() {
+            return Err(self.missing(
+                "the client did not declare the elicitation (url) capability",
+                json!({ "elicitation": { "url": {} } }),
+            ));
+        }
+        self.request("elicitation/create", elicitation.to_value())
+            .await
+    }
+
+    /// `notifications/elicitation/complete`: the URL-mode elicitation this request started is
+    /// over (sent only to the client that got the `elicitation/create`).
+    pub fn elicitation_complete(&self, elicitation_id: &str) {
+        self.port().notify(
+            &self.request_id,
+            "notifications/elicitation/complete",
+            json!({ "elicitationId": elicitation_id }),
+        );
     }
 
     /// `sampling/createMessage`; refused unless the client declared `sampling`.

@@ -31,6 +31,9 @@ const ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/tenants/{slug}/oauth-clients/{client_id}"),
     ("GET", "/tenants/{slug}/signing-keys"),
     ("POST", "/tenants/{slug}/signing-keys"),
+    ("GET", "/tenants/{slug}/elicitations"),
+    ("GET", "/tenants/{slug}/elicitations/{id}"),
+    ("DELETE", "/tenants/{slug}/elicitations/{id}"),
     ("POST", "/tenants/{slug}/{kind}"),
     ("GET", "/tenants/{slug}/{kind}"),
     ("GET", "/tenants/{slug}/{kind}/{name}"),
@@ -492,15 +495,15 @@ fn created_key(ops: &[Op], collection: &str) -> Option<String> {
 
 /// The value of an item path's variable: the key in the example of the collection's POST
 /// (`name`, `username`), or else the one the server assigned when the walk created it
-/// (`client_id`), kept in `assigned` by collection path.
+/// (`client_id`), kept in `assigned` by collection path (elicitations, which the admin API
+/// does not create, are put there by the walk itself).
 fn item_key(ops: &[Op], item_path: &str, assigned: &BTreeMap<String, String>) -> String {
     let (collection, var) = item_of(item_path).expect("an item path");
     let create = ops
         .iter()
-        .find(|o| o.method == "POST" && o.path == collection)
-        .expect("a POST for the collection");
+        .find(|o| o.method == "POST" && o.path == collection);
     if let Some(key) = create
-        .request_example()
+        .and_then(Op::request_example)
         .and_then(|e| e.get(var).and_then(Value::as_str).map(str::to_string))
     {
         return key;
@@ -527,6 +530,38 @@ fn url_path(
         out = out.replace(&format!("{{{var}}}"), &key);
     }
     out
+}
+
+/// Records a pending elicitation of `tenant` directly in the app's (embedded) database.
+async fn pending_elicitation(app: &TestApp, tenant: &str) -> String {
+    use mcp_harbor::store::{ElicitationRecord, ElicitationStatus, ElicitationStore, SqlStore};
+    let dir = app.data_dir.as_ref().expect("embedded database").path();
+    let store = SqlStore::connect(&format!("sqlite://{}/mcp-harbor.db", dir.display()), 1)
+        .await
+        .unwrap();
+    let now = mcp_harbor::store::now_millis();
+    let id = "walk-elicitation-0123456789abcdef".to_string();
+    store
+        .insert_elicitation(
+            tenant,
+            &ElicitationRecord {
+                id: id.clone(),
+                principal: None,
+                session: None,
+                tool: "deploy".into(),
+                name: "api_key".into(),
+                message: "Your deploy key".into(),
+                status: ElicitationStatus::Pending,
+                secret_sealed: None,
+                expires_at: now + 600_000,
+                created_at: now,
+                updated_at: now,
+            },
+        )
+        .await
+        .unwrap();
+    store.close().await;
+    id
 }
 
 /// Walk order: creations, reads, updates, then deletions (deepest first, the tenant last).
@@ -560,6 +595,9 @@ async fn every_documented_operation_exists_and_answers_as_documented() {
     let mut seen_statuses: BTreeMap<String, BTreeSet<u16>> = BTreeMap::new();
     // Server-assigned keys of what the walk created, by collection path.
     let mut assigned: BTreeMap<String, String> = BTreeMap::new();
+    // Elicitations come from tool calls, not the admin API: one pending, put in the database.
+    let elicitation = pending_elicitation(&app, WALK_TENANT).await;
+    assigned.insert("/tenants/{slug}/elicitations".into(), elicitation);
     for op in &ops {
         let path = url_path(&ops, &op.path, WALK_TENANT, None, &assigned);
         let example = op.request_example().map(|e| e.to_string());

@@ -5,9 +5,10 @@
 mod db;
 
 use mcp_harbor::store::{
-    AdminStore, CatalogEntry, CatalogKind, CatalogStore, GrantRecord, OAuthClient, OAuthSettings,
-    OAuthStore, Redeemed, RoundRecord, RoundStore, SigningKeyRecord, SqlStore, StoreError,
-    TenantAuth, TenantLimits, TenantRecord, TenantStatus, TenantStore, UserRecord,
+    AdminStore, CatalogEntry, CatalogKind, CatalogStore, ElicitationRecord, ElicitationStatus,
+    ElicitationStore, GrantRecord, OAuthClient, OAuthSettings, OAuthStore, Redeemed, RoundRecord,
+    RoundStore, SigningKeyRecord, SqlStore, StoreError, TenantAuth, TenantLimits, TenantRecord,
+    TenantStatus, TenantStore, UserRecord,
 };
 use serde_json::json;
 
@@ -154,6 +155,7 @@ async fn contract(store: SqlStore) {
 
     oauth_contract(&store).await;
     rounds_contract(&store).await;
+    elicitation_contract(&store).await;
 
     // Deleting a tenant removes what it owns, and nothing of others.
     assert!(store.delete_tenant("acme").await.unwrap());
@@ -167,6 +169,8 @@ async fn contract(store: SqlStore) {
     assert!(store.get_client("beta", "c1").await.unwrap().is_some());
     assert_eq!(store.round("acme", "r-keep", 0).await.unwrap(), None);
     assert!(store.round("beta", "r-keep", 0).await.unwrap().is_some());
+    assert_eq!(store.get_elicitation("acme", "e1").await.unwrap(), None);
+    assert!(store.get_elicitation("beta", "e1").await.unwrap().is_some());
 
     // The admin token hash.
     assert_eq!(store.admin_token_hash().await.unwrap(), None);
@@ -177,6 +181,164 @@ async fn contract(store: SqlStore) {
         Some("h2")
     );
     store.close().await;
+}
+
+fn elicitation(id: &str, principal: Option<&str>, expires_at: i64) -> ElicitationRecord {
+    ElicitationRecord {
+        id: id.into(),
+        principal: principal.map(str::to_string),
+        session: Some("s1".into()),
+        tool: "deploy".into(),
+        name: "api_key".into(),
+        message: "Your deploy key".into(),
+        status: ElicitationStatus::Pending,
+        secret_sealed: None,
+        expires_at,
+        created_at: 10,
+        updated_at: 10,
+    }
+}
+
+/// URL-mode elicitations: tenant-keyed, completed once, the secret taken once, swept.
+async fn elicitation_contract(store: &SqlStore) {
+    let alice = Some("iss\nalice\nc1");
+    for tenant in ["acme", "beta"] {
+        store
+            .insert_elicitation(tenant, &elicitation("e1", alice, 1000))
+            .await
+            .unwrap();
+    }
+    assert!(matches!(
+        store
+            .insert_elicitation("acme", &elicitation("e1", alice, 1000))
+            .await,
+        Err(StoreError::Conflict)
+    ));
+    store
+        .insert_elicitation("acme", &elicitation("e2", None, 1000))
+        .await
+        .unwrap();
+    store
+        .insert_elicitation("acme", &elicitation("e3", alice, 50))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_elicitation("acme", "e1").await.unwrap(),
+        Some(elicitation("e1", alice, 1000))
+    );
+    assert_eq!(store.get_elicitation("core", "e1").await.unwrap(), None);
+
+    // Listing: by id, per status, paged.
+    let ids = |v: Vec<ElicitationRecord>| v.into_iter().map(|e| e.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(store
+            .list_elicitations("acme", None, None, 10)
+            .await
+            .unwrap()),
+        ["e1", "e2", "e3"]
+    );
+    assert_eq!(
+        ids(store
+            .list_elicitations("acme", Some(ElicitationStatus::Pending), Some("e1"), 1)
+            .await
+            .unwrap()),
+        ["e2"]
+    );
+    assert!(store
+        .list_elicitations("acme", Some(ElicitationStatus::Completed), None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // Finding the pending one of a principal (an open tenant's have none), not expired.
+    let find = |principal, status, now| {
+        store.find_elicitation("acme", principal, "deploy", "api_key", status, now)
+    };
+    let found = find(alice, ElicitationStatus::Pending, 20).await.unwrap();
+    assert_eq!(found.map(|e| e.id).as_deref(), Some("e1"));
+    let found = find(None, ElicitationStatus::Pending, 20).await.unwrap();
+    assert_eq!(found.map(|e| e.id).as_deref(), Some("e2"));
+    assert!(find(Some("iss\nbob\nc1"), ElicitationStatus::Pending, 20)
+        .await
+        .unwrap()
+        .is_none());
+
+    // Completing: only when pending and unexpired; once.
+    assert!(!store
+        .complete_elicitation("acme", "e3", "sealed-3", 60)
+        .await
+        .unwrap());
+    assert!(!store
+        .complete_elicitation("core", "e1", "sealed-x", 20)
+        .await
+        .unwrap());
+    assert!(store
+        .complete_elicitation("acme", "e1", "sealed-1", 20)
+        .await
+        .unwrap());
+    assert!(!store
+        .complete_elicitation("acme", "e1", "sealed-again", 21)
+        .await
+        .unwrap());
+    let done = store.get_elicitation("acme", "e1").await.unwrap().unwrap();
+    assert_eq!(done.status, ElicitationStatus::Completed);
+    assert_eq!(done.secret_sealed.as_deref(), Some("sealed-1"));
+    assert_eq!(
+        find(alice, ElicitationStatus::Completed, 30)
+            .await
+            .unwrap()
+            .map(|e| e.id)
+            .as_deref(),
+        Some("e1")
+    );
+    // The other tenant's e1 is untouched.
+    let other = store.get_elicitation("beta", "e1").await.unwrap().unwrap();
+    assert_eq!(other.status, ElicitationStatus::Pending);
+
+    // The secret is taken once, then gone (and no longer found as waiting).
+    assert_eq!(
+        store
+            .take_elicitation_secret("acme", "e1", 30)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("sealed-1")
+    );
+    assert_eq!(
+        store
+            .take_elicitation_secret("acme", "e1", 31)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(find(alice, ElicitationStatus::Completed, 32)
+        .await
+        .unwrap()
+        .is_none());
+
+    // Closing: only a pending one.
+    assert!(store
+        .close_elicitation("acme", "e2", ElicitationStatus::Declined, 40)
+        .await
+        .unwrap());
+    assert!(!store
+        .close_elicitation("acme", "e2", ElicitationStatus::Cancelled, 41)
+        .await
+        .unwrap());
+    assert!(!store
+        .close_elicitation("acme", "e1", ElicitationStatus::Cancelled, 41)
+        .await
+        .unwrap());
+
+    // The sweep expires e3 (past its expiry), keeps recent finished ones, forgets old ones.
+    let changed = store.sweep_elicitations(100, 0).await.unwrap();
+    assert_eq!(changed, 1);
+    let e3 = store.get_elicitation("acme", "e3").await.unwrap().unwrap();
+    assert_eq!(e3.status, ElicitationStatus::Expired);
+    store.sweep_elicitations(100, 35).await.unwrap();
+    assert_eq!(store.get_elicitation("acme", "e1").await.unwrap(), None);
+    assert!(store.get_elicitation("acme", "e2").await.unwrap().is_some());
+    assert!(store.get_elicitation("beta", "e1").await.unwrap().is_some());
 }
 
 fn grant(hash: &str, family: &str, expires_at: i64) -> GrantRecord {

@@ -398,7 +398,8 @@ async fn call_path(
         webhook_call("greet", json!({ "name": "Grace" }), output_schema),
         ctx,
     )
-    .await;
+    .await
+    .expect("a tool result, not a protocol error");
     (result, port)
 }
 
@@ -475,7 +476,8 @@ async fn a_wrong_secret_is_rejected_by_the_endpoint() {
         webhook_call("greet", json!({}), None),
         ctx,
     )
-    .await;
+    .await
+    .expect("a tool result, not a protocol error");
     assert_tool_error(&result, &["401", "signature mismatch"]);
     assert_eq!(server.endpoint.seen.lock().unwrap().rejected, 1);
 }
@@ -496,7 +498,8 @@ async fn elicitation_round_trip_carries_state_and_input() {
         webhook_call("greet", json!({}), None),
         ctx.clone(),
     )
-    .await;
+    .await
+    .expect("a tool result, not a protocol error");
     assert_eq!(result["isError"], false, "{result}");
     assert_eq!(text_of(&result), "Nice to meet you, Ada");
     assert!(ctx.used_port());
@@ -544,7 +547,8 @@ async fn a_client_without_elicitation_gets_an_error_input() {
         webhook_call("greet", json!({}), None),
         ctx,
     )
-    .await;
+    .await
+    .expect("a tool result, not a protocol error");
     assert!(port.requests().is_empty(), "nothing was sent to the client");
     let bodies = server.seen_bodies();
     assert_eq!(bodies[1]["input"]["error"]["code"], -32600);
@@ -595,7 +599,8 @@ async fn a_slow_endpoint_times_out_promptly() {
         webhook_call("greet", json!({}), None),
         ctx,
     )
-    .await;
+    .await
+    .expect("a tool result, not a protocol error");
     let elapsed = started.elapsed();
     assert_tool_error(&result, &["timed out after 300 ms"]);
     assert!(
@@ -673,7 +678,8 @@ async fn an_unreachable_endpoint_is_reported() {
         webhook_call("greet", json!({}), None),
         ctx,
     )
-    .await;
+    .await
+    .expect("a tool result, not a protocol error");
     assert_tool_error(&result, &["could not connect", "127.0.0.1"]);
     assert!(started.elapsed() < Duration::from_secs(5));
 }
@@ -705,7 +711,9 @@ async fn output_schema_is_enforced() {
     let ctx = context(RequestId::Number(9), json!({}), port.clone());
     let client = webhook::http_client().unwrap();
     let call = webhook_call("greet", json!({}), Some(schema));
-    let result = invoke(&client, &server.target("/elicit"), call, ctx).await;
+    let result = invoke(&client, &server.target("/elicit"), call, ctx)
+        .await
+        .expect("a tool result, not a protocol error");
     assert!(port.requests().is_empty());
     assert_eq!(result["isError"], true);
     assert!(

@@ -1,11 +1,13 @@
 //! The admin API under `/admin/v1`: JSON, authenticated with the admin bearer token. Tenants
 //! (create, get, list, update, delete) and, per tenant, the published catalog: tools (webhook
-//! backed), prompts, resources and resource templates. Errors are
+//! backed), prompts, resources and resource templates; the tenant's URL-mode elicitations
+//! (list, inspect, cancel). Errors are
 //! `{"error": {"code", "message", "field"?}}` with 400 (unreadable), 401, 404, 409 or 422
 //! (invalid, naming the field).
 
 mod auth;
 mod catalog;
+mod elicitations;
 pub mod oauth;
 pub mod openapi;
 mod tenants;
@@ -80,6 +82,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(
                 "/tenants/{slug}/signing-keys",
                 web::post().to(oauth::rotate_key),
+            )
+            .route(
+                "/tenants/{slug}/elicitations",
+                web::get().to(elicitations::list),
+            )
+            .route(
+                "/tenants/{slug}/elicitations/{id}",
+                web::get().to(elicitations::get),
+            )
+            .route(
+                "/tenants/{slug}/elicitations/{id}",
+                web::delete().to(elicitations::cancel),
             )
             .route("/tenants/{slug}/{kind}", web::post().to(catalog::create))
             .route("/tenants/{slug}/{kind}", web::get().to(catalog::list))

@@ -203,7 +203,7 @@ pub fn default_auth(auth: &AuthService) -> TenantAuth {
     }
 }
 
-async fn tenant_exists(state: &AdminState, slug: &str) -> Result<(), AdminError> {
+pub(super) async fn tenant_exists(state: &AdminState, slug: &str) -> Result<(), AdminError> {
     state
         .directory
         .store

@@ -238,6 +238,8 @@ pub struct WebhookRuntime {
     /// Where calls waiting for the client's input are recorded (so another replica can go on
     /// with them); `None`: not recorded.
     pub store: Option<SqlStore>,
+    /// Where tools ask users for secrets (URL-mode elicitation); `None`: they cannot.
+    pub elicitations: Option<crate::elicitation::TenantElicitations>,
 }
 
 /// Records a session's webhook call between rounds in the database, keyed by tenant, session
@@ -413,10 +415,11 @@ impl Catalog for StoredCatalog {
             };
             let journal = PendingCall::new(&runtime, &tool.name, &ctx);
             let journal = journal.as_ref().map(|j| j as &dyn webhook::RoundJournal);
-            Ok(
-                webhook::invoke_with(&runtime.client, &tool.webhook, call, ctx, journal, None)
-                    .await,
-            )
+            let mut ctx = ctx;
+            if ctx.elicitations.is_none() {
+                ctx.elicitations = runtime.elicitations.clone();
+            }
+            webhook::invoke_with(&runtime.client, &tool.webhook, call, ctx, journal, None).await
         }))
     }
 
@@ -471,7 +474,11 @@ impl Catalog for StoredCatalog {
                 Err(refused) => return Ok(refused),
             };
             let journal = &journal as &dyn webhook::RoundJournal;
-            Ok(webhook::invoke_with(
+            let mut ctx = ctx;
+            if ctx.elicitations.is_none() {
+                ctx.elicitations = runtime.elicitations.clone();
+            }
+            webhook::invoke_with(
                 &runtime.client,
                 &tool.webhook,
                 call,
@@ -479,7 +486,7 @@ impl Catalog for StoredCatalog {
                 Some(journal),
                 Some(from),
             )
-            .await)
+            .await
         }))
     }
 

@@ -19,7 +19,7 @@ use super::page::{self, Consent};
 use super::{as_tenant, same, AsTenant, OAuthState, INVALID_TARGET};
 use crate::auth::password::verify_password;
 use crate::auth::{hash_secret, random_token, AuthService};
-use crate::store::{now_millis, GrantRecord, LoginMethod, OAuthStore};
+use crate::store::{now_millis, GrantRecord, LoginMethod, OAuthStore, UserRecord};
 
 const CSRF_COOKIE: &str = "harbor_csrf";
 const CARRIED: [&str; 9] = [
@@ -360,34 +360,95 @@ pub async fn submit(
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
     let password = form.get("password").cloned().unwrap_or_default();
+    let user = match sign_in(
+        &req,
+        &auth,
+        &state.limiter,
+        &t.handle.slug,
+        &username,
+        password,
+    )
+    .await
+    {
+        Ok(user) => user,
+        Err(SignInRefused::Unavailable) => {
+            return page::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Temporarily unavailable",
+                "Try again in a moment.",
+            )
+        }
+        Err(refused) => {
+            return render(
+                &t,
+                &r,
+                &cookie,
+                refused.status(),
+                Some(refused.message()),
+                &username,
+            )
+        }
+    };
+    grant_code(&t, &auth, &r, &user.username, &user.display_name).await
+}
+
+/// Why a tenant user's sign-in failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignInRefused {
+    /// Too many failures for this user or client address in the last minute.
+    RateLimited,
+    WrongPassword,
+    /// The user store cannot be reached.
+    Unavailable,
+}
+
+impl SignInRefused {
+    pub fn status(self) -> StatusCode {
+        match self {
+            SignInRefused::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            SignInRefused::WrongPassword => StatusCode::UNAUTHORIZED,
+            SignInRefused::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+    /// What the page tells the user.
+    pub fn message(self) -> &'static str {
+        match self {
+            SignInRefused::RateLimited => {
+                "Too many failed sign-in attempts. Wait a minute and try again."
+            }
+            SignInRefused::WrongPassword => "Wrong username or password.",
+            SignInRefused::Unavailable => "Try again in a moment.",
+        }
+    }
+}
+
+/// Checks a tenant user's password, failed attempts limited per user and per client address
+/// (the sign-in page and the elicitation page share this).
+pub async fn sign_in(
+    req: &HttpRequest,
+    auth: &AuthService,
+    limiter: &LoginLimiter,
+    tenant: &str,
+    username: &str,
+    password: String,
+) -> Result<UserRecord, SignInRefused> {
     let peer = req
         .connection_info()
         .realip_remote_addr()
         .unwrap_or("unknown")
         .to_string();
-    let user_key = format!("{}/user/{}", t.handle.slug, username.to_lowercase());
-    let ip_key = format!("{}/ip/{peer}", t.handle.slug);
+    let user_key = format!("{tenant}/user/{}", username.to_lowercase());
+    let ip_key = format!("{tenant}/ip/{peer}");
     let limit = auth.config.login_attempts_per_minute.max(1);
-    if state.limiter.blocked(&user_key, limit) || state.limiter.blocked(&ip_key, limit) {
-        tracing::warn!(tenant = %t.handle.slug, "sign-in rate limited");
-        return render(
-            &t,
-            &r,
-            &cookie,
-            StatusCode::TOO_MANY_REQUESTS,
-            Some("Too many failed sign-in attempts. Wait a minute and try again."),
-            &username,
-        );
+    if limiter.blocked(&user_key, limit) || limiter.blocked(&ip_key, limit) {
+        tracing::warn!(tenant, "sign-in rate limited");
+        return Err(SignInRefused::RateLimited);
     }
-    let user = match auth.store.get_user(&t.handle.slug, &username).await {
+    let user = match auth.store.get_user(tenant, username).await {
         Ok(u) => u,
         Err(e) => {
             tracing::warn!(error = %e, "user lookup failed");
-            return page::error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Temporarily unavailable",
-                "Try again in a moment.",
-            );
+            return Err(SignInRefused::Unavailable);
         }
     };
     let password_ok = {
@@ -397,20 +458,13 @@ pub async fn submit(
             .unwrap_or(false)
     };
     let Some(user) = user.filter(|_| password_ok) else {
-        state.limiter.fail(&user_key);
-        state.limiter.fail(&ip_key);
-        tracing::info!(tenant = %t.handle.slug, "failed sign-in");
-        return render(
-            &t,
-            &r,
-            &cookie,
-            StatusCode::UNAUTHORIZED,
-            Some("Wrong username or password."),
-            &username,
-        );
+        limiter.fail(&user_key);
+        limiter.fail(&ip_key);
+        tracing::info!(tenant, "failed sign-in");
+        return Err(SignInRefused::WrongPassword);
     };
-    state.limiter.clear(&user_key);
-    grant_code(&t, &auth, &r, &user.username, &user.display_name).await
+    limiter.clear(&user_key);
+    Ok(user)
 }
 
 /// Issues a single-use code for `subject` and sends the user back to the client.

@@ -24,7 +24,7 @@ label{display:block;margin-top:1rem;font-weight:600}input[type=text],input[type=
 .actions{margin-top:1.5rem;display:flex;gap:1rem}button{padding:.6rem 1.2rem;font-size:1rem}.error{color:#a40000;border:1px solid #a40000;padding:.5rem}\
 code{background:#f2f2f2;padding:0 .2rem}";
 
-fn document(title: &str, body: &str) -> String {
+pub(crate) fn document(title: &str, body: &str) -> String {
     format!(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>{}</title><style>{STYLE}</style></head><body><main>{body}</main></body></html>",
@@ -34,7 +34,7 @@ fn document(title: &str, body: &str) -> String {
 
 /// `form_action`: the origins a form on the page may post to and be redirected to (CSP
 /// `form-action` also governs the redirect after the post); `None`: any.
-fn html(status: StatusCode, page: String, form_action: Option<&str>) -> HttpResponse {
+pub(crate) fn html(status: StatusCode, page: String, form_action: Option<&str>) -> HttpResponse {
     let csp = match form_action {
         Some(origins) => format!(
             "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' {origins}; frame-ancestors 'none'"

@@ -14,6 +14,9 @@ pub const INTERNAL_ERROR: i64 = -32603;
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
 /// Implementation-defined server error range (-32000..-32099): the request was refused by policy.
 pub const SERVER_REFUSED: i64 = -32000;
+/// `URLElicitationRequiredError` (2025-11-25): the request cannot proceed until the URL-mode
+/// elicitations in the error's data are completed.
+pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 
 /// A JSON-RPC request id: a string or an integer (MCP forbids null). Kept with its JSON type so
 /// it is echoed exactly as received.
@@ -80,6 +83,15 @@ impl RpcError {
     }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(INTERNAL_ERROR, message)
+    }
+    /// -32042 with `data.elicitations` (each a URL-mode elicitation: `mode`, `elicitationId`,
+    /// `url`, `message`).
+    pub fn url_elicitation_required(elicitations: Vec<Value>) -> Self {
+        Self::new(
+            URL_ELICITATION_REQUIRED,
+            "This request requires more information: complete the URL elicitation, then retry.",
+        )
+        .with_data(serde_json::json!({ "elicitations": elicitations }))
     }
     pub fn with_data(mut self, data: Value) -> Self {
         self.data = Some(data);

@@ -271,6 +271,7 @@ impl TenantStore for SqlStore {
             "DELETE FROM catalog_entries WHERE tenant = $1",
             "DELETE FROM pending_inputs WHERE tenant = $1",
             "DELETE FROM mrtr_rounds WHERE tenant = $1",
+            "DELETE FROM elicitations WHERE tenant = $1",
             "DELETE FROM oauth_clients WHERE tenant = $1",
             "DELETE FROM oauth_codes WHERE tenant = $1",
             "DELETE FROM oauth_refresh_tokens WHERE tenant = $1",

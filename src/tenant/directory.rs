@@ -85,6 +85,8 @@ pub struct TenantDirectory {
     allow_private_webhooks: bool,
     /// Slugs recently looked up and not found (bounded).
     unknown: Arc<Mutex<HashMap<String, Instant>>>,
+    /// Where tools ask users for secrets (URL-mode elicitation).
+    elicitations: Option<Arc<crate::elicitation::Elicitations>>,
 }
 
 impl TenantDirectory {
@@ -106,7 +108,17 @@ impl TenantDirectory {
             http,
             allow_private_webhooks,
             unknown: Arc::new(Mutex::new(HashMap::new())),
+            elicitations: None,
         }
+    }
+
+    /// Lets the tenants' tools ask users for secrets (URL-mode elicitation).
+    pub fn with_elicitations(
+        mut self,
+        elicitations: Arc<crate::elicitation::Elicitations>,
+    ) -> Self {
+        self.elicitations = Some(elicitations);
+        self
     }
 
     pub fn replica(&self) -> &Arc<Replica> {
@@ -184,6 +196,7 @@ impl TenantDirectory {
             tenant: slug.into(),
             allow_private: self.allow_private_webhooks,
             store: Some(self.store.clone()),
+            elicitations: self.elicitations.as_ref().map(|e| e.for_tenant(slug)),
         };
         catalogs.push(Arc::new(StoredCatalog::new(runtime, &entries)));
         Ok(TenantCatalog::new(catalogs))

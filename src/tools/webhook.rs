@@ -69,7 +69,10 @@
 //!    - `{"type": "elicitation", "message": "…", "requested_schema": {…}}`: the server sends the
 //!      client an `elicitation/create` request (form mode) with that message and schema, or
 //!    - `{"type": "sampling", "params": {…}}`: the server sends `sampling/createMessage` with
-//!      those params (the MCP `CreateMessageRequest` params: `messages`, `maxTokens`, …).
+//!      those params (the MCP `CreateMessageRequest` params: `messages`, `maxTokens`, …), or
+//!    - `{"type": "secret", "name": "github_token", "message": "…"}`: a secret the user must
+//!      enter on the platform's own page, never through the MCP client (URL-mode elicitation,
+//!      see "Secrets" below). `name` is 1–64 letters, digits, `_`, `-` or `.`.
 //!
 //!    `state` is opaque to the server and is sent back verbatim in the next round, so the
 //!    endpoint can stay stateless (sign or encrypt it if it must not be tampered with: it travels
@@ -85,7 +88,32 @@
 //!      two apart. The endpoint should then finish with a result (usually `isError: true`
 //!      explaining what was missing) rather than ask again.
 //!
+//!    - for a secret: `{"action": "accept", "name": "github_token", "secret": "…"}` once the
+//!      user entered it, `{"action": "decline"}` when the user refused (in the client or on the
+//!      page), `{"action": "cancel"}` when it was cancelled or expired, or `{"error": …}` as
+//!      above (the client does not take URL-mode elicitation, or the tenant cannot verify who
+//!      opens the page).
+//!
 //!    After [`MAX_ROUNDS`] requests that all asked for input, the call fails.
+//!
+//! ## Secrets (URL-mode elicitation)
+//!
+//! When an endpoint answers `{"input_request": {"type": "secret", "name": "github_token",
+//! "message": "Paste a GitHub token with repo scope"}, "state": …}`, the platform records an
+//! elicitation (tenant, the caller's principal, session, tool, `name`, expiry) and sends the MCP
+//! client `elicitation/create` with `mode: "url"`, the message, an `elicitationId` and the URL
+//! of its page `/t/{tenant}/elicitations/{id}`. The user opens it, signs in (on `oauth`
+//! tenants, as the same user the MCP client acts for) and enters the secret, which is stored
+//! sealed. The call waits meanwhile (the round timeout does not run); when the user is done the
+//! client gets `notifications/elicitation/complete` and the endpoint gets the next round with
+//! `input.secret`. The platform hands a secret over once and keeps no copy: store it on your
+//! side (per `principal`) if you need it again.
+//!
+//! If the same principal's call asks for the same `name` of the same tool while an earlier
+//! elicitation is still pending, the call fails with the URL-elicitation-required error
+//! (-32042, the pending elicitation in its data) instead of asking again; when it is retried
+//! after the user completed the page, round 2 carries the secret at once. Only clients that
+//! declared `capabilities.elicitation.url` are asked.
 //!
 //! Anything else — no connection, a timeout, a non-`2xx` status (redirects are not followed), a
 //! body over 4 MiB, invalid JSON, a JSON body that is neither of the above — ends the call with a
@@ -106,9 +134,11 @@ use sha2::Sha256;
 
 use tracing::Instrument;
 
+use crate::elicitation::{ElicitationError, Outcome, Prepared, SecretRequest};
 use crate::protocol::mcp::{text_content, tool_error};
 use crate::protocol::RpcError;
 use crate::request::RequestContext;
+use crate::store::ElicitationStatus;
 
 /// Per-round timeout when the target does not set one.
 pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
@@ -183,8 +213,9 @@ pub fn http_client() -> Result<reqwest::Client, reqwest::Error> {
         .build()
 }
 
-/// Runs the tool: never returns a protocol error; every failure is a `CallToolResult` with
-/// `isError: true` and a message a model can act on.
+/// Runs the tool: every failure is a `CallToolResult` with `isError: true` and a message a model
+/// can act on; the only protocol error is the URL-elicitation-required error (-32042), when the
+/// endpoint needs a secret the user is still to enter on the platform's page.
 ///
 /// Cancel-safe: dropping the future drops the in-flight HTTP request (closing its connection) or
 /// the pending client request.
@@ -193,7 +224,7 @@ pub async fn invoke(
     target: &WebhookTarget,
     call: WebhookCall,
     ctx: RequestContext,
-) -> Value {
+) -> Result<Value, RpcError> {
     invoke_with(client, target, call, ctx, None, None).await
 }
 
@@ -206,13 +237,17 @@ pub async fn invoke_with(
     ctx: RequestContext,
     journal: Option<&dyn RoundJournal>,
     from: Option<Resumption>,
-) -> Value {
+) -> Result<Value, RpcError> {
     let started = Instant::now();
     let outcome = run(client, target, &call, &ctx, journal, from).await;
     if let Some(journal) = journal {
         journal.finished().await;
     }
     match outcome {
+        Err(Stop::Protocol(error)) => {
+            tracing::debug!(tenant = %call.tenant, tool = %call.tool, code = error.code, "webhook tool needs a URL elicitation first");
+            Err(error)
+        }
         Ok(result) => {
             tracing::debug!(
                 tenant = %call.tenant,
@@ -221,9 +256,9 @@ pub async fn invoke_with(
                 is_error = result["isError"].as_bool().unwrap_or(false),
                 "webhook tool finished"
             );
-            result
+            Ok(result)
         }
-        Err(problem) => {
+        Err(Stop::Problem(problem)) => {
             tracing::warn!(
                 tenant = %call.tenant,
                 tool = %call.tool,
@@ -231,8 +266,25 @@ pub async fn invoke_with(
                 problem = %problem,
                 "webhook tool failed"
             );
-            tool_error(format!("The `{}` tool failed: {problem}", call.tool))
+            Ok(tool_error(format!(
+                "The `{}` tool failed: {problem}",
+                call.tool
+            )))
         }
+    }
+}
+
+/// Why a call stopped without a result.
+enum Stop {
+    /// Becomes a tool result with `isError: true`.
+    Problem(String),
+    /// Becomes the call's JSON-RPC error.
+    Protocol(RpcError),
+}
+
+impl From<String> for Stop {
+    fn from(problem: String) -> Self {
+        Stop::Problem(problem)
     }
 }
 
@@ -245,6 +297,7 @@ enum Answer {
 enum InputRequest {
     Elicitation { message: String, schema: Value },
     Sampling { params: Value },
+    Secret { name: String, message: String },
 }
 
 async fn run(
@@ -254,7 +307,7 @@ async fn run(
     ctx: &RequestContext,
     journal: Option<&dyn RoundJournal>,
     from: Option<Resumption>,
-) -> Result<Value, String> {
+) -> Result<Value, Stop> {
     // Defence in depth: the URL was validated when the tool was configured, but never send a
     // signed call in clear text to a non-loopback host.
     validate_url(&target.url, true).map_err(|e| {
@@ -327,23 +380,23 @@ async fn run(
             }
             Answer::Input { request, state } => {
                 if round == MAX_ROUNDS {
-                    return Err(format!(
+                    return Err(Stop::Problem(format!(
                         "its endpoint asked for more input {MAX_ROUNDS} times without returning a \
                          result (at most {MAX_ROUNDS} rounds per call); the tool is misbehaving, \
                          do not retry it with the same arguments"
-                    ));
+                    )));
                 }
                 if let Some(journal) = journal {
                     journal.waiting(round, &state).await;
                 }
-                let input = ask_client(ctx, call, request, round).await;
+                let input = ask_client(ctx, call, request, round).await?;
                 follow_up = Some((state, input));
             }
         }
     }
-    Err(format!(
+    Err(Stop::Problem(format!(
         "its endpoint asked for input {MAX_ROUNDS} times without returning a result"
-    ))
+    )))
 }
 
 /// One signed POST; returns the parsed JSON body of a 2xx answer.
@@ -523,10 +576,30 @@ fn parse_answer(answer: &Value) -> Result<Answer, String> {
                     )
                 }
             },
+            Some("secret") => {
+                let name = request.get("name").and_then(Value::as_str);
+                let message = request.get("message").and_then(Value::as_str);
+                match (name, message) {
+                    (Some(name), Some(message))
+                        if crate::elicitation::valid_name(name) && !message.trim().is_empty() =>
+                    {
+                        InputRequest::Secret {
+                            name: name.to_string(),
+                            message: message.to_string(),
+                        }
+                    }
+                    _ => {
+                        return Err("its endpoint sent a secret input request without a `name` \
+                                    (1-64 letters, digits, `_`, `-` or `.`) and a non-empty \
+                                    string `message`"
+                            .to_string())
+                    }
+                }
+            }
             other => {
                 return Err(format!(
                     "its endpoint sent an input request of unsupported type {} (expected \
-                     \"elicitation\" or \"sampling\")",
+                     \"elicitation\", \"sampling\" or \"secret\")",
                     other.map_or_else(|| "(none)".to_string(), |t| format!("{t:?}"))
                 ))
             }
@@ -643,12 +716,18 @@ async fn ask_client(
     call: &WebhookCall,
     request: InputRequest,
     round: usize,
-) -> Value {
+) -> Result<Value, Stop> {
     let (kind, outcome) = match request {
         InputRequest::Elicitation { message, schema } => {
             ("elicitation", ctx.elicit_form(&message, schema).await)
         }
         InputRequest::Sampling { params } => ("sampling", ctx.sample(params).await),
+        InputRequest::Secret { name, message } => (
+            "secret",
+            ask_secret(ctx, call, &name, &message)
+                .await
+                .map_err(Stop::Protocol)?,
+        ),
     };
     match &outcome {
         Ok(_) => {
@@ -658,7 +737,92 @@ async fn ask_client(
             tracing::debug!(tenant = %call.tenant, tool = %call.tool, round, kind, code, %message, "input request not answered")
         }
     }
-    input_for(outcome)
+    Ok(input_for(outcome))
+}
+
+/// A secret through URL-mode elicitation: the next round's `input` (`Ok(Err(..))` becomes
+/// `{"error": …}`), or the -32042 error when an earlier elicitation for it is still pending.
+async fn ask_secret(
+    ctx: &RequestContext,
+    call: &WebhookCall,
+    name: &str,
+    message: &str,
+) -> Result<Result<Value, RpcError>, RpcError> {
+    let Some(desk) = &ctx.elicitations else {
+        return Ok(Err(RpcError::invalid_request(
+            "this server cannot ask the user for secrets on this request path",
+        )));
+    };
+    if !ctx.supports_url_elicitation() {
+        return Ok(Err(RpcError::invalid_request(
+            "the client did not declare the elicitation (url) capability",
+        )));
+    }
+    let request = SecretRequest {
+        principal: ctx.principal.as_deref(),
+        session: ctx.session.as_deref(),
+        tool: &call.tool,
+        name,
+        message,
+    };
+    let accepted = |secret: &secrecy::SecretString| {
+        use secrecy::ExposeSecret;
+        Ok(Ok(
+            json!({ "action": "accept", "name": name, "secret": secret.expose_secret() }),
+        ))
+    };
+    let unavailable = |e: ElicitationError| match e {
+        ElicitationError::Unavailable(why) => Ok(Err(RpcError::invalid_request(format!(
+            "URL elicitation is not available: {why}"
+        )))),
+        other => {
+            tracing::warn!(tenant = %call.tenant, tool = %call.tool, error = %other, "URL elicitation failed");
+            Ok(Err(RpcError::internal(
+                "the server could not record the elicitation; try again later",
+            )))
+        }
+    };
+    let elicitation = match desk.prepare(&request).await {
+        Err(e) => return unavailable(e),
+        Ok(Prepared::Ready { secret, .. }) => return accepted(&secret),
+        Ok(Prepared::Pending {
+            elicitation,
+            existing: true,
+        }) => {
+            return Err(RpcError::url_elicitation_required(vec![
+                elicitation.to_value()
+            ]))
+        }
+        Ok(Prepared::Pending { elicitation, .. }) => elicitation,
+    };
+    let answer = ctx.elicit_url(&elicitation).await;
+    let action = match &answer {
+        Ok(result) => result.get("action").and_then(Value::as_str).unwrap_or(""),
+        Err(_) => "",
+    };
+    if action != "accept" {
+        let (status, input) = match action {
+            "decline" => (ElicitationStatus::Declined, json!({ "action": "decline" })),
+            _ => (ElicitationStatus::Cancelled, json!({ "action": "cancel" })),
+        };
+        if let Err(e) = desk.close(&elicitation.id, status).await {
+            tracing::warn!(error = %e, "could not close a refused elicitation");
+        }
+        return Ok(match answer {
+            Err(e) => Err(e),
+            Ok(_) => Ok(input),
+        });
+    }
+    match desk.wait(&elicitation.id).await {
+        Err(e) => unavailable(e),
+        Ok(Outcome::Completed { secret }) => {
+            ctx.elicitation_complete(&elicitation.id);
+            accepted(&secret)
+        }
+        Ok(Outcome::Declined) => Ok(Ok(json!({ "action": "decline" }))),
+        Ok(Outcome::Cancelled) => Ok(Ok(json!({ "action": "cancel" }))),
+        Ok(Outcome::Expired) => Ok(Ok(json!({ "action": "cancel", "reason": "expired" }))),
+    }
 }
 
 /// The next round's `input`: the client's result unchanged, or `{"error": {code, message}}` when
