@@ -183,8 +183,14 @@ impl RequestContext {
                 json!({ "elicitation": { "url": {} } }),
             ));
         }
-        self.request("elicitation/create", elicitation.to_value())
-            .await
+        let mut params = elicitation.to_value();
+        if self.version.is_modern() {
+            // 2026-07-28 dropped the id (the retry of the request is the completion signal).
+            if let Some(p) = params.as_object_mut() {
+                p.remove("elicitationId");
+            }
+        }
+        self.request("elicitation/create", params).await
     }
 
     /// `notifications/elicitation/complete`: the URL-mode elicitation this request started is

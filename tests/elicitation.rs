@@ -553,3 +553,74 @@ async fn admins_list_inspect_and_cancel_and_tenants_are_isolated() {
     let pending: Value = admin_get(&app, "/tenants/acme/elicitations").await;
     assert_eq!(pending["items"], json!([]));
 }
+
+/// A stateless (2026-07-28) request: `_meta` and the headers the revision requires.
+async fn modern_call(app: &TestApp, tenant: &str, id: i64, extra: Value) -> (u16, Value) {
+    let mut params = json!({ "name": "deploy", "arguments": {}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": url_capable() } });
+    if let Some(extra) = extra.as_object() {
+        for (k, v) in extra {
+            params[k] = v.clone();
+        }
+    }
+    let body = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params });
+    let resp = app
+        .http
+        .post(app.mcp_url(tenant))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "deploy")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, common::read_answer(resp, id).await.0)
+}
+
+#[actix_rt::test]
+async fn a_stateless_call_gets_its_secret_through_input_required() {
+    let app = spawn_app().await;
+    let (base, endpoint) = start_endpoint().await;
+    tenant_with_tool(&app, "acme", &base, "/secret").await;
+    let (status, first) = modern_call(&app, "acme", 1, json!({})).await;
+    assert_eq!(status, 200);
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let (key, request) = result["inputRequests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["mode"], "url");
+    assert!(
+        request["params"].get("elicitationId").is_none(),
+        "2026-07-28 has no elicitation id"
+    );
+    let url = request["params"]["url"].as_str().unwrap().to_string();
+    let retry = json!({ "requestState": result["requestState"], "inputResponses": { key.clone(): { "action": "accept" } } });
+
+    // The user has not used the page yet: the retry cannot proceed (-32042, the elicitation).
+    let (_, waiting) = modern_call(&app, "acme", 2, retry.clone()).await;
+    assert_eq!(waiting["error"]["code"], -32042, "{waiting}");
+    assert_eq!(waiting["error"]["data"]["elicitations"][0]["url"], url);
+
+    // After the page, calling again completes with the secret handed to the endpoint once.
+    submit_secret(&app, &url, TOKEN).await;
+    let (_, done) = modern_call(&app, "acme", 3, json!({})).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"],
+        format!("deployed with a {}-character token", TOKEN.len()),
+        "{done}"
+    );
+    assert_eq!(done["result"]["resultType"], "complete");
+    assert_eq!(endpoint.inputs.lock().len(), 1);
+    assert!(!database_bytes(&app)
+        .windows(TOKEN.len())
+        .any(|w| w == TOKEN.as_bytes()));
+}

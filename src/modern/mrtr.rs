@@ -5,7 +5,7 @@
 //! The call runs with a [`RoundPort`]: when the tool asks the client something the port has no
 //! answer for, the call stops there, its round is recorded in the database (sealed: the client's
 //! earlier answers may be what a user typed) and the client gets the questions under keys
-//! `input-<n>` (the n-th question of the call). On the retry:
+//! derived from what they ask. On the retry:
 //! - a built-in tool runs again from the start and its questions are answered from the answers
 //!   recorded so far plus the new ones (a tool asks the same questions in the same order);
 //! - a webhook tool goes on from the round its endpoint asked in (the endpoint's state was
@@ -17,7 +17,7 @@
 //! another principal, for another call, at another tenant, after its expiry, or twice (a retry
 //! consumes its round) is refused with Invalid Params. Any replica can take the retry.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -217,7 +217,7 @@ impl Call {
 
         let port = Arc::new(RoundPort {
             answers: round.answers.clone(),
-            next: AtomicUsize::new(0),
+            seen: Mutex::new(HashMap::new()),
             asked: Mutex::new(Map::new()),
             waiting: Mutex::new(Vec::new()),
             needed: Notify::new(),
@@ -240,8 +240,6 @@ impl Call {
         let catalog = self.env.tenant.catalog.current();
         let future = match round.resume.take() {
             Some(key) => {
-                // Questions after the recorded one are numbered on from it.
-                port.next.store(round.answers.len(), Ordering::Relaxed);
                 let (tx, rx) = oneshot::channel();
                 let _ = tx.send(Ok(round.answers.get(&key).cloned().unwrap_or(Value::Null)));
                 catalog.resume_call(&self.name, self.arguments.clone(), ctx, rx)
@@ -282,8 +280,12 @@ impl Call {
             }
             None => {
                 let asked = std::mem::take(&mut *port.asked.lock());
-                if catalog.resumes_calls(&self.name) {
-                    // The endpoint asked (one question per round); its round is recorded.
+                // A webhook endpoint asked (one question per round) and its round is recorded: the
+                // retry goes on from it. Not after a URL elicitation: the retry runs the call
+                // again, and the endpoint's request for the secret then finds it entered (or
+                // still pending: -32042).
+                let url_mode = asked.values().any(|r| r["params"]["mode"] == "url");
+                if catalog.resumes_calls(&self.name) && !url_mode {
                     round.resume = asked.keys().next_back().cloned();
                 }
                 self.input_required(&round_id, number + 1, round, asked)
@@ -417,10 +419,13 @@ fn canonical(value: &Value) -> String {
 }
 
 /// The port of a call in a multi round-trip request: questions it has an answer for are
-/// answered at once, others are collected and stop the call.
+/// answered at once, others are collected and stop the call. A question's key is derived from
+/// what it asks (kind, digest of method and params, occurrence), so a call run again finds the
+/// answers to the questions it asks again whatever else changed in between.
 struct RoundPort {
     answers: Map<String, Value>,
-    next: AtomicUsize,
+    /// How often each question was asked in this run.
+    seen: Mutex<HashMap<String, usize>>,
     asked: Mutex<Map<String, Value>>,
     /// Replies of unanswered questions, kept so the call waits (it is dropped, not failed).
     waiting: Mutex<Vec<oneshot::Sender<Result<Value, RpcError>>>>,
@@ -432,6 +437,10 @@ struct RoundPort {
 
 impl SessionPort for RoundPort {
     fn notify(&self, _origin: &RequestId, method: &'static str, params: Value) {
+        // Not part of this revision: the client learns the outcome by retrying.
+        if method == "notifications/elicitation/complete" {
+            return;
+        }
         if method == "notifications/message" {
             // No notifications/message unless the request asked for a level.
             let Some(min) = self.log_level else { return };
@@ -452,7 +461,20 @@ impl SessionPort for RoundPort {
         params: Value,
         reply: oneshot::Sender<Result<Value, RpcError>>,
     ) {
-        let key = format!("input-{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let key = {
+            let kind = method.split('/').next().unwrap_or("input");
+            let digest = Sha256::digest(format!("{method}\u{0}{}", canonical(&params)).as_bytes());
+            let short: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+            let base = format!("{kind}-{short}");
+            let mut seen = self.seen.lock();
+            let n = seen.entry(base.clone()).or_insert(0);
+            *n += 1;
+            if *n == 1 {
+                base
+            } else {
+                format!("{base}-{n}")
+            }
+        };
         if let Some(answer) = self.answers.get(&key) {
             let _ = reply.send(Ok(answer.clone()));
             return;
