@@ -89,6 +89,8 @@ pub struct TenantCatalog {
     tool_owner: std::collections::HashMap<String, usize>,
     /// Tools whose interrupted calls may run again after a failover.
     rerunnable: std::collections::HashSet<String>,
+    /// Tools with `x-mcp-header` parameters (mirrored into `Mcp-Param-*` headers), computed once.
+    param_headers: std::collections::HashMap<String, Vec<crate::protocol::modern::ParamHeader>>,
     pub tools: Vec<Value>,
     pub resources: Vec<Value>,
     pub resource_templates: Vec<Value>,
@@ -102,6 +104,7 @@ impl TenantCatalog {
         };
         let mut tool_owner = std::collections::HashMap::new();
         let mut rerunnable = std::collections::HashSet::new();
+        let mut param_headers = std::collections::HashMap::new();
         for (i, c) in catalogs.iter().enumerate() {
             for t in c.tools() {
                 let Some(name) = t["name"].as_str() else {
@@ -115,11 +118,18 @@ impl TenantCatalog {
                 if hint("readOnlyHint") || hint("idempotentHint") || c.reruns_safely(name) {
                     rerunnable.insert(name.to_string());
                 }
+                // An invalid annotation mirrors nothing (clients drop such tools anyway).
+                if let Ok(headers) = crate::protocol::modern::param_headers(&t["inputSchema"]) {
+                    if !headers.is_empty() {
+                        param_headers.insert(name.to_string(), headers);
+                    }
+                }
             }
         }
         TenantCatalog {
             tool_owner,
             rerunnable,
+            param_headers,
             tools: collect(&|c| c.tools()),
             resources: collect(&|c| c.resources()),
             resource_templates: collect(&|c| c.resource_templates()),
@@ -186,9 +196,9 @@ impl TenantCatalog {
         self.tool_owner.contains_key(name)
     }
 
-    /// The definition of tool `name`.
-    pub fn tool(&self, name: &str) -> Option<&Value> {
-        self.tools.iter().find(|t| t["name"] == name)
+    /// The `x-mcp-header` parameters of tool `name` (empty for most tools).
+    pub fn param_headers(&self, name: &str) -> &[crate::protocol::modern::ParamHeader] {
+        self.param_headers.get(name).map_or(&[], Vec::as_slice)
     }
 
     /// Whether calls of `name` go on from a recorded round (see `Catalog::resumes_calls`).

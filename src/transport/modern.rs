@@ -228,12 +228,10 @@ fn check_param_headers(
         return Ok(());
     };
     let catalog = admitted.tenant.catalog.current();
-    let Some(schema) = catalog.tool(name).map(|t| &t["inputSchema"]) else {
+    let declared = catalog.param_headers(name);
+    if declared.is_empty() {
         return Ok(());
-    };
-    let Ok(declared) = rules::param_headers(schema) else {
-        return Ok(());
-    };
+    }
     let empty = serde_json::Map::new();
     let arguments = params
         .and_then(|p| p.get("arguments"))
