@@ -18,7 +18,7 @@ use actix_web::http::header::{HeaderMap, CACHE_CONTROL};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::{Admitted, EdgePolicy, HttpError, VERSION_HEADER};
@@ -130,13 +130,34 @@ pub async fn post(
     };
     Ok(match modern::serve(env.clone(), request, meta) {
         Served::Done(message) => json_answer(message),
+        // Plain JSON when the answer comes before any notification; else the request's stream.
         Served::Running {
             mut response,
-            notes,
-        } => match (&mut response).now_or_never() {
-            Some(message) if notes.is_empty() => json_answer(message),
-            first => sse_stream(running_stream(first, response, notes, edge.keepalive)),
-        },
+            mut notes,
+        } => {
+            let lead = tokio::select! {
+                biased;
+                message = &mut response => Ok(message),
+                Some(note) = notes.recv() => Err(note),
+            };
+            match lead {
+                Ok(message) if notes.is_empty() => json_answer(message),
+                Ok(message) => sse_stream(running_stream(
+                    None,
+                    Some(message),
+                    None,
+                    notes,
+                    edge.keepalive,
+                )),
+                Err(note) => sse_stream(running_stream(
+                    Some(note),
+                    None,
+                    Some(response),
+                    notes,
+                    edge.keepalive,
+                )),
+            }
+        }
         Served::Listen(listener) => sse_stream(listen_stream(
             listener,
             env.tenant.sessions.replica.clone(),
@@ -295,13 +316,16 @@ const KEEPALIVE: &[u8] = b":\n\n";
 
 /// A request's own stream: its notifications as they come, then its response. Dropping the
 /// stream (the client closed it) drops the call: that is its cancellation.
+/// `lead` is a notification already received, `done` the response when it already came.
 fn running_stream(
-    first: Option<Value>,
-    response: crate::catalog::BoxFuture<Value>,
+    lead: Option<Value>,
+    done: Option<Value>,
+    response: Option<crate::catalog::BoxFuture<Value>>,
     notes: tokio::sync::mpsc::UnboundedReceiver<Value>,
     keepalive: Duration,
 ) -> impl futures_util::Stream<Item = Result<Bytes, actix_web::Error>> {
     struct State {
+        lead: Option<Value>,
         done: Option<Value>,
         response: Option<crate::catalog::BoxFuture<Value>>,
         notes: tokio::sync::mpsc::UnboundedReceiver<Value>,
@@ -310,13 +334,17 @@ fn running_stream(
     let mut tick = tokio::time::interval(keepalive.max(Duration::from_millis(100)));
     tick.reset();
     let state = State {
-        response: first.is_none().then_some(response),
-        done: first,
+        lead,
+        done,
+        response,
         notes,
         tick,
     };
     futures_util::stream::unfold(Some(state), |state| async move {
         let mut st = state?;
+        if let Some(note) = st.lead.take() {
+            return Some((Ok(data_event(&note)), Some(st)));
+        }
         loop {
             // Notifications sent before the answer go first.
             if let Ok(note) = st.notes.try_recv() {
