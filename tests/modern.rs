@@ -555,6 +555,87 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 struct Endpoint {
     calls: AtomicUsize,
     rounds: parking_lot::Mutex<Vec<Value>>,
+    /// The server hung up on the endpoint (silent endpoint only).
+    hung_up: AtomicUsize,
+}
+
+/// An endpoint that reads one request, never answers, and records when the caller hangs up.
+async fn start_silent_endpoint() -> (String, Arc<Endpoint>) {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let state = Arc::new(Endpoint::default());
+    let seen = state.clone();
+    actix_rt::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut buf = vec![0u8; 65536];
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), socket.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => {
+                    seen.hung_up.fetch_add(1, Ordering::SeqCst);
+                    break;
+                }
+                Ok(Ok(_)) => {
+                    seen.calls.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(_) => break,
+            }
+        }
+    });
+    (format!("http://127.0.0.1:{port}"), state)
+}
+
+async fn eventually(what: &str, check: impl Fn() -> bool) {
+    for _ in 0..300 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{what} did not happen within 6 s");
+}
+
+#[actix_rt::test]
+async fn closing_the_connection_cancels_the_call() {
+    let app = spawn_app().await;
+    let (base, endpoint) = start_silent_endpoint().await;
+    let tool = json!({ "name": "slow", "description": "never answers",
+        "input_schema": { "type": "object", "properties": {} },
+        "webhook": { "url": format!("{base}/slow"), "secret": SECRET, "timeout_ms": 10000 } });
+    let resp = app
+        .admin(Method::POST, "/tenants/demo/tools")
+        .json(&tool)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let call = body(
+        1,
+        "tools/call",
+        json!({ "name": "slow", "arguments": {} }),
+        json!({}),
+    );
+    let pending = actix_rt::spawn(post(&app, "demo", &call).send());
+    eventually("the webhook call", || {
+        endpoint.calls.load(Ordering::SeqCst) > 0
+    })
+    .await;
+    assert_eq!(
+        endpoint.hung_up.load(Ordering::SeqCst),
+        0,
+        "the call is still open"
+    );
+    // Still running after a moment: the answer is the request's stream; closing it cancels.
+    let resp = pending.await.unwrap().unwrap();
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    drop(resp);
+    eventually("the server hanging up on the endpoint", || {
+        endpoint.hung_up.load(Ordering::SeqCst) > 0
+    })
+    .await;
 }
 
 async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>>) -> HttpResponse {
@@ -570,6 +651,16 @@ async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>
             "state": { "step": "asked" } }),
         "/ask" => {
             json!({ "content": [{ "type": "text", "text": format!("round={} state={} project={}", call["round"], call["state"]["step"], call["input"]["content"]["project"]) }] })
+        }
+        // Two questions in two rounds: an elicitation, then a sample.
+        "/twice" if call["round"] == 1 => json!({
+            "input_request": { "type": "elicitation", "message": "Which project?", "requested_schema": { "type": "object", "properties": { "project": { "type": "string" } } } },
+            "state": { "asked": 1 } }),
+        "/twice" if call["round"] == 2 => json!({
+            "input_request": { "type": "sampling", "params": { "messages": [{ "role": "user", "content": { "type": "text", "text": format!("Name {}", call["input"]["content"]["project"]) } }], "maxTokens": 10 } },
+            "state": { "asked": 2, "project": call["input"]["content"]["project"] } }),
+        "/twice" => {
+            json!({ "content": [{ "type": "text", "text": format!("round={} project={} name={}", call["round"], call["state"]["project"], call["input"]["content"]["text"]) }] })
         }
         _ => return HttpResponse::NotFound().finish(),
     };
@@ -637,6 +728,92 @@ async fn a_webhook_input_request_becomes_input_required_and_goes_on_from_its_rou
     let rounds = endpoint.rounds.lock().clone();
     assert_eq!(rounds[0]["request_id"], 10);
     assert_eq!(rounds[1]["request_id"], 10);
+}
+
+#[actix_rt::test]
+async fn multiple_rounds_and_sampling_go_through_input_required() {
+    let app = spawn_app().await;
+    let (base, endpoint) = start_endpoint().await;
+    let tool = json!({ "name": "twice", "description": "asks twice",
+        "input_schema": { "type": "object", "properties": {} },
+        "webhook": { "url": format!("{base}/twice"), "secret": SECRET, "timeout_ms": 2000 } });
+    let resp = app
+        .admin(Method::POST, "/tenants/demo/tools")
+        .json(&tool)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let caps = json!({ "elicitation": {}, "sampling": {} });
+    let args = json!({ "name": "twice", "arguments": {} });
+    let first = result(
+        &app,
+        "demo",
+        &body(1, "tools/call", args.clone(), caps.clone()),
+    )
+    .await;
+    let (key1, asked1) = first["inputRequests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    assert_eq!(asked1["method"], "elicitation/create");
+    let mut params = args.clone();
+    params["requestState"] = first["requestState"].clone();
+    params["inputResponses"] =
+        json!({ key1.clone(): { "action": "accept", "content": { "project": "apollo" } } });
+    let second = result(&app, "demo", &body(2, "tools/call", params, caps.clone())).await;
+    assert_eq!(second["resultType"], "input_required", "{second}");
+    let (key2, asked2) = second["inputRequests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    assert_eq!(asked2["method"], "sampling/createMessage");
+    assert_eq!(
+        asked2["params"]["messages"][0]["content"]["text"],
+        "Name \"apollo\""
+    );
+    assert_ne!(key1, key2);
+    // The first round's state is spent once the second is issued.
+    let mut stale = args.clone();
+    stale["requestState"] = first["requestState"].clone();
+    stale["inputResponses"] =
+        json!({ key1.clone(): { "action": "accept", "content": { "project": "x" } } });
+    let (_, refused, _) = send(&app, "demo", &body(3, "tools/call", stale, caps.clone())).await;
+    assert_eq!(refused["error"]["code"], -32602);
+    let mut params = args.clone();
+    params["requestState"] = second["requestState"].clone();
+    params["inputResponses"] = json!({ key2.clone(): { "role": "assistant", "content": { "type": "text", "text": "Apollo-1" }, "model": "m" } });
+    let done = result(&app, "demo", &body(4, "tools/call", params, caps.clone())).await;
+    assert_eq!(
+        done["content"][0]["text"], "round=3 project=\"apollo\" name=\"Apollo-1\"",
+        "{done}"
+    );
+    assert_eq!(endpoint.calls.load(Ordering::SeqCst), 3, "each round once");
+
+    // A built-in tool's sample.
+    let sample = json!({ "name": "test_sampling", "arguments": { "prompt": "2+2?" } });
+    let asked = result(
+        &app,
+        "demo",
+        &body(5, "tools/call", sample.clone(), caps.clone()),
+    )
+    .await;
+    let (key, request) = asked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    assert_eq!(request["method"], "sampling/createMessage");
+    let mut params = sample.clone();
+    params["requestState"] = asked["requestState"].clone();
+    params["inputResponses"] = json!({ key.clone(): { "role": "assistant", "content": { "type": "text", "text": "4" }, "model": "m" } });
+    let done = result(&app, "demo", &body(6, "tools/call", params, caps)).await;
+    assert_eq!(done["content"][0]["text"], "LLM response: 4");
 }
 
 // --- progress, logging, subscriptions, both eras at once ------------------------------------

@@ -110,6 +110,7 @@ fn world() -> &'static World {
             tenant: "fuzz".into(),
             allow_private: false,
             store: None,
+            elicitations: None,
         };
         let mut catalogs =
             TenantCatalog::builtin(&["reference".into(), "demo".into()]).expect("built-ins");

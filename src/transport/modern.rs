@@ -135,27 +135,30 @@ pub async fn post(
             mut response,
             mut notes,
         } => {
+            // A call still running after a moment answers on a stream: the stream is what a
+            // client closes to cancel it (a handler waiting for a JSON answer would not notice).
             let lead = tokio::select! {
                 biased;
-                message = &mut response => Ok(message),
-                Some(note) = notes.recv() => Err(note),
+                message = &mut response => Some(Ok(message)),
+                Some(note) = notes.recv() => Some(Err(note)),
+                _ = tokio::time::sleep(JSON_WAIT) => None,
             };
+            // Heartbeats on a request's stream also notice soon that its client went away
+            // (a write to a closed connection fails): that is when the call is cancelled.
+            let keepalive = edge.keepalive.min(REQUEST_HEARTBEAT);
             match lead {
-                Ok(message) if notes.is_empty() => json_answer(message),
-                Ok(message) => sse_stream(running_stream(
-                    None,
-                    Some(message),
-                    None,
-                    notes,
-                    edge.keepalive,
-                )),
-                Err(note) => sse_stream(running_stream(
+                Some(Ok(message)) if notes.is_empty() => json_answer(message),
+                Some(Ok(message)) => {
+                    sse_stream(running_stream(None, Some(message), None, notes, keepalive))
+                }
+                Some(Err(note)) => sse_stream(running_stream(
                     Some(note),
                     None,
                     Some(response),
                     notes,
-                    edge.keepalive,
+                    keepalive,
                 )),
+                None => sse_stream(running_stream(None, None, Some(response), notes, keepalive)),
             }
         }
         Served::Listen(listener) => sse_stream(listen_stream(
@@ -313,6 +316,12 @@ fn data_event(message: &Value) -> Bytes {
 }
 
 const KEEPALIVE: &[u8] = b":\n\n";
+
+/// Heartbeat of a request's own stream (at most; the server's SSE keep-alive when shorter).
+const REQUEST_HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// How long a running call may take to be answered as plain JSON.
+const JSON_WAIT: Duration = Duration::from_millis(100);
 
 /// A request's own stream: its notifications as they come, then its response. Dropping the
 /// stream (the client closed it) drops the call: that is its cancellation.
