@@ -226,13 +226,19 @@ impl Application {
         let oauth_state = web::Data::new(crate::oauth::OAuthState::default());
         let (admin_auth, generated_admin_token) =
             AdminAuth::init(&store, &config.admin.token).await?;
+        // Configured tenants name built-in catalogs that must exist (checked here: the
+        // configuration does not know the catalogs).
+        for t in &config.tenants {
+            crate::catalog::TenantCatalog::builtin(&t.catalogs)
+                .map_err(|e| StartError::Tenant(format!("tenant {:?}: {e}", t.slug)))?;
+        }
         seed_tenants(&store, &config).await?;
         // Webhook calls: no redirects (a signed POST must not be re-sent elsewhere).
         let allow_private = config.admin.allow_http_loopback_webhooks;
         let http = if allow_private {
             crate::tools::webhook::http_client()
         } else {
-            crate::tools::egress::public_http_client()
+            crate::egress::public_http_client()
         }
         .map_err(|e| StartError::Tenant(format!("HTTP client: {e}")))?;
         let tenants = TenantRegistry::default();
@@ -333,7 +339,7 @@ impl Application {
             // Each oauth tenant's authorization server and the discovery documents.
             .configure(crate::oauth::configure)
             // The pages where users enter secrets tools ask for.
-            .configure(crate::elicitation::page::configure)
+            .configure(crate::oauth::elicitation_page::configure)
             // /t/{tenant}/mcp (Streamable HTTP), /t/{tenant}/sse and /t/{tenant}/messages
             // (legacy HTTP+SSE).
             .configure(|cfg| transport::configure(cfg, &scope_replica))

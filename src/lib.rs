@@ -10,6 +10,7 @@
 //! - `elicitation`: URL-mode elicitations (a tool asks the user for a secret on the platform's page)
 //! - `modern`: stateless 2026-07-28 requests (no session): discovery, multi round-trip requests
 //!   with sealed `requestState`, `subscriptions/listen`
+//! - `egress`: where outgoing calls (webhooks, OAuth fetches) may go
 //! - `tenant`, `config`, `telemetry`, `app`: wiring
 
 pub mod admin;
@@ -19,6 +20,7 @@ pub mod catalog;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod egress;
 pub mod elicitation;
 pub mod methods;
 pub mod metrics;

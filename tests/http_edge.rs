@@ -293,3 +293,17 @@ async fn unknown_paths_are_404_and_wrong_methods_405() {
         .unwrap();
     assert_eq!(error_of(resp).await.0, 404);
 }
+
+/// A configured tenant naming a built-in catalog that does not exist stops the start, naming it.
+#[actix_rt::test]
+async fn a_configured_tenant_with_an_unknown_catalog_stops_the_start() {
+    let mut config = common::test_config();
+    let dir = tempfile::tempdir().unwrap();
+    config.storage.data_dir = dir.path().display().to_string();
+    config.tenants[0].catalogs = vec!["nope".into()];
+    let refused = mcp_harbor::Application::build(config)
+        .await
+        .err()
+        .expect("refused");
+    assert!(refused.to_string().contains("nope"), "{refused}");
+}

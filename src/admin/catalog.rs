@@ -139,7 +139,7 @@ fn validate_tool(
     webhook::validate_url(&input.webhook.url, state.allow_http_loopback_webhooks)
         .map_err(|e| AdminError::invalid("webhook.url", e))?;
     if !state.allow_http_loopback_webhooks {
-        crate::tools::egress::check_public_url(&input.webhook.url)
+        crate::egress::check_public_url(&input.webhook.url)
             .map_err(|e| AdminError::invalid("webhook.url", e))?;
     }
     if let Some(ms) = input.webhook.timeout_ms {

@@ -65,8 +65,7 @@ fn internal(e: impl std::fmt::Display) -> AdminError {
 }
 
 fn valid_url(field: &str, url: &str, allow_http_loopback: bool) -> Result<(), AdminError> {
-    crate::tools::webhook::validate_url(url, allow_http_loopback)
-        .map_err(|e| AdminError::invalid(field, e))
+    crate::egress::validate_url(url, allow_http_loopback).map_err(|e| AdminError::invalid(field, e))
 }
 
 fn valid_scopes(field: &str, scopes: &[String]) -> Result<(), AdminError> {

@@ -162,7 +162,7 @@ impl AuthService {
                 .user_agent(concat!("mcp-harbor/", env!("CARGO_PKG_VERSION")))
                 .build()
         } else {
-            crate::tools::egress::public_http_client()
+            crate::egress::public_http_client()
         }
         .map_err(|e| AuthError::Internal(e.to_string()))?;
         Ok(AuthService {
@@ -180,9 +180,9 @@ impl AuthService {
     /// Checks an outside URL before fetching it: https (http only to loopback in development),
     /// and no private address unless allowed.
     pub fn check_outside_url(&self, url: &str) -> Result<(), String> {
-        crate::tools::webhook::validate_url(url, self.allow_private_egress)?;
+        crate::egress::validate_url(url, self.allow_private_egress)?;
         if !self.allow_private_egress {
-            crate::tools::egress::check_public_url(url)?;
+            crate::egress::check_public_url(url)?;
         }
         Ok(())
     }

@@ -300,7 +300,7 @@ fn webhook_call(
     ctx: &RequestContext,
 ) -> Result<WebhookCall, Value> {
     if !runtime.allow_private {
-        if let Err(e) = crate::tools::egress::check_public_url(&tool.webhook.url) {
+        if let Err(e) = crate::egress::check_public_url(&tool.webhook.url) {
             return Err(crate::protocol::mcp::tool_error(format!(
                 "The `{}` tool failed: its endpoint is not allowed ({e})",
                 tool.name

@@ -1,15 +1,13 @@
 //! URL-mode elicitation: a tool needs a secret from the user (an API key, a third-party grant)
 //! that must not pass through the MCP client. The platform records the elicitation (tenant,
 //! principal binding, session, tool, status, expiry), sends the client a URL to its own page
-//! `/t/{tenant}/elicitations/{id}` (see [`page`]), where the same principal enters the secret;
+//! `/t/{tenant}/elicitations/{id}` (served by `oauth::elicitation_page`, beside the tenant's login page), where the same principal enters the secret;
 //! the secret is sealed at rest (bound to tenant and id) and handed to the tool once.
 //!
 //! Both request paths use [`TenantElicitations`]: a 2025-11-25 session sends `elicitation/create`
 //! (mode `url`) and waits for the outcome, or answers the URL-elicitation-required error
 //! (-32042); a stateless 2026-07-28 request can return the elicitation as an input request and
 //! pick the secret up on the client's retry with [`TenantElicitations::prepare`].
-
-pub mod page;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,8 +22,6 @@ use crate::store::{
     StoreError, TenantAuth, TenantStore,
 };
 
-/// How long a user has to complete an elicitation unless configured.
-pub const DEFAULT_TTL_SECS: u64 = 600;
 /// How long finished elicitations stay listed (without their secret) before the sweep deletes
 /// them.
 pub const KEEP_FINISHED_MS: i64 = 7 * 24 * 3600 * 1000;

@@ -9,6 +9,7 @@
 pub mod authorize;
 pub mod clients;
 pub mod discovery;
+pub mod elicitation_page;
 pub mod fallback;
 pub mod page;
 pub mod token;

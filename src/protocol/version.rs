@@ -9,7 +9,7 @@ pub enum ProtocolVersion {
     V2025_03_26,
     V2025_06_18,
     V2025_11_25,
-    /// Stateless: no initialize, no session; every request names it (see `crate::modern`).
+    /// Stateless: no initialize, no session; every request names it in `_meta`.
     V2026_07_28,
 }
 

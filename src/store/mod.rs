@@ -346,7 +346,7 @@ pub trait PendingInputStore {
     ) -> Result<(), StoreError>;
 }
 
-/// A multi round-trip request between its rounds (see `crate::modern::mrtr`): `state` is
+/// A multi round-trip request between its rounds (the stateless revision's MRTR): `state` is
 /// sealed by the caller; the store only keeps it until `expires_at` (unix ms).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoundRecord {

@@ -3,8 +3,7 @@
 //! - `webhook`: a tool answered by the tenant's own HTTPS endpoint, called with a Standard
 //!   Webhooks signature, which may ask the MCP client for input (elicitation, sampling) between
 //!   rounds.
-//! - `egress`: where those calls may go (public addresses only, unless private egress is allowed
-//!   for development).
+//!
+//! Where those calls may go is `crate::egress`.
 
-pub mod egress;
 pub mod webhook;

@@ -122,7 +122,6 @@
 //! When the MCP client cancels the call (or its session ends), the in-flight request is
 //! abandoned: the connection to the endpoint is closed.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -134,6 +133,7 @@ use sha2::Sha256;
 
 use tracing::Instrument;
 
+pub use crate::egress::validate_url;
 use crate::elicitation::{ElicitationError, Outcome, Prepared, SecretRequest};
 use crate::protocol::mcp::{text_content, tool_error};
 use crate::protocol::RpcError;
@@ -859,57 +859,6 @@ fn excerpt(bytes: &[u8], truncated: bool) -> String {
         out.push('…');
     }
     out
-}
-
-/// Checks a webhook URL: `https://` required; `http://` only to a loopback host (`127.0.0.0/8`,
-/// `::1`, `localhost`) and only when `allow_http_loopback` (development); no user name or
-/// password in the URL.
-pub fn validate_url(url: &str, allow_http_loopback: bool) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url.trim())
-        .map_err(|e| format!("{url:?} is not a valid absolute URL ({e})"))?;
-    let host = match parsed.host_str() {
-        Some(h) if !h.is_empty() => h,
-        _ => return Err(format!("{url:?} has no host")),
-    };
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(
-            "the URL must not contain a user name or password; authenticate requests with the \
-             webhook signature instead"
-                .to_string(),
-        );
-    }
-    match parsed.scheme() {
-        "https" => Ok(()),
-        "http" => {
-            let loopback = is_loopback_host(host);
-            if loopback && allow_http_loopback {
-                Ok(())
-            } else if loopback {
-                Err(format!(
-                    "{url:?} uses http://; webhook URLs must use https:// (plain http is allowed \
-                     only for loopback hosts in development, which is disabled here)"
-                ))
-            } else {
-                Err(format!(
-                    "{url:?} uses http://; webhook URLs must use https:// (plain http is allowed \
-                     only for 127.0.0.0/8, ::1 and localhost in development)"
-                ))
-            }
-        }
-        other => Err(format!(
-            "{url:?} uses the scheme {other:?}; webhook URLs must use https://"
-        )),
-    }
-}
-
-fn is_loopback_host(host: &str) -> bool {
-    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        return v6.parse::<Ipv6Addr>().is_ok_and(|ip| ip.is_loopback());
-    }
-    if let Ok(v4) = host.parse::<Ipv4Addr>() {
-        return v4.is_loopback();
-    }
-    host.eq_ignore_ascii_case("localhost")
 }
 
 /// A new signing secret: `whsec_` + base64 of 32 random bytes.

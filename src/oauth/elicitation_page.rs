@@ -11,8 +11,8 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use secrecy::SecretString;
 
-use super::{Elicitations, MAX_SECRET_BYTES};
 use crate::auth::random_token;
+use crate::elicitation::{Elicitations, MAX_SECRET_BYTES};
 use crate::oauth::authorize::{sign_in, SignInRefused};
 use crate::oauth::page::{document, error, escape, html};
 use crate::oauth::{resolve, same, OAuthState};

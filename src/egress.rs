@@ -1,4 +1,6 @@
-//! Where webhook calls may go. A hosted service must not let a tenant point a tool at the
+//! Where outgoing calls may go (webhook tools, OAuth metadata and key fetches): `validate_url`
+//! checks a configured URL's form, and the client of `public_http_client` reaches public
+//! addresses only. A hosted service must not let a tenant point a tool at the
 //! service's own network (cloud metadata at 169.254.169.254, databases on 10.x, loopback): with
 //! private egress off, URLs naming such addresses are refused, and host names are resolved by a
 //! resolver that drops every non-public address (so a name cannot rebind to one at call time).
@@ -92,6 +94,57 @@ pub fn public_http_client() -> Result<reqwest::Client, reqwest::Error> {
         .user_agent(concat!("mcp-harbor/", env!("CARGO_PKG_VERSION")))
         .dns_resolver(Arc::new(PublicOnlyResolver))
         .build()
+}
+
+/// Checks a webhook URL: `https://` required; `http://` only to a loopback host (`127.0.0.0/8`,
+/// `::1`, `localhost`) and only when `allow_http_loopback` (development); no user name or
+/// password in the URL.
+pub fn validate_url(url: &str, allow_http_loopback: bool) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url.trim())
+        .map_err(|e| format!("{url:?} is not a valid absolute URL ({e})"))?;
+    let host = match parsed.host_str() {
+        Some(h) if !h.is_empty() => h,
+        _ => return Err(format!("{url:?} has no host")),
+    };
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(
+            "the URL must not contain a user name or password; authenticate requests with the \
+             webhook signature instead"
+                .to_string(),
+        );
+    }
+    match parsed.scheme() {
+        "https" => Ok(()),
+        "http" => {
+            let loopback = is_loopback_host(host);
+            if loopback && allow_http_loopback {
+                Ok(())
+            } else if loopback {
+                Err(format!(
+                    "{url:?} uses http://; webhook URLs must use https:// (plain http is allowed \
+                     only for loopback hosts in development, which is disabled here)"
+                ))
+            } else {
+                Err(format!(
+                    "{url:?} uses http://; webhook URLs must use https:// (plain http is allowed \
+                     only for 127.0.0.0/8, ::1 and localhost in development)"
+                ))
+            }
+        }
+        other => Err(format!(
+            "{url:?} uses the scheme {other:?}; webhook URLs must use https://"
+        )),
+    }
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return v6.parse::<Ipv6Addr>().is_ok_and(|ip| ip.is_loopback());
+    }
+    if let Ok(v4) = host.parse::<Ipv4Addr>() {
+        return v4.is_loopback();
+    }
+    host.eq_ignore_ascii_case("localhost")
 }
 
 #[cfg(test)]
