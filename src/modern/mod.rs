@@ -81,14 +81,39 @@ impl Env {
     }
 }
 
+/// A JSON-RPC response, serialized, and its error code when it is an error (the transport picks
+/// the HTTP status from it).
+pub struct Answer {
+    pub body: bytes::Bytes,
+    pub error: Option<i64>,
+}
+
+impl Answer {
+    pub fn result(id: &RequestId, result: &Value) -> Answer {
+        Answer {
+            body: jsonrpc::encode_result(id, result).into(),
+            error: None,
+        }
+    }
+
+    pub fn error(id: Option<&RequestId>, e: &RpcError) -> Answer {
+        Answer {
+            body: serde_json::to_vec(&jsonrpc::error_message(id, e))
+                .unwrap_or_default()
+                .into(),
+            error: Some(e.code),
+        }
+    }
+}
+
 /// How a stateless request is answered.
 pub enum Served {
     /// The JSON-RPC response (result or error), known at once.
-    Done(Value),
+    Done(Answer),
     /// A call running on: drive `response` (dropping it cancels the call); notifications related
     /// to the request arrive on `notes` meanwhile.
     Running {
-        response: BoxFuture<Value>,
+        response: BoxFuture<Answer>,
         notes: tokio::sync::mpsc::UnboundedReceiver<Value>,
     },
     /// `subscriptions/listen`: a long-lived stream of change notifications.
@@ -109,7 +134,7 @@ pub fn serve(env: Env, mut req: Request, meta: RequestMeta) -> Served {
     let progress_token = req.progress_token();
     let params = match req.take_params() {
         Ok(p) => p,
-        Err(e) => return Served::Done(jsonrpc::error_message(Some(&req.id), &e)),
+        Err(e) => return Served::Done(Answer::error(Some(&req.id), &e)),
     };
     let id = req.id;
     match req.method.as_str() {
@@ -117,10 +142,10 @@ pub fn serve(env: Env, mut req: Request, meta: RequestMeta) -> Served {
         "server/discover" => Served::Done(complete(&env, &id, discover(&env), true)),
         "subscriptions/listen" => match listen::Listener::open(&env, id.clone(), &params) {
             Ok(listener) => Served::Listen(listener),
-            Err(e) => Served::Done(jsonrpc::error_message(Some(&id), &e)),
+            Err(e) => Served::Done(Answer::error(Some(&id), &e)),
         },
         "tools/call" => mrtr::call(env, id, meta, params, progress_token),
-        method if REMOVED.contains(&method) => Served::Done(jsonrpc::error_message(
+        method if REMOVED.contains(&method) => Served::Done(Answer::error(
             Some(&id),
             &RpcError::method_not_found(method).with_data(json!({
                 "reason": format!("{method} is not part of protocol version {}", meta.version)
@@ -175,7 +200,7 @@ fn discover(env: &Env) -> Value {
 
 /// A complete result: `resultType`, the server's identity in `_meta`, and for list and read
 /// results the cache hints.
-pub(crate) fn complete(env: &Env, id: &RequestId, mut result: Value, cacheable: bool) -> Value {
+pub(crate) fn complete(env: &Env, id: &RequestId, mut result: Value, cacheable: bool) -> Answer {
     if let Value::Object(object) = &mut result {
         object.insert("resultType".into(), json!("complete"));
         stamp_server_info(env, object);
@@ -189,7 +214,7 @@ pub(crate) fn complete(env: &Env, id: &RequestId, mut result: Value, cacheable: 
             object.insert("cacheScope".into(), json!(env.cache_scope()));
         }
     }
-    jsonrpc::result_message(id, result)
+    Answer::result(id, &result)
 }
 
 pub(crate) fn stamp_server_info(env: &Env, object: &mut Map<String, Value>) {
@@ -202,11 +227,11 @@ pub(crate) fn stamp_server_info(env: &Env, object: &mut Map<String, Value>) {
 }
 
 /// An error answer; "resource not found" is Invalid Params in this revision.
-pub(crate) fn error(id: &RequestId, mut e: RpcError) -> Value {
+pub(crate) fn error(id: &RequestId, mut e: RpcError) -> Answer {
     if e.code == RESOURCE_NOT_FOUND {
         e.code = INVALID_PARAMS;
     }
-    jsonrpc::error_message(Some(id), &e)
+    Answer::error(Some(id), &e)
 }
 
 /// A port for methods that never use one (lists, reads, prompts).

@@ -26,7 +26,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use super::{complete, error, stamp_server_info, Env, Served};
+use super::{complete, error, stamp_server_info, Answer, Env, Served};
 use crate::protocol::mcp::LogLevel;
 use crate::protocol::modern::RequestMeta;
 use crate::protocol::{jsonrpc, RequestId, RpcError};
@@ -172,7 +172,7 @@ impl Call {
         &self,
         state: Option<String>,
         responses: Map<String, Value>,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Answer, RpcError> {
         let tenant = self.env.tenant.slug.clone();
         // The round this call goes on from: a new one, or the one the state names (consumed).
         let (round_id, number, mut round) = match state {
@@ -301,7 +301,7 @@ impl Call {
         number: u32,
         mut round: Round,
         asked: Map<String, Value>,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Answer, RpcError> {
         let sealer = &self.env.auth.sealer;
         let tenant = &*self.env.tenant.slug;
         let expires = now_millis()
@@ -344,7 +344,7 @@ impl Call {
             json!(sealer.seal(&purpose(tenant), &token)),
         );
         stamp_server_info(&self.env, &mut result);
-        Ok(jsonrpc::result_message(&self.id, Value::Object(result)))
+        Ok(Answer::result(&self.id, &Value::Object(result)))
     }
 
     /// Opens a retry's `requestState` and consumes the round it names.

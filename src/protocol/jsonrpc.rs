@@ -293,6 +293,17 @@ struct EncodedResponse<'a> {
     error: Option<&'a RpcError>,
 }
 
+/// A result response serialized straight from its parts.
+pub fn encode_result(id: &RequestId, result: &Value) -> Vec<u8> {
+    let out = EncodedResponse {
+        jsonrpc: "2.0",
+        id,
+        result: Some(result),
+        error: None,
+    };
+    serde_json::to_vec(&out).unwrap_or_default()
+}
+
 /// A response serialized straight from its parts (no intermediate `Value`).
 pub fn encode_response(id: &RequestId, outcome: &Result<Value, RpcError>) -> Vec<u8> {
     let (result, error) = match outcome {

@@ -18,13 +18,13 @@ use actix_web::http::header::{HeaderMap, CACHE_CONTROL};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;
 
 use super::{Admitted, EdgePolicy, HttpError, VERSION_HEADER};
 use crate::auth::AuthService;
 use crate::modern::listen::Listener;
-use crate::modern::{self, Env, ModernSettings, Served};
+use crate::modern::{self, Answer, Env, ModernSettings, Served};
 use crate::protocol::jsonrpc::{self, METHOD_NOT_FOUND};
 use crate::protocol::modern::{
     self as rules, RequestMeta, HEADER_MISMATCH, METHOD_HEADER, MISSING_CLIENT_CAPABILITY,
@@ -73,15 +73,11 @@ fn refuse(
 }
 
 /// A JSON answer with the status its error (if any) calls for.
-fn json_answer(message: Value) -> HttpResponse {
-    let status = message
-        .get("error")
-        .and_then(|e| e.get("code"))
-        .and_then(Value::as_i64)
-        .map_or(StatusCode::OK, status_for);
+fn json_answer(answer: Answer) -> HttpResponse {
+    let status = answer.error.map_or(StatusCode::OK, status_for);
     HttpResponse::build(status)
         .content_type("application/json")
-        .json(message)
+        .body(answer.body)
 }
 
 pub async fn post(
@@ -137,11 +133,15 @@ pub async fn post(
         } => {
             // A call still running after a moment answers on a stream: the stream is what a
             // client closes to cancel it (a handler waiting for a JSON answer would not notice).
-            let lead = tokio::select! {
-                biased;
-                message = &mut response => Some(Ok(message)),
-                Some(note) = notes.recv() => Some(Err(note)),
-                _ = tokio::time::sleep(JSON_WAIT) => None,
+            let lead = match (&mut response).now_or_never() {
+                Some(message) => Some(Ok(message)),
+                // Only a call that has to wait pays for a timer.
+                None => tokio::select! {
+                    biased;
+                    message = &mut response => Some(Ok(message)),
+                    Some(note) = notes.recv() => Some(Err(note)),
+                    _ = tokio::time::sleep(JSON_WAIT) => None,
+                },
             };
             // Heartbeats on a request's stream also notice soon that its client went away
             // (a write to a closed connection fails): that is when the call is cancelled.
@@ -311,6 +311,14 @@ where
         .streaming(stream)
 }
 
+fn answer_event(answer: &Answer) -> Bytes {
+    let mut event = Vec::with_capacity(answer.body.len() + 24);
+    event.extend_from_slice(b"event: message\ndata: ");
+    event.extend_from_slice(&answer.body);
+    event.extend_from_slice(b"\n\n");
+    event.into()
+}
+
 fn data_event(message: &Value) -> Bytes {
     Bytes::from(format!("event: message\ndata: {message}\n\n"))
 }
@@ -328,15 +336,15 @@ const JSON_WAIT: Duration = Duration::from_millis(100);
 /// `lead` is a notification already received, `done` the response when it already came.
 fn running_stream(
     lead: Option<Value>,
-    done: Option<Value>,
-    response: Option<crate::catalog::BoxFuture<Value>>,
+    done: Option<Answer>,
+    response: Option<crate::catalog::BoxFuture<Answer>>,
     notes: tokio::sync::mpsc::UnboundedReceiver<Value>,
     keepalive: Duration,
 ) -> impl futures_util::Stream<Item = Result<Bytes, actix_web::Error>> {
     struct State {
         lead: Option<Value>,
-        done: Option<Value>,
-        response: Option<crate::catalog::BoxFuture<Value>>,
+        done: Option<Answer>,
+        response: Option<crate::catalog::BoxFuture<Answer>>,
         notes: tokio::sync::mpsc::UnboundedReceiver<Value>,
         tick: tokio::time::Interval,
     }
@@ -360,7 +368,7 @@ fn running_stream(
                 return Some((Ok(data_event(&note)), Some(st)));
             }
             if let Some(done) = st.done.take() {
-                return Some((Ok(data_event(&done)), None));
+                return Some((Ok(answer_event(&done)), None));
             }
             let response = st.response.as_mut()?;
             tokio::select! {
