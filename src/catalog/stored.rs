@@ -242,6 +242,16 @@ pub struct WebhookRuntime {
     pub elicitations: Option<crate::elicitation::TenantElicitations>,
 }
 
+impl WebhookRuntime {
+    /// The call's context with the tenant's elicitations (unless its host already set them).
+    fn with_elicitations(&self, mut ctx: RequestContext) -> RequestContext {
+        if ctx.elicitations.is_none() {
+            ctx.elicitations = self.elicitations.clone();
+        }
+        ctx
+    }
+}
+
 /// Records a session's webhook call between rounds in the database, keyed by tenant, session
 /// and request id.
 struct PendingCall {
@@ -415,10 +425,7 @@ impl Catalog for StoredCatalog {
             };
             let journal = PendingCall::new(&runtime, &tool.name, &ctx);
             let journal = journal.as_ref().map(|j| j as &dyn webhook::RoundJournal);
-            let mut ctx = ctx;
-            if ctx.elicitations.is_none() {
-                ctx.elicitations = runtime.elicitations.clone();
-            }
+            let ctx = runtime.with_elicitations(ctx);
             webhook::invoke_with(&runtime.client, &tool.webhook, call, ctx, journal, None).await
         }))
     }
@@ -474,10 +481,7 @@ impl Catalog for StoredCatalog {
                 Err(refused) => return Ok(refused),
             };
             let journal = &journal as &dyn webhook::RoundJournal;
-            let mut ctx = ctx;
-            if ctx.elicitations.is_none() {
-                ctx.elicitations = runtime.elicitations.clone();
-            }
+            let ctx = runtime.with_elicitations(ctx);
             webhook::invoke_with(
                 &runtime.client,
                 &tool.webhook,

@@ -23,10 +23,10 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::{complete, error, stamp_server_info, Answer, Env, Served};
+use crate::auth::hash_secret;
 use crate::protocol::mcp::LogLevel;
 use crate::protocol::modern::RequestMeta;
 use crate::protocol::{jsonrpc, RequestId, RpcError};
@@ -163,9 +163,8 @@ impl Call {
     }
 
     fn digest(&self) -> String {
-        let canonical = canonical(&Value::Object(self.arguments.clone()));
-        let digest = Sha256::digest(format!("{}\u{0}{canonical}", self.name).as_bytes());
-        digest.iter().map(|b| format!("{b:02x}")).collect()
+        let arguments = canonical(&self.arguments);
+        hash_secret(&format!("{}\u{0}{arguments}", self.name))
     }
 
     async fn run(
@@ -398,24 +397,10 @@ impl Call {
     }
 }
 
-/// The JSON text of a value with object keys sorted, so equal values digest alike.
-fn canonical(value: &Value) -> String {
-    fn sorted(value: &Value) -> Value {
-        match value {
-            Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                let mut out = Map::new();
-                for k in keys {
-                    out.insert(k.clone(), sorted(&m[k]));
-                }
-                Value::Object(out)
-            }
-            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
-    sorted(value).to_string()
+/// The JSON text of a value with object keys sorted, so equal values digest alike: serde_json's
+/// maps are ordered by key (the `preserve_order` feature is off), so its text already is.
+fn canonical(value: &impl Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 /// The port of a call in a multi round-trip request: questions it has an answer for are
@@ -463,9 +448,8 @@ impl SessionPort for RoundPort {
     ) {
         let key = {
             let kind = method.split('/').next().unwrap_or("input");
-            let digest = Sha256::digest(format!("{method}\u{0}{}", canonical(&params)).as_bytes());
-            let short: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
-            let base = format!("{kind}-{short}");
+            let digest = hash_secret(&format!("{method}\u{0}{}", canonical(&params)));
+            let base = format!("{kind}-{}", &digest[..12]);
             let mut seen = self.seen.lock();
             let n = seen.entry(base.clone()).or_insert(0);
             *n += 1;

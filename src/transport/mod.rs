@@ -573,10 +573,10 @@ pub fn respond_with_first(
     }
 }
 
-pub fn sse_response(
-    mut builder: actix_web::HttpResponseBuilder,
-    body: sse::SseBody,
-) -> HttpResponse {
+pub fn sse_response<S>(mut builder: actix_web::HttpResponseBuilder, body: S) -> HttpResponse
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, actix_web::Error>> + 'static,
+{
     builder
         .content_type("text/event-stream")
         .insert_header((header::CACHE_CONTROL, "no-cache"))

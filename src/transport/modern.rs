@@ -14,18 +14,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::http::header::{HeaderMap, CACHE_CONTROL};
+use actix_web::http::header::HeaderMap;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;
 
-use super::{Admitted, EdgePolicy, HttpError, VERSION_HEADER};
+use super::{sse, sse_response, Admitted, EdgePolicy, HttpError, VERSION_HEADER};
 use crate::auth::AuthService;
 use crate::modern::listen::Listener;
 use crate::modern::{self, Answer, Env, ModernSettings, Served};
-use crate::protocol::jsonrpc::{self, METHOD_NOT_FOUND};
+use crate::protocol::jsonrpc::METHOD_NOT_FOUND;
 use crate::protocol::modern::{
     self as rules, RequestMeta, HEADER_MISMATCH, METHOD_HEADER, MISSING_CLIENT_CAPABILITY,
     NAME_HEADER, PARAM_HEADER_PREFIX, UNSUPPORTED_PROTOCOL_VERSION,
@@ -69,7 +69,7 @@ fn refuse(
 ) -> HttpResponse {
     HttpResponse::build(status)
         .content_type("application/json")
-        .json(jsonrpc::error_message(id, e))
+        .body(Answer::error(id, e).body)
 }
 
 /// A JSON answer with the status its error (if any) calls for.
@@ -148,24 +148,28 @@ pub async fn post(
             let keepalive = edge.keepalive.min(REQUEST_HEARTBEAT);
             match lead {
                 Some(Ok(message)) if notes.is_empty() => json_answer(message),
-                Some(Ok(message)) => {
-                    sse_stream(running_stream(None, Some(message), None, notes, keepalive))
-                }
-                Some(Err(note)) => sse_stream(running_stream(
-                    Some(note),
-                    None,
-                    Some(response),
-                    notes,
-                    keepalive,
-                )),
-                None => sse_stream(running_stream(None, None, Some(response), notes, keepalive)),
+                Some(Ok(message)) => sse_response(
+                    HttpResponse::Ok(),
+                    running_stream(None, Some(message), None, notes, keepalive),
+                ),
+                Some(Err(note)) => sse_response(
+                    HttpResponse::Ok(),
+                    running_stream(Some(note), None, Some(response), notes, keepalive),
+                ),
+                None => sse_response(
+                    HttpResponse::Ok(),
+                    running_stream(None, None, Some(response), notes, keepalive),
+                ),
             }
         }
-        Served::Listen(listener) => sse_stream(listen_stream(
-            listener,
-            env.tenant.sessions.replica.clone(),
-            edge.keepalive,
-        )),
+        Served::Listen(listener) => sse_response(
+            HttpResponse::Ok(),
+            listen_stream(
+                listener,
+                env.tenant.sessions.replica.clone(),
+                edge.keepalive,
+            ),
+        ),
     })
 }
 
@@ -300,30 +304,13 @@ fn check_param_headers(
     Ok(())
 }
 
-fn sse_stream<S>(stream: S) -> HttpResponse
-where
-    S: futures_util::Stream<Item = Result<Bytes, actix_web::Error>> + 'static,
-{
-    HttpResponse::Ok()
-        .content_type("text/event-stream")
-        .insert_header((CACHE_CONTROL, "no-cache"))
-        .insert_header(("x-accel-buffering", "no"))
-        .streaming(stream)
-}
-
 fn answer_event(answer: &Answer) -> Bytes {
-    let mut event = Vec::with_capacity(answer.body.len() + 24);
-    event.extend_from_slice(b"event: message\ndata: ");
-    event.extend_from_slice(&answer.body);
-    event.extend_from_slice(b"\n\n");
-    event.into()
+    sse::named_event("message", &String::from_utf8_lossy(&answer.body))
 }
 
 fn data_event(message: &Value) -> Bytes {
-    Bytes::from(format!("event: message\ndata: {message}\n\n"))
+    sse::named_event("message", &message.to_string())
 }
-
-const KEEPALIVE: &[u8] = b":\n\n";
 
 /// Heartbeat of a request's own stream (at most; the server's SSE keep-alive when shorter).
 const REQUEST_HEARTBEAT: Duration = Duration::from_secs(1);
@@ -380,7 +367,7 @@ fn running_stream(
                     return Some((Ok(data_event(&note)), Some(st)));
                 }
                 _ = st.tick.tick() => {
-                    return Some((Ok(Bytes::from_static(KEEPALIVE)), Some(st)));
+                    return Some((Ok(Bytes::from_static(sse::HEARTBEAT)), Some(st)));
                 }
             }
         }
@@ -436,7 +423,7 @@ fn listen_stream(
                             idle += 1;
                             if idle >= keepalive_every {
                                 idle = 0;
-                                return Some((Ok(Bytes::from_static(KEEPALIVE)), Some((listener, tick, idle, backlog))));
+                                return Some((Ok(Bytes::from_static(sse::HEARTBEAT)), Some((listener, tick, idle, backlog))));
                             }
                         }
                     }

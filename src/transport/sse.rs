@@ -49,7 +49,8 @@ pub fn named_event(name: &str, data: &str) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
 }
 
-const HEARTBEAT: &[u8] = b": keep-alive\n\n";
+/// An SSE comment that keeps an idle stream open (and finds out when its client left).
+pub const HEARTBEAT: &[u8] = b": keep-alive\n\n";
 
 /// The body of an SSE response: the session's items, a comment every `heartbeat` so idle
 /// connections stay open and dead ones are noticed, and a hook run when the client goes away.
