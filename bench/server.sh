@@ -17,29 +17,35 @@ fi
 log_dir=$(mktemp -d "${TMPDIR:-/tmp}/mcp-harbor-bench.XXXXXX")
 
 # Interleaved comparisons (bench/oauth.sh, bench/telemetry.sh): `bench_run NAME ROUND [ARGS...]`
-# runs one tools/call phase and appends "NAME req/s p50 p99" to $results (status=1 on failure);
-# `compare A B` prints the medians of both and the ratio B/A.
+# runs one tools/call phase and appends "NAME req/s p50 p99 cpu" to $results (status=1 on
+# failure; cpu: the server's CPU µs per request over the measured window, from /proc, of
+# $bench_pid when set, else of $server_pid); `compare A B` prints the medians of both and the
+# ratio B/A.
 results=$log_dir/results
 status=0
 bench_run() {
     local name=$1 round=$2 out=$log_dir/$1-$2.out
     shift 2
-    if ! "${pin_bench[@]}" "$bench_bin" --phase calls --duration "$duration" "$@" >"$out" 2>&1; then
+    if ! "${pin_bench[@]}" "$bench_bin" --phase calls --duration "$duration" --server-pid "${bench_pid:-$server_pid}" "$@" >"$out" 2>&1; then
         status=1
         echo "  ERROR: $name failed (round $round)"
     fi
     sed "s/^/  $name: /" "$out"
-    sed -nE "s/^calls: .* ([0-9.]+) req\/s, p50 ([0-9.]+) ms, p99 ([0-9.]+) ms, .*errors 0$/$name \1 \2 \3/p" "$out" >>"$results"
+    local line cpu
+    line=$(sed -nE "s/^calls: .* ([0-9.]+) req\/s, p50 ([0-9.]+) ms, p99 ([0-9.]+) ms, .*errors 0$/$name \1 \2 \3/p" "$out")
+    cpu=$(sed -nE 's/^calls cpu: server ([0-9.]+) us\/req.*/\1/p' "$out")
+    [[ -n $line ]] && echo "$line ${cpu:--}" >>"$results"
+    return 0
 }
 median() { # NAME COLUMN
-    awk -v n="$1" -v c="$2" '$1 == n { print $c }' "$results" | sort -g |
+    awk -v n="$1" -v c="$2" '$1 == n && $c != "-" { print $c }' "$results" | sort -g |
         awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
 compare() { # A B
     printf '\n%-22s %12s %12s %10s\n' "median" "$1" "$2" "$2/$1"
     local figure name col a b
-    for figure in "req/s:2" "p50 ms:3" "p99 ms:4"; do
+    for figure in "req/s:2" "p50 ms:3" "p99 ms:4" "server CPU us/req:5"; do
         name=${figure%%:*} col=${figure##*:}
         a=$(median "$1" "$col") b=$(median "$2" "$col")
         printf '%-22s %12s %12s %10s\n' "tools/call $name" "$a" "$b" "$(ratio "$b" "$a")"

@@ -77,7 +77,7 @@ on_url=$url
 
 echo "== telemetry: $rounds rounds x (export off, export on with sampling ratio ${SAMPLING_RATIO:-1.0}), ${duration}s of tools/call each"
 for round in $(seq 1 "$rounds"); do
-    bench_run off "$round" --url "$off_url" "$@"
+    bench_pid=$off_pid bench_run off "$round" --url "$off_url" "$@"
     bench_run on "$round" --url "$on_url" "$@"
 done
 

@@ -37,6 +37,20 @@ pub struct ModernSettings {
     pub server_name: String,
     pub server_version: String,
     pub instructions: Option<String>,
+    /// `{"name": …, "version": …}` as JSON text, written once (every result carries it).
+    pub(crate) server_info_json: OnceLock<Box<serde_json::value::RawValue>>,
+}
+
+impl ModernSettings {
+    fn server_info_json(&self) -> &serde_json::value::RawValue {
+        self.server_info_json.get_or_init(|| {
+            serde_json::value::to_raw_value(&json!({
+                "name": self.server_name,
+                "version": self.server_version,
+            }))
+            .unwrap_or_else(|_| serde_json::value::RawValue::NULL.to_owned())
+        })
+    }
 }
 
 impl Default for ModernSettings {
@@ -48,6 +62,7 @@ impl Default for ModernSettings {
             server_name: "mcp-harbor".into(),
             server_version: env!("CARGO_PKG_VERSION").into(),
             instructions: None,
+            server_info_json: OnceLock::new(),
         }
     }
 }
@@ -77,7 +92,7 @@ impl Env {
     }
 
     fn server_info(&self) -> Value {
-        json!({ "name": self.settings.server_name, "version": self.settings.server_version })
+        serde_json::from_str(self.settings.server_info_json().get()).unwrap_or(Value::Null)
     }
 }
 
@@ -130,8 +145,8 @@ const REMOVED: &[&str] = &[
 ];
 
 /// Serves one stateless request whose `_meta` was read as `meta`.
-pub fn serve(env: Env, mut req: Request, meta: RequestMeta) -> Served {
-    let progress_token = req.progress_token();
+pub fn serve(env: Env, mut req: Request, mut meta: RequestMeta) -> Served {
+    let progress_token = meta.progress_token.take();
     let params = match req.take_params() {
         Ok(p) => p,
         Err(e) => return Served::Done(Answer::error(Some(&req.id), &e)),
@@ -199,22 +214,87 @@ fn discover(env: &Env) -> Value {
 }
 
 /// A complete result: `resultType`, the server's identity in `_meta`, and for list and read
-/// results the cache hints.
-pub(crate) fn complete(env: &Env, id: &RequestId, mut result: Value, cacheable: bool) -> Answer {
-    if let Value::Object(object) = &mut result {
-        object.insert("resultType".into(), json!("complete"));
-        stamp_server_info(env, object);
-        if cacheable {
-            let ttl = env
-                .tenant
-                .policy
-                .cache_ttl_ms()
-                .unwrap_or(env.settings.cache_ttl_ms);
-            object.insert("ttlMs".into(), json!(ttl));
-            object.insert("cacheScope".into(), json!(env.cache_scope()));
-        }
+/// results the cache hints. Serialized straight from the handler's result and these additions
+/// (no copy of the result with them inserted).
+pub(crate) fn complete(env: &Env, id: &RequestId, result: Value, cacheable: bool) -> Answer {
+    let Value::Object(object) = &result else {
+        return Answer::result(id, &result);
+    };
+    let cache = cacheable.then(|| {
+        let ttl = env
+            .tenant
+            .policy
+            .cache_ttl_ms()
+            .unwrap_or(env.settings.cache_ttl_ms);
+        (ttl, env.cache_scope())
+    });
+    Answer {
+        body: jsonrpc::encode_result(
+            id,
+            &Completed {
+                object,
+                settings: &env.settings,
+                cache,
+            },
+        )
+        .into(),
+        error: None,
     }
-    Answer::result(id, &result)
+}
+
+/// A result object with `resultType: "complete"`, the server's identity added to its `_meta`
+/// and the cache hints (`ttlMs`, `cacheScope`); these replace any the handler set.
+struct Completed<'a> {
+    object: &'a Map<String, Value>,
+    settings: &'a ModernSettings,
+    cache: Option<(u64, &'static str)>,
+}
+
+const ADDED: &[&str] = &["resultType", "_meta", "ttlMs", "cacheScope"];
+
+impl serde::Serialize for Completed<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        for (key, value) in self.object {
+            if !ADDED.contains(&key.as_str()) {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.serialize_entry("resultType", "complete")?;
+        map.serialize_entry(
+            "_meta",
+            &MetaWithServerInfo {
+                meta: self.object.get("_meta").and_then(Value::as_object),
+                settings: self.settings,
+            },
+        )?;
+        if let Some((ttl, scope)) = self.cache {
+            map.serialize_entry("ttlMs", &ttl)?;
+            map.serialize_entry("cacheScope", scope)?;
+        }
+        map.end()
+    }
+}
+
+/// A result's `_meta` (if any) with the server's identity.
+struct MetaWithServerInfo<'a> {
+    meta: Option<&'a Map<String, Value>>,
+    settings: &'a ModernSettings,
+}
+
+impl serde::Serialize for MetaWithServerInfo<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        for (key, value) in self.meta.into_iter().flatten() {
+            if key != META_SERVER_INFO {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.serialize_entry(META_SERVER_INFO, self.settings.server_info_json())?;
+        map.end()
+    }
 }
 
 pub(crate) fn stamp_server_info(env: &Env, object: &mut Map<String, Value>) {

@@ -162,6 +162,20 @@ impl Call {
         self.env.principal.as_ref().map(|p| p.binding().to_string())
     }
 
+    /// The record of a call's first round (made when it first asks the client something).
+    fn first_round(&self) -> Round {
+        Round {
+            tool: self.name.clone(),
+            // Computed when a round is recorded.
+            digest: String::new(),
+            principal: self.binding(),
+            origin: self.id.to_value(),
+            answers: Map::new(),
+            asked: Map::new(),
+            resume: None,
+        }
+    }
+
     fn digest(&self) -> String {
         let arguments = canonical(&self.arguments);
         hash_secret(&format!("{}\u{0}{arguments}", self.name))
@@ -173,49 +187,41 @@ impl Call {
         responses: Map<String, Value>,
     ) -> Result<Answer, RpcError> {
         let tenant = self.env.tenant.slug.clone();
-        // The round this call goes on from: a new one, or the one the state names (consumed).
+        // The round this call goes on from: none yet (most calls never need one), or the one
+        // the state names (consumed).
         let (round_id, number, mut round) = match state {
-            None => (
-                // 128 random bits from the thread's CSPRNG (no system call per request).
-                format!("{:032x}", rand::random::<u128>()),
-                0,
-                Round {
-                    tool: self.name.clone(),
-                    // Computed when a round is recorded (most calls never need one).
-                    digest: String::new(),
-                    principal: self.binding(),
-                    origin: self.id.to_value(),
-                    answers: Map::new(),
-                    asked: Map::new(),
-                    resume: None,
-                },
-            ),
+            // 128 random bits from the thread's CSPRNG (no system call per request).
+            None => (format!("{:032x}", rand::random::<u128>()), 0, None),
             Some(token) => {
                 let (token, round) = self.open(&token).await?;
-                (token.id, token.round, round)
+                (token.id, token.round, Some(round))
             }
         };
-        // Answers to the last round's questions; anything else the client sent is ignored.
-        for key in round.asked.keys() {
-            if let Some(answer) = responses.get(key) {
-                round.answers.insert(key.clone(), answer.clone());
+        if let Some(r) = round.as_mut() {
+            // Answers to the last round's questions; anything else the client sent is ignored.
+            for key in r.asked.keys() {
+                if let Some(answer) = responses.get(key) {
+                    r.answers.insert(key.clone(), answer.clone());
+                }
             }
-        }
-        let missing: Map<String, Value> = round
-            .asked
-            .iter()
-            .filter(|(k, _)| !round.answers.contains_key(*k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        if !missing.is_empty() {
-            // Ask again for what is still missing, in a new round.
-            return self
-                .input_required(&round_id, number + 1, round, missing)
-                .await;
+            let missing: Map<String, Value> = r
+                .asked
+                .iter()
+                .filter(|(k, _)| !r.answers.contains_key(*k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if !missing.is_empty() {
+                // Ask again for what is still missing, in a new round.
+                let r = round.take().unwrap_or_else(|| self.first_round());
+                return self.input_required(&round_id, number + 1, r, missing).await;
+            }
         }
 
         let port = Arc::new(RoundPort {
-            answers: round.answers.clone(),
+            answers: round
+                .as_ref()
+                .map(|r| r.answers.clone())
+                .unwrap_or_default(),
             seen: Mutex::new(HashMap::new()),
             asked: Mutex::new(Map::new()),
             waiting: Mutex::new(Vec::new()),
@@ -224,7 +230,10 @@ impl Call {
             log_level: self.meta.log_level,
             sessions: self.env.tenant.sessions.clone(),
         });
-        let origin = RequestId::from_value(&round.origin).unwrap_or_else(|| self.id.clone());
+        let origin = round
+            .as_ref()
+            .and_then(|r| RequestId::from_value(&r.origin))
+            .unwrap_or_else(|| self.id.clone());
         let mut ctx = RequestContext::new(
             origin.clone(),
             self.meta.version,
@@ -237,10 +246,10 @@ impl Call {
         // Webhook calls between rounds are recorded under this key (see `catalog::stored`).
         ctx.session = Some(format!("mrtr:{round_id}").into());
         let catalog = self.env.tenant.catalog.current();
-        let future = match round.resume.take() {
-            Some(key) => {
+        let future = match round.as_mut().and_then(|r| r.resume.take().map(|k| (k, r))) {
+            Some((key, r)) => {
                 let (tx, rx) = oneshot::channel();
-                let _ = tx.send(Ok(round.answers.get(&key).cloned().unwrap_or(Value::Null)));
+                let _ = tx.send(Ok(r.answers.get(&key).cloned().unwrap_or(Value::Null)));
                 catalog.resume_call(&self.name, self.arguments.clone(), ctx, rx)
             }
             None => catalog.call_tool(&self.name, self.arguments.clone(), ctx),
@@ -279,6 +288,7 @@ impl Call {
             }
             None => {
                 let asked = std::mem::take(&mut *port.asked.lock());
+                let mut round = round.unwrap_or_else(|| self.first_round());
                 // A webhook endpoint asked (one question per round) and its round is recorded: the
                 // retry goes on from it. Not after a URL elicitation: the retry runs the call
                 // again, and the endpoint's request for the secret then finds it entered (or

@@ -186,9 +186,9 @@ pub fn parse_payload(body: &[u8]) -> Result<Payload, RpcError> {
             if items.is_empty() {
                 return Err(RpcError::invalid_request("Invalid Request: empty batch"));
             }
-            Ok(Payload::Batch(items.iter().map(classify).collect()))
+            Ok(Payload::Batch(items.into_iter().map(classify).collect()))
         }
-        other => classify(&other).map(Payload::Single),
+        other => classify(other).map(Payload::Single),
     }
 }
 
@@ -206,12 +206,15 @@ fn holds_raw_value_key(v: &Value) -> bool {
     }
 }
 
-/// Classifies one JSON value as a request, notification or response.
-pub fn classify(v: &Value) -> Result<Message, RpcError> {
-    let obj = v.as_object().ok_or_else(|| {
-        RpcError::invalid_request("Invalid Request: a message must be a JSON object")
-    })?;
-    if holds_raw_value_key(v) {
+/// Classifies one JSON value as a request, notification or response (taking its parts: the
+/// params and results are moved, not copied).
+pub fn classify(v: Value) -> Result<Message, RpcError> {
+    let Value::Object(mut obj) = v else {
+        return Err(RpcError::invalid_request(
+            "Invalid Request: a message must be a JSON object",
+        ));
+    };
+    if obj.contains_key(RAW_VALUE_KEY) || obj.values().any(holds_raw_value_key) {
         return Err(RpcError::invalid_request(format!(
             "Invalid Request: the object key {RAW_VALUE_KEY:?} is reserved"
         )));
@@ -221,9 +224,9 @@ pub fn classify(v: &Value) -> Result<Message, RpcError> {
             "Invalid Request: \"jsonrpc\" must be exactly \"2.0\"",
         ));
     }
-    let params = match obj.get("params") {
+    let params = match obj.remove("params") {
         None => None,
-        Some(p @ (Value::Object(_) | Value::Array(_))) => Some(p.clone()),
+        Some(p @ (Value::Object(_) | Value::Array(_))) => Some(p),
         Some(_) => {
             return Err(RpcError::invalid_request(
                 "Invalid Request: \"params\" must be an object or an array",
@@ -251,10 +254,10 @@ pub fn classify(v: &Value) -> Result<Message, RpcError> {
     let id = id.ok_or_else(|| {
         RpcError::invalid_request("Invalid Request: a message needs \"method\" or \"id\"")
     })?;
-    match (obj.get("result"), obj.get("error")) {
+    match (obj.remove("result"), obj.get("error")) {
         (Some(result), None) => Ok(Message::Response(Response {
             id,
-            outcome: Ok(result.clone()),
+            outcome: Ok(result),
         })),
         (None, Some(error)) if error.is_object() => Ok(Message::Response(Response {
             id,
@@ -284,17 +287,17 @@ pub fn response_message(id: &RequestId, outcome: &Result<Value, RpcError>) -> Va
 }
 
 #[derive(Serialize)]
-struct EncodedResponse<'a> {
+struct EncodedResponse<'a, R: Serialize + ?Sized = Value> {
     jsonrpc: &'static str,
     id: &'a RequestId,
     #[serde(skip_serializing_if = "Option::is_none")]
-    result: Option<&'a Value>,
+    result: Option<&'a R>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a RpcError>,
 }
 
-/// A result response serialized straight from its parts.
-pub fn encode_result(id: &RequestId, result: &Value) -> Vec<u8> {
+/// A result response serialized straight from its parts (`result`: any serializable value).
+pub fn encode_result<R: Serialize + ?Sized>(id: &RequestId, result: &R) -> Vec<u8> {
     let out = EncodedResponse {
         jsonrpc: "2.0",
         id,

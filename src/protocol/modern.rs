@@ -57,6 +57,8 @@ pub struct RequestMeta {
     pub client_info: Option<Value>,
     /// `None`: the client did not opt in to log messages for this request.
     pub log_level: Option<LogLevel>,
+    /// `_meta.progressToken` (a string or an integer), when the client wants progress.
+    pub progress_token: Option<Value>,
 }
 
 /// The protocol version a request's `_meta` names, if any.
@@ -65,18 +67,26 @@ pub fn meta_version(params: Option<&Value>) -> Option<&Value> {
 }
 
 impl RequestMeta {
-    /// Reads the `_meta` of a request's params. Errors: no or unknown protocol version
-    /// (-32022), missing or malformed capabilities or log level (-32602).
-    pub fn parse(params: Option<&Value>) -> Result<RequestMeta, RpcError> {
-        let meta = params
-            .and_then(|p| p.get("_meta"))
-            .and_then(Value::as_object)
-            .ok_or_else(|| {
-                RpcError::invalid_params(format!(
+    /// Takes the `_meta` out of a request's params (its parts are moved, not copied) and reads
+    /// it. Errors: no or unknown protocol version (-32022), missing or malformed capabilities
+    /// or log level (-32602).
+    pub fn take(params: Option<&mut Value>) -> Result<RequestMeta, RpcError> {
+        let meta = match params
+            .and_then(Value::as_object_mut)
+            .and_then(|p| p.remove("_meta"))
+        {
+            Some(Value::Object(meta)) => meta,
+            _ => {
+                return Err(RpcError::invalid_params(format!(
                     "params._meta is required and must name {META_PROTOCOL_VERSION} and \
                      {META_CLIENT_CAPABILITIES}"
-                ))
-            })?;
+                )))
+            }
+        };
+        Self::read(meta)
+    }
+
+    fn read(mut meta: Map<String, Value>) -> Result<RequestMeta, RpcError> {
         let requested = match meta.get(META_PROTOCOL_VERSION) {
             Some(Value::String(s)) => s.as_str(),
             Some(_) => {
@@ -92,8 +102,8 @@ impl RequestMeta {
         };
         let version = ProtocolVersion::parse_modern(requested)
             .ok_or_else(|| unsupported_version(requested))?;
-        let client_capabilities = match meta.get(META_CLIENT_CAPABILITIES) {
-            Some(v @ Value::Object(_)) => Arc::new(v.clone()),
+        let client_capabilities = match meta.remove(META_CLIENT_CAPABILITIES) {
+            Some(v @ Value::Object(_)) => Arc::new(v),
             Some(_) => {
                 return Err(RpcError::invalid_params(format!(
                     "_meta.{META_CLIENT_CAPABILITIES} must be an object"
@@ -116,8 +126,11 @@ impl RequestMeta {
         Ok(RequestMeta {
             version,
             client_capabilities,
-            client_info: meta.get(META_CLIENT_INFO).cloned(),
+            client_info: meta.remove(META_CLIENT_INFO),
             log_level,
+            progress_token: meta
+                .remove("progressToken")
+                .filter(|t| t.is_string() || t.is_i64() || t.is_u64()),
         })
     }
 }
@@ -265,17 +278,25 @@ mod tests {
             META_PROTOCOL_VERSION: "2026-07-28",
             META_CLIENT_CAPABILITIES: { "elicitation": {} },
             META_LOG_LEVEL: "info",
-        }});
-        let meta = RequestMeta::parse(Some(&params)).expect("valid meta");
+            "progressToken": 7,
+        }, "name": "echo" });
+        let mut taken = params.clone();
+        let meta = RequestMeta::take(Some(&mut taken)).expect("valid meta");
         assert_eq!(meta.version, ProtocolVersion::V2026_07_28);
         assert_eq!(meta.log_level, Some(LogLevel::Info));
+        assert_eq!(meta.progress_token, Some(json!(7)));
+        assert_eq!(*meta.client_capabilities, json!({ "elicitation": {} }));
+        // The _meta is taken out of the params; the rest stays.
+        assert_eq!(taken, json!({ "name": "echo" }));
         let old = json!({ "_meta": { META_PROTOCOL_VERSION: "2025-11-25", META_CLIENT_CAPABILITIES: {} } });
-        let e = RequestMeta::parse(Some(&old)).expect_err("session-era version");
+        let e = RequestMeta::take(Some(&mut old.clone())).expect_err("session-era version");
         assert_eq!(e.code, UNSUPPORTED_PROTOCOL_VERSION);
         assert_eq!(e.data.as_ref().expect("data")["requested"], "2025-11-25");
         let no_caps = json!({ "_meta": { META_PROTOCOL_VERSION: "2026-07-28" } });
         assert_eq!(
-            RequestMeta::parse(Some(&no_caps)).expect_err("caps").code,
+            RequestMeta::take(Some(&mut no_caps.clone()))
+                .expect_err("caps")
+                .code,
             super::super::jsonrpc::INVALID_PARAMS
         );
     }

@@ -105,7 +105,8 @@ pub async fn post(
     if let Err(e) = check_headers(req.headers(), &request, &admitted) {
         return Ok(refuse(StatusCode::BAD_REQUEST, Some(&request.id), &e));
     }
-    let meta = match RequestMeta::parse(request.params.as_ref()) {
+    let mut request = request;
+    let meta = match RequestMeta::take(request.params.as_mut()) {
         Ok(meta) => meta,
         Err(e) => return Ok(refuse(StatusCode::BAD_REQUEST, Some(&request.id), &e)),
     };
@@ -124,7 +125,14 @@ pub async fn post(
         auth,
         settings,
     };
-    Ok(match modern::serve(env.clone(), request, meta) {
+    let sessions = env.tenant.sessions.clone();
+    // Let the other connections ready on this worker be read first: their answers then go out
+    // together, and a client waiting on several connections is woken once for them instead of
+    // once per answer (a session request gets the same from its hop through the session actor).
+    // Measured by bench/modern.sh: without it, a stateless request cost the server about 1.3x
+    // the CPU time of a session one under load, mostly in waking the client side.
+    tokio::task::yield_now().await;
+    Ok(match modern::serve(env, request, meta) {
         Served::Done(message) => json_answer(message),
         // Plain JSON when the answer comes before any notification; else the request's stream.
         Served::Running {
@@ -164,11 +172,7 @@ pub async fn post(
         }
         Served::Listen(listener) => sse_response(
             HttpResponse::Ok(),
-            listen_stream(
-                listener,
-                env.tenant.sessions.replica.clone(),
-                edge.keepalive,
-            ),
+            listen_stream(listener, sessions.replica.clone(), edge.keepalive),
         ),
     })
 }
