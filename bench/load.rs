@@ -8,7 +8,9 @@
 //! * `inits`: session opening (`initialize` + `notifications/initialized`) as fast as possible;
 //! * `idle`:  the server's resident memory per idle session (needs `--server-pid`);
 //! * `replay`: resuming (`GET` + `Last-Event-ID`) a finished 1000-event SSE stream in full;
-//! * `resume`: the latency to the first replayed event of a short resumption.
+//! * `resume`: the latency to the first replayed event of a short resumption;
+//! * `soak`: a mixed load held for a long time while the server's memory, descriptors and
+//!   tasks are sampled (`bench/soak.rs`, `bench/soak.sh`).
 //!
 //! Only loopback targets are accepted, and every loop is bounded in time and count.
 
@@ -21,6 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
+
+mod soak;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -100,6 +104,18 @@ struct Args {
     /// protected tenant; never on the command line).
     #[arg(long, value_name = "VAR")]
     bearer_token_env: Option<String>,
+    /// `soak`: an environment variable holding the admin token (the admin writer's changes).
+    #[arg(long, value_name = "VAR")]
+    admin_token_env: Option<String>,
+    /// `soak`: an environment variable holding the metrics token (runtime task counts).
+    #[arg(long, value_name = "VAR")]
+    metrics_token_env: Option<String>,
+    /// `soak`: seconds between samples of the server.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
+    sample_secs: u64,
+    /// `soak`: pause of each worker between its operations, in milliseconds.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    soak_pause_ms: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -110,6 +126,8 @@ enum Phase {
     Idle,
     Replay,
     Resume,
+    /// A mixed load for `--duration` seconds, sampling the server (see bench/soak.rs).
+    Soak,
 }
 
 fn main() -> ExitCode {
@@ -193,6 +211,9 @@ async fn run(args: Args, target: Arc<Target>) -> Result<(), String> {
     if args.phase == Phase::Resume {
         failed |= !resume_phase(&args, &target).await?;
     }
+    if args.phase == Phase::Soak {
+        failed |= !soak::soak_phase(&args, &target).await?;
+    }
     if failed {
         Err("some requests failed (see above)".into())
     } else {
@@ -228,6 +249,17 @@ async fn calls_phase(args: &Args, target: &Arc<Target>, conns: usize) -> Result<
     let start = Instant::now();
     let measure_from = start + Duration::from_secs_f64(args.warmup);
     let deadline = measure_from + Duration::from_secs_f64(args.duration);
+    // The server's CPU time over the measured window (user + system, from /proc/PID/stat).
+    let cpu = args.server_pid.map(|pid| {
+        tokio::spawn(async move {
+            tokio::time::sleep_until(measure_from.into()).await;
+            let before = read_cpu_ticks(pid)?;
+            let from = Instant::now();
+            tokio::time::sleep_until(deadline.into()).await;
+            let after = read_cpu_ticks(pid)?;
+            Ok::<_, String>((after.saturating_sub(before), from.elapsed()))
+        })
+    });
     let mut tasks = Vec::with_capacity(conns);
     for index in 0..conns {
         let target = Arc::clone(target);
@@ -272,6 +304,25 @@ async fn calls_phase(args: &Args, target: &Arc<Target>, conns: usize) -> Result<
         stats.errors
     );
     report_first_error("calls", &stats);
+    if let Some(cpu) = cpu {
+        match cpu.await {
+            Ok(Ok((ticks, window))) => {
+                let seconds = ticks as f64 / clock_ticks_per_second();
+                let per_request = if stats.ok == 0 {
+                    0.0
+                } else {
+                    // Requests of the window, at the rate measured over it.
+                    seconds * 1e6 / (stats.ok as f64 * window.as_secs_f64() / elapsed)
+                };
+                println!(
+                    "calls cpu: server {per_request:.1} us/req, {:.0}% of a core",
+                    seconds * 100.0 / window.as_secs_f64()
+                );
+            }
+            Ok(Err(e)) => println!("calls cpu: {e}"),
+            Err(e) => println!("calls cpu: sampler failed: {e}"),
+        }
+    }
     Ok(stats.errors == 0)
 }
 
@@ -820,6 +871,37 @@ async fn join_stats(tasks: Vec<tokio::task::JoinHandle<Stats>>) -> Stats {
     total
 }
 
+/// User + system CPU time of a process, in clock ticks (fields 14 and 15 of /proc/PID/stat).
+fn read_cpu_ticks(pid: u32) -> Result<u64, String> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    // The command name (field 2) may hold spaces: count fields after its closing parenthesis.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| format!("unexpected {path}"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| -> Result<u64, String> {
+        fields
+            .get(n - 3)
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or_else(|| format!("no field {n} in {path}"))
+    };
+    Ok(field(14)? + field(15)?)
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux unless told otherwise).
+fn clock_ticks_per_second() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|t| *t > 0.0)
+        .unwrap_or(100.0)
+}
+
 /// VmRSS of a process, in bytes.
 fn read_rss(pid: u32) -> Result<u64, String> {
     let path = format!("/proc/{pid}/status");
@@ -973,6 +1055,14 @@ impl Histogram {
 
 struct Target {
     addr: SocketAddr,
+    /// `host:port` as in the URL (the `Host` header).
+    authority: String,
+    /// The MCP endpoint's path.
+    path: String,
+    /// The tenant of a `/t/{tenant}/mcp` path ("" otherwise).
+    tenant: String,
+    /// `Authorization: Bearer …\r\n`, or "".
+    auth_header: String,
     /// Request line and fixed headers, ending in "\r\n" (more headers follow).
     head: Vec<u8>,
     /// The same for `GET` (opening or resuming an SSE stream).
@@ -985,6 +1075,7 @@ impl Target {
         let header = format!("Authorization: Bearer {token}\r\n");
         self.head.extend_from_slice(header.as_bytes());
         self.get_head.extend_from_slice(header.as_bytes());
+        self.auth_header = header;
     }
 
     fn parse(url: &str) -> Result<Target, String> {
@@ -1032,8 +1123,17 @@ impl Target {
         let get_head =
             format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nAccept: text/event-stream\r\n")
                 .into_bytes();
+        let tenant = path
+            .strip_prefix("/t/")
+            .and_then(|p| p.split('/').next())
+            .unwrap_or("")
+            .to_string();
         Ok(Target {
             addr: SocketAddr::new(ip, port),
+            authority: authority.to_string(),
+            path: path.to_string(),
+            tenant,
+            auth_header: String::new(),
             head,
             get_head,
         })
@@ -1235,6 +1335,16 @@ impl Conn {
     /// GETs the session's SSE stream resuming after `last_event_id` and reads it to its end
     /// (the body is the decoded event stream); returns the status. `first_event` is set to the
     /// instant the first complete event with an id arrived.
+    /// Sends a request given whole (request line, headers, body) and reads its response.
+    async fn raw(&mut self, request: Vec<u8>) -> io::Result<u16> {
+        self.buf.drain(..self.consumed);
+        self.consumed = 0;
+        self.body = Body::InBuf(0, 0);
+        self.session = None;
+        self.out = request;
+        self.send(None).await
+    }
+
     async fn get_resume(
         &mut self,
         session: &str,

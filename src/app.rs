@@ -297,7 +297,10 @@ impl Application {
             .run();
             actix_rt::spawn(metrics_server);
         }
+        crate::metrics::global().register_runtime();
         let mut server = HttpServer::new(move || {
+            // Runs on each HTTP worker's thread: its runtime's tasks are counted in /metrics.
+            crate::metrics::global().register_runtime();
             let mut app = App::new();
             if let Some(token) = &metrics_token {
                 app = app

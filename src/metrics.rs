@@ -85,6 +85,10 @@ pub struct Metrics {
     pub event_log_appends: Family<TenantLabels, Counter>,
     pub event_log_replays: Family<OutcomeLabels, Counter>,
     pub pending_client_requests: Family<MethodLabels, Gauge>,
+    /// Tasks alive on this process's runtimes (HTTP workers and the main one), for leak hunting
+    /// (`bench/soak.sh` watches it).
+    pub runtime_tasks: Gauge,
+    runtimes: parking_lot::Mutex<Vec<(std::thread::ThreadId, tokio::runtime::Handle)>>,
 }
 
 impl Metrics {
@@ -159,8 +163,16 @@ impl Metrics {
             "Server-to-client requests awaiting the client's answer (elicitation/create, sampling/createMessage, roots/list)",
             pending_client_requests.clone(),
         );
+        let runtime_tasks = Gauge::default();
+        registry.register(
+            "mcp_harbor_runtime_alive_tasks",
+            "Tasks alive on the process's async runtimes (HTTP workers and the main runtime)",
+            runtime_tasks.clone(),
+        );
         Metrics {
             registry,
+            runtime_tasks,
+            runtimes: parking_lot::Mutex::new(Vec::new()),
             event_log_appends,
             event_log_replays,
             pending_client_requests,
@@ -175,8 +187,29 @@ impl Metrics {
         }
     }
 
+    /// Counts the current thread's runtime in `mcp_harbor_runtime_alive_tasks` (once per
+    /// thread; outside a runtime, nothing).
+    pub fn register_runtime(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let thread = std::thread::current().id();
+        let mut runtimes = self.runtimes.lock();
+        if !runtimes.iter().any(|(t, _)| *t == thread) {
+            runtimes.push((thread, handle));
+        }
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
+        let tasks: usize = self
+            .runtimes
+            .lock()
+            .iter()
+            .map(|(_, h)| h.metrics().num_alive_tasks())
+            .sum();
+        self.runtime_tasks
+            .set(i64::try_from(tasks).unwrap_or(i64::MAX));
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();

@@ -147,6 +147,8 @@ async fn metrics_record_mcp_traffic_behind_their_token() {
             &[("route", "other"), ("status", "401")]
         ) >= 2.0
     );
+    // The runtimes' tasks are counted (the open stream and the session hold some).
+    assert!(sample(&after, "mcp_harbor_runtime_alive_tasks", &[]) >= 1.0);
     // No session ids or tokens in label values.
     let text = format!("{after:?}");
     assert!(!text.contains(&c.session) && !text.contains(TOKEN));
