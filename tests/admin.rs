@@ -179,7 +179,7 @@ async fn validation_errors_name_the_field() {
             Method::POST,
             "/tenants",
             json!({ "slug": "x", "catalogs": ["nope"] }),
-            "catalogs",
+            "catalogs[0]",
         ),
         (
             Method::POST,
@@ -215,7 +215,7 @@ async fn validation_errors_name_the_field() {
             Method::POST,
             "/tenants/acme/tools",
             json!({ "name": "t", "description": "d", "input_schema": { "type": "string" }, "webhook": { "url": "https://x.example/h" } }),
-            "input_schema",
+            "input_schema.type",
         ),
         (
             Method::POST,

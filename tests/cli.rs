@@ -421,7 +421,7 @@ messages:
         .await
         .fails(1);
     assert!(
-        refused.stderr.contains("missing field `description`")
+        refused.stderr.contains("description: is required")
             && refused.stderr.contains("field description"),
         "{refused:?}"
     );

@@ -11,8 +11,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 /// The routes `mcp_harbor::admin::configure()` registers under `/admin/v1`, as written there
-/// (`{kind}` is one of [`KINDS`]; the users, oauth-clients and signing-keys routes come first, so
-/// those are not kinds). `configure_source_matches_the_route_list` keeps this in step.
+/// ([`KIND`] is one of [`KINDS`]). `configure_source_matches_the_route_list` keeps this in step.
 const ROUTES: &[(&str, &str)] = &[
     ("GET", "/openapi.json"),
     ("POST", "/tenants"),
@@ -34,15 +33,34 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/tenants/{slug}/elicitations"),
     ("GET", "/tenants/{slug}/elicitations/{id}"),
     ("DELETE", "/tenants/{slug}/elicitations/{id}"),
-    ("POST", "/tenants/{slug}/{kind}"),
-    ("GET", "/tenants/{slug}/{kind}"),
-    ("GET", "/tenants/{slug}/{kind}/{name}"),
-    ("PUT", "/tenants/{slug}/{kind}/{name}"),
-    ("DELETE", "/tenants/{slug}/{kind}/{name}"),
+    (
+        "POST",
+        "/tenants/{slug}/{kind:tools|prompts|resources|resource-templates}",
+    ),
+    (
+        "GET",
+        "/tenants/{slug}/{kind:tools|prompts|resources|resource-templates}",
+    ),
+    (
+        "GET",
+        "/tenants/{slug}/{kind:tools|prompts|resources|resource-templates}/{name}",
+    ),
+    (
+        "PUT",
+        "/tenants/{slug}/{kind:tools|prompts|resources|resource-templates}/{name}",
+    ),
+    (
+        "DELETE",
+        "/tenants/{slug}/{kind:tools|prompts|resources|resource-templates}/{name}",
+    ),
 ];
 
 /// The catalog collections the `{kind}` segment accepts (`admin::catalog::kind_of`).
 const KINDS: &[&str] = &["tools", "prompts", "resources", "resource-templates"];
+
+/// The `{kind}` segment of the catalog routes: only the collections route there, so another
+/// segment falls through to 404 or 405.
+const KIND: &str = "{kind:tools|prompts|resources|resource-templates}";
 
 const HTTP_METHODS: &[&str] = &[
     "get", "put", "post", "delete", "options", "head", "patch", "trace",
@@ -55,9 +73,9 @@ const WALK_TENANT: &str = "openapi-walk";
 fn expected_operations() -> BTreeSet<(String, String)> {
     let mut out = BTreeSet::new();
     for (method, path) in ROUTES {
-        if path.contains("{kind}") {
+        if path.contains(KIND) {
             for kind in KINDS {
-                out.insert((method.to_string(), path.replace("{kind}", kind)));
+                out.insert((method.to_string(), path.replace(KIND, kind)));
             }
         } else {
             out.insert((method.to_string(), path.to_string()));
@@ -183,14 +201,26 @@ impl Answer {
     }
 }
 
-/// Calls `url_path` (under /admin/v1) and checks that the route exists: no 405, and no
-/// `no such admin endpoint` 404 from the admin scope's default service.
+/// Calls `url_path` (under /admin/v1), a body sent as JSON, and checks that the route exists: no
+/// 405, and no `no such admin endpoint` 404 from the admin scope's default service.
 async fn call(
     app: &TestApp,
     method: &str,
     url_path: &str,
     body: Option<String>,
     token: bool,
+) -> Answer {
+    call_as(app, method, url_path, body, token, "application/json").await
+}
+
+/// [`call`] with the body sent as `content_type`.
+async fn call_as(
+    app: &TestApp,
+    method: &str,
+    url_path: &str,
+    body: Option<String>,
+    token: bool,
+    content_type: &str,
 ) -> Answer {
     let method = Method::from_bytes(method.as_bytes()).unwrap();
     let mut req = if token {
@@ -200,7 +230,7 @@ async fn call(
             .request(method.clone(), format!("{}/admin/v1{url_path}", app.base))
     };
     if let Some(body) = body {
-        req = req.header("content-type", "application/json").body(body);
+        req = req.header("content-type", content_type).body(body);
     }
     let resp = req.send().await.unwrap();
     let status = resp.status().as_u16();
@@ -332,6 +362,7 @@ fn configure_source_matches_the_route_list() {
         found, listed,
         "admin::configure() changed: update ROUTES here and src/admin/openapi.json"
     );
+    assert_eq!(KIND, format!("{{kind:{}}}", KINDS.join("|")));
 }
 
 #[actix_rt::test]
@@ -401,27 +432,18 @@ async fn document_is_openapi_31_and_covers_exactly_the_routes() {
             "{}: no success response",
             op.id()
         );
+        // The statuses each kind of operation can answer, and why.
+        let mut required = vec![("400", "every operation refuses unknown query parameters")];
         if !op.is_public() {
-            assert!(
-                codes.contains("401"),
-                "{}: a token-protected operation must document 401",
-                op.id()
-            );
+            required.push(("401", "a token-protected operation"));
+            required.push(("503", "the database may be unavailable"));
         }
         if op.path.contains("{slug}") {
-            assert!(
-                codes.contains("404"),
-                "{}: tenant-scoped operations answer 404",
-                op.id()
-            );
+            required.push(("404", "a tenant-scoped operation"));
         }
         if op.op.get("requestBody").is_some() {
-            for code in ["400", "422"] {
-                assert!(
-                    codes.contains(code),
-                    "{}: body-taking operations answer {code}",
-                    op.id()
-                );
+            for code in ["413", "415", "422"] {
+                required.push((code, "a body-taking operation"));
             }
             assert!(
                 op.request_example().is_some(),
@@ -430,11 +452,10 @@ async fn document_is_openapi_31_and_covers_exactly_the_routes() {
             );
         }
         if op.params.iter().any(|p| p["name"] == "cursor") {
-            assert!(
-                codes.contains("422"),
-                "{}: a bad cursor answers 422",
-                op.id()
-            );
+            required.push(("422", "a bad cursor"));
+        }
+        for (code, why) in required {
+            assert!(codes.contains(code), "{}: {why} answers {code}", op.id());
         }
     }
     // Only openapi.json is public.
@@ -613,7 +634,19 @@ async fn every_documented_operation_exists_and_answers_as_documented() {
             let a = call(&app, &op.method, &path, example.clone(), false).await;
             assert_eq!(a.status, 401, "{} without a token", op.id());
             record(&a, "no token");
+            // The token is checked before the query string.
+            let unknown = format!("{path}?no_such_param=1");
+            let a = call(&app, &op.method, &unknown, example.clone(), false).await;
+            assert_eq!(a.status, 401, "{} without a token", op.id());
         }
+        // Unknown query parameters are refused on every operation, before anything happens.
+        let unknown = format!("{path}?no_such_param=1");
+        let a = call(&app, &op.method, &unknown, example.clone(), true).await;
+        assert_eq!(a.status, 400, "{} ?no_such_param=1: {}", op.id(), a.text);
+        assert_eq!(a.json()["error"]["code"], "bad_request");
+        let message = a.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains("\"no_such_param\""), "{message}");
+        record(&a, "unknown query parameter");
         if op.path.contains("{slug}") {
             let missing = url_path(&ops, &op.path, "no-such-tenant", None, &assigned);
             let a = call(&app, &op.method, &missing, example.clone(), true).await;
@@ -639,6 +672,12 @@ async fn every_documented_operation_exists_and_answers_as_documented() {
             record(&a, "missing entry");
         }
         if example.is_some() {
+            for content_type in ["text/plain", "application/x-www-form-urlencoded"] {
+                let a = call_as(&app, &op.method, &path, example.clone(), true, content_type).await;
+                assert_eq!(a.status, 415, "{} as {content_type}", op.id());
+                assert_eq!(a.json()["error"]["code"], "unsupported_media_type");
+                record(&a, "not sent as JSON");
+            }
             let a = call(&app, &op.method, &path, Some("{not json".into()), true).await;
             assert_eq!(a.status, 400, "{} with a non-JSON body", op.id());
             assert_eq!(a.json()["error"]["code"], "bad_request");
@@ -1049,8 +1088,8 @@ async fn tenant_auth_settings_match_the_documented_schemas() {
         let a = admin_call(&app, "POST", "/tenants", Some(body.clone())).await;
         assert_refused(&doc, &a, "auth", field, &body.to_string());
     }
-    // Refused by the server by rules the document states in prose (URLs, the token's length,
-    // the token `registration: token` needs on a new tenant).
+    // Refused by the document's patterns and conditions (URLs, the token's length, the token
+    // `registration: token` needs on a new tenant, a blank audience), naming the exact field.
     let described = [
         (
             json!({ "mode": "oauth", "registration": "token" }),
@@ -1080,25 +1119,39 @@ async fn tenant_auth_settings_match_the_documented_schemas() {
     ];
     for (auth, field) in described {
         let body = json!({ "slug": "auth-refused", "auth": auth });
+        assert!(
+            !fits(&doc, "CreateTenant", &body),
+            "the schema accepts {body}"
+        );
         let a = admin_call(&app, "POST", "/tenants", Some(body.clone())).await;
         assert_refused(&doc, &a, "auth", Some(field), &body.to_string());
     }
     let a = admin_call(&app, "GET", "/tenants/auth-refused", None).await;
     assert_eq!(a.status, 404);
+
+    // A state rule: `registration: token` on a tenant with no token to keep is 409 (the request
+    // alone is valid), and nothing changes.
+    let body = json!({ "auth": { "mode": "oauth", "registration": "token" } });
+    assert!(fits(&doc, "UpdateTenant", &body));
+    let a = admin_call(&app, "PATCH", "/tenants/auth-oauth", Some(body)).await;
+    assert_eq!(a.status, 409, "{}", a.text);
+    assert_valid(&doc, &component("Error"), &a.json(), "409");
+    assert_eq!(auth_of("auth-oauth").await["registration"], "open");
+}
+
+/// A fresh app, its document, and a tenant created with `body`.
+async fn app_with_tenant(body: Value) -> (TestApp, Value) {
+    let app = spawn_app().await;
+    let doc = fetch_document(&app).await;
+    let a = admin_call(&app, "POST", "/tenants", Some(body)).await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    (app, doc)
 }
 
 #[actix_rt::test]
 async fn users_clients_and_keys_match_the_documented_schemas() {
-    let app = spawn_app().await;
-    let doc = fetch_document(&app).await;
-    let a = admin_call(
-        &app,
-        "POST",
-        "/tenants",
-        Some(json!({ "slug": "oauth-admin", "auth": { "mode": "oauth" } })),
-    )
-    .await;
-    assert_eq!(a.status, 201, "{}", a.text);
+    let (app, doc) =
+        app_with_tenant(json!({ "slug": "oauth-admin", "auth": { "mode": "oauth" } })).await;
     let base = "/tenants/oauth-admin";
 
     // Users.
@@ -1343,15 +1396,20 @@ async fn users_clients_and_keys_match_the_documented_schemas() {
         .await;
         assert_refused(&doc, &a, field, None, &body.to_string());
     }
-    // Redirect URI rules stated in prose.
+    // Redirect URI rules (the `RedirectUri` pattern).
     for uri in [
         "http://app.acme.example/cb",
         "https://app.acme.example/cb#fragment",
         "app.acme.example/cb",
+        "https://user@app.acme.example/cb",
     ] {
-        let body = json!({ "redirect_uris": [uri] });
+        let body = json!({ "redirect_uris": ["https://app.acme.example/ok", uri] });
+        assert!(
+            !fits(&doc, "ClientMetadataInput", &body),
+            "the schema accepts {body}"
+        );
         let a = admin_call(&app, "POST", &format!("{base}/oauth-clients"), Some(body)).await;
-        assert_refused(&doc, &a, "", Some("redirect_uris"), uri);
+        assert_refused(&doc, &a, "", Some("redirect_uris[1]"), uri);
     }
     let a = admin_call(&app, "DELETE", &format!("{base}/oauth-clients/{id}"), None).await;
     assert_eq!(a.status, 204);
@@ -1385,4 +1443,86 @@ async fn users_clients_and_keys_match_the_documented_schemas() {
     assert!(active[0]["retired_at"].is_null());
     let first = items.iter().find(|k| k["kid"] == json!(kids[0])).unwrap();
     assert!(first["retired_at"].is_i64() && first["active"] == false);
+}
+
+#[actix_rt::test]
+async fn methods_a_documented_path_lacks_answer_405_with_allow() {
+    let (app, doc) = app_with_tenant(json!({ "slug": "allow-check" })).await;
+    let mut refused = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        let documented: BTreeSet<String> = item
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| HTTP_METHODS.contains(&k.as_str()))
+            .map(|k| k.to_uppercase())
+            .collect();
+        let url = path
+            .replace("{slug}", "allow-check")
+            .split('/')
+            .map(|s| if s.starts_with('{') { "x" } else { s })
+            .collect::<Vec<_>>()
+            .join("/");
+        for method in ["GET", "PUT", "POST", "DELETE", "PATCH"] {
+            if documented.contains(method) {
+                continue;
+            }
+            let resp = app
+                .admin(Method::from_bytes(method.as_bytes()).unwrap(), &url)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 405, "{method} {url}");
+            let allow: BTreeSet<String> = resp.headers()["allow"]
+                .to_str()
+                .unwrap()
+                .split(',')
+                .map(|m| m.trim().to_string())
+                .collect();
+            assert_eq!(allow, documented, "{method} {url}: Allow");
+            let body: Value = resp.json().await.unwrap();
+            assert_valid(&doc, &component("Error"), &body, "405");
+            assert_eq!(body["error"]["code"], "method_not_allowed");
+            refused += 1;
+        }
+    }
+    assert!(refused >= 50, "{refused}");
+    // A path the document does not have is 404, whatever the method; so is a catalog collection
+    // that does not exist.
+    for (method, url) in [
+        (Method::GET, "/nothing/here"),
+        (Method::PUT, "/tenants"),
+        (Method::GET, "/tenants/allow-check/widgets"),
+        (Method::PUT, "/tenants/allow-check/widgets/x"),
+    ] {
+        let resp = app.admin(method.clone(), url).send().await.unwrap();
+        let status = resp.status().as_u16();
+        let body: Value = resp.json().await.unwrap();
+        if url == "/tenants" {
+            assert_eq!(status, 405, "{method} {url}");
+            continue;
+        }
+        assert_eq!(status, 404, "{method} {url}");
+        assert_eq!(body["error"]["code"], "not_found");
+    }
+}
+
+#[actix_rt::test]
+async fn an_oversized_body_is_413_in_the_error_shape() {
+    let app = spawn_app().await;
+    let doc = fetch_document(&app).await;
+    let body = json!({ "slug": "big", "display_name": "x".repeat(4 * 1024 * 1024) }).to_string();
+    let resp = app
+        .admin(Method::POST, "/tenants")
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 413);
+    let error: Value = resp.json().await.unwrap();
+    assert_valid(&doc, &component("Error"), &error, "413");
+    assert_eq!(error["error"]["code"], "payload_too_large");
+    let a = admin_call(&app, "GET", "/tenants/big", None).await;
+    assert_eq!(a.status, 404);
 }

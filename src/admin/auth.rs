@@ -73,7 +73,8 @@ impl AdminAuth {
     }
 }
 
-/// Proof that the request carried the admin token.
+/// Proof that the request carried the admin token (and no query parameter its operation does not
+/// take: see `openapi::check_query`).
 pub struct Admin;
 
 impl FromRequest for Admin {
@@ -94,10 +95,11 @@ impl FromRequest for Admin {
             (Some(t), Some(auth)) => auth.verify(t),
             _ => false,
         };
-        ready(if ok {
-            Ok(Admin)
-        } else {
+        ready(if !ok {
             Err(AdminError::unauthorized())
+        } else {
+            // Every authenticated operation refuses query parameters it does not document.
+            super::openapi::check_query(req).map(|()| Admin)
         })
     }
 }

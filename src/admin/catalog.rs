@@ -8,7 +8,7 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{page, parse_body, Admin, AdminError, AdminState, PageQuery};
+use super::{page, parse_body, Admin, AdminError, AdminState, Documented, JsonBody, PageQuery};
 use crate::catalog::stored::{
     PromptArgument, PromptDef, PromptMessage, ResourceDef, ResourceTemplateDef, TemplateResolver,
     ToolDef, UriTemplate,
@@ -16,7 +16,9 @@ use crate::catalog::stored::{
 use crate::store::{now_millis, CatalogEntry, CatalogKind, CatalogStore, StoreError, TenantStore};
 use crate::tools::webhook::{self, WebhookTarget};
 
+/// A blob's decoded size limit, and a text's (or resolver text's) length limit in characters.
 const MAX_RESOURCE_BYTES: usize = 1024 * 1024;
+const MAX_RESOURCE_CHARS: usize = 1024 * 1024;
 
 fn kind_of(segment: &str) -> Result<CatalogKind, AdminError> {
     match segment {
@@ -97,6 +99,10 @@ struct ToolInput {
     output_schema: Option<Value>,
     annotations: Option<Value>,
     webhook: WebhookInput,
+}
+
+impl Documented for ToolInput {
+    const SCHEMA: &'static str = "ToolInput";
 }
 
 fn empty_object_schema() -> Value {
@@ -202,6 +208,18 @@ struct PromptInput {
     messages: Vec<PromptMessage>,
 }
 
+impl Documented for PromptInput {
+    const SCHEMA: &'static str = "PromptInput";
+}
+
+impl Documented for ResourceDef {
+    const SCHEMA: &'static str = "ResourceDef";
+}
+
+impl Documented for ResourceTemplateDef {
+    const SCHEMA: &'static str = "ResourceTemplateDef";
+}
+
 fn validate_prompt(body: &[u8]) -> Result<Validated, AdminError> {
     let input: PromptInput = parse_body(body)?;
     validate_name(&input.name)?;
@@ -272,7 +290,7 @@ fn validate_prompt(body: &[u8]) -> Result<Validated, AdminError> {
     })
 }
 
-fn validate_uri(field: &str, uri: &str) -> Result<(), AdminError> {
+pub(super) fn validate_uri(field: &str, uri: &str) -> Result<(), AdminError> {
     let scheme_ok = uri.split_once(':').is_some_and(|(scheme, rest)| {
         !scheme.is_empty()
             && scheme
@@ -284,7 +302,7 @@ fn validate_uri(field: &str, uri: &str) -> Result<(), AdminError> {
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
             && !rest.is_empty()
     });
-    if !scheme_ok || uri.chars().any(char::is_whitespace) || uri.len() > 2048 {
+    if !scheme_ok || uri.chars().any(char::is_whitespace) || uri.chars().count() > 2048 {
         return Err(AdminError::invalid(
             field,
             "must be an absolute URI like docs://handbook/intro",
@@ -305,8 +323,11 @@ fn validate_resource(body: &[u8]) -> Result<Validated, AdminError> {
                 "give exactly one of text or blob",
             ))
         }
-        (Some(text), None) if text.len() > MAX_RESOURCE_BYTES => {
-            return Err(AdminError::invalid("text", "is larger than 1 MiB"))
+        (Some(text), None) if text.chars().count() > MAX_RESOURCE_CHARS => {
+            return Err(AdminError::invalid(
+                "text",
+                format!("is longer than {MAX_RESOURCE_CHARS} characters"),
+            ))
         }
         (None, Some(blob)) => {
             let bytes = base64::engine::general_purpose::STANDARD
@@ -335,7 +356,7 @@ fn validate_template(body: &[u8]) -> Result<Validated, AdminError> {
     validate_uri("uri_template", &def.uri_template)?;
     validate_text("mime_type", &def.mime_type, 200)?;
     let TemplateResolver::Text { text } = &def.resolver;
-    validate_text("resolver.text", text, MAX_RESOURCE_BYTES)?;
+    validate_text("resolver.text", text, MAX_RESOURCE_CHARS)?;
     let vars: HashSet<&str> = parsed.variables().into_iter().collect();
     for placeholder in text.split('{').skip(1).filter_map(|p| p.split('}').next()) {
         if !vars.contains(placeholder) {
@@ -428,7 +449,7 @@ pub async fn create(
     _: Admin,
     state: web::Data<AdminState>,
     path: web::Path<(String, String)>,
-    body: web::Bytes,
+    body: JsonBody,
 ) -> Result<HttpResponse, AdminError> {
     let (slug, segment) = path.into_inner();
     let kind = kind_of(&segment)?;
@@ -518,7 +539,7 @@ pub async fn replace(
     _: Admin,
     state: web::Data<AdminState>,
     path: web::Path<(String, String, String)>,
-    body: web::Bytes,
+    body: JsonBody,
 ) -> Result<HttpResponse, AdminError> {
     let (slug, segment, name) = path.into_inner();
     let kind = kind_of(&segment)?;

@@ -2,8 +2,10 @@
 //! (create, get, list, update, delete) and, per tenant, the published catalog: tools (webhook
 //! backed), prompts, resources and resource templates; the tenant's URL-mode elicitations
 //! (list, inspect, cancel). Errors are
-//! `{"error": {"code", "message", "field"?}}` with 400 (unreadable), 401, 404, 409 or 422
-//! (invalid, naming the field).
+//! `{"error": {"code", "message", "field"?}}` with 400 (unreadable, or an unknown query
+//! parameter), 401, 404, 405, 409, 413, 415 or 422 (invalid, naming the field). What a request
+//! may be is stated once, in the OpenAPI document (`openapi`), which the server checks requests
+//! against.
 
 mod auth;
 mod catalog;
@@ -14,12 +16,16 @@ mod tenants;
 
 pub use auth::{hash_token, Admin, AdminAuth};
 
-use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse, ResponseError};
-use base64::Engine;
+use actix_web::dev::Payload;
+use actix_web::http::{header, Method, StatusCode};
+use actix_web::{web, FromRequest, HttpMessage, HttpRequest, HttpResponse, ResponseError};
+use futures_util::future::LocalBoxFuture;
+use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
+
+pub use openapi::Documented;
 
 use crate::store::StoreError;
 use crate::tenant::TenantDirectory;
@@ -30,12 +36,14 @@ pub struct AdminState {
     pub allow_http_loopback_webhooks: bool,
 }
 
+/// The largest request body: resources may carry 1 MiB of content (about 1.4 MiB as base64).
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
 /// Mounts the admin API.
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    openapi::load();
     cfg.service(
-        web::scope("/admin/v1")
-            // Resources may carry 1 MiB of content (about 1.4 MiB as base64).
-            .app_data(web::PayloadConfig::new(4 * 1024 * 1024))
+        web::scope(openapi::BASE)
             .app_data(web::QueryConfig::default().error_handler(|err, _| {
                 AdminError::bad_request(format!("invalid query string: {err}")).into()
             }))
@@ -95,19 +103,28 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 "/tenants/{slug}/elicitations/{id}",
                 web::delete().to(elicitations::cancel),
             )
-            .route("/tenants/{slug}/{kind}", web::post().to(catalog::create))
-            .route("/tenants/{slug}/{kind}", web::get().to(catalog::list))
-            .route("/tenants/{slug}/{kind}/{name}", web::get().to(catalog::get))
             .route(
-                "/tenants/{slug}/{kind}/{name}",
+                "/tenants/{slug}/{kind:tools|prompts|resources|resource-templates}",
+                web::post().to(catalog::create),
+            )
+            .route(
+                "/tenants/{slug}/{kind:tools|prompts|resources|resource-templates}",
+                web::get().to(catalog::list),
+            )
+            .route(
+                "/tenants/{slug}/{kind:tools|prompts|resources|resource-templates}/{name}",
+                web::get().to(catalog::get),
+            )
+            .route(
+                "/tenants/{slug}/{kind:tools|prompts|resources|resource-templates}/{name}",
                 web::put().to(catalog::replace),
             )
             .route(
-                "/tenants/{slug}/{kind}/{name}",
+                "/tenants/{slug}/{kind:tools|prompts|resources|resource-templates}/{name}",
                 web::delete().to(catalog::delete),
             )
-            .default_service(web::to(|| async {
-                AdminError::not_found("no such admin endpoint").error_response()
+            .default_service(web::to(|req: HttpRequest| async move {
+                openapi::no_route(&req)
             })),
     );
 }
@@ -142,6 +159,31 @@ impl AdminError {
             status: StatusCode::NOT_FOUND,
             code: "not_found",
             message: message.into(),
+            field: None,
+        }
+    }
+    /// 405: the path is documented, for the methods in `allow` only.
+    pub fn method_not_allowed(method: &Method, allow: &str) -> Self {
+        AdminError {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            code: "method_not_allowed",
+            message: format!("{method} is not allowed here (allowed: {allow})"),
+            field: None,
+        }
+    }
+    pub fn payload_too_large() -> Self {
+        AdminError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            code: "payload_too_large",
+            message: format!("the body is larger than {MAX_BODY_BYTES} bytes"),
+            field: None,
+        }
+    }
+    pub fn unsupported_media_type() -> Self {
+        AdminError {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            code: "unsupported_media_type",
+            message: "send the body as JSON, with Content-Type: application/json".into(),
             field: None,
         }
     }
@@ -226,10 +268,75 @@ impl From<StoreError> for AdminError {
     }
 }
 
-/// Reads a JSON body: 400 when it is not JSON, 422 naming the field when it has the wrong shape.
-pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, AdminError> {
-    let value: Value = serde_json::from_slice(body)
+/// A request body as the admin API takes it: `Content-Type: application/json` (415 otherwise) and
+/// at most [`MAX_BODY_BYTES`] (413). [`parse_body`] reads it.
+pub struct JsonBody(pub web::Bytes);
+
+impl std::ops::Deref for JsonBody {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl FromRequest for JsonBody {
+    type Error = AdminError;
+    type Future = LocalBoxFuture<'static, Result<JsonBody, AdminError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let json = matches!(req.mime_type(), Ok(Some(m)) if m.type_() == "application" && m.subtype() == "json");
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        let mut payload = payload.take();
+        Box::pin(async move {
+            if !json {
+                return Err(AdminError::unsupported_media_type());
+            }
+            if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+                return Err(AdminError::payload_too_large());
+            }
+            let mut body = web::BytesMut::new();
+            while let Some(chunk) = payload.next().await {
+                let chunk = chunk.map_err(|e| {
+                    AdminError::bad_request(format!("the body could not be read: {e}"))
+                })?;
+                if body.len() + chunk.len() > MAX_BODY_BYTES {
+                    return Err(AdminError::payload_too_large());
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(JsonBody(body.freeze()))
+        })
+    }
+}
+
+/// JSON numbers with no fractional part (`1000.0`, `1e3`) are integers, as JSON Schema counts
+/// them; serde's integer types take them only written without a fraction.
+fn integral_numbers(value: &mut Value) {
+    match value {
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|f| n.is_f64() && f.fract() == 0.0) {
+                if f.abs() < 9.0e15 {
+                    *value = json!(f as i64);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_numbers),
+        Value::Object(map) => map.values_mut().for_each(integral_numbers),
+        _ => {}
+    }
+}
+
+/// Reads a JSON body: 400 when it is not JSON; 422 naming the field when it does not match its
+/// documented schema (`T::SCHEMA` in openapi.json) or has the wrong shape.
+pub fn parse_body<T: DeserializeOwned + Documented>(body: &[u8]) -> Result<T, AdminError> {
+    let mut value: Value = serde_json::from_slice(body)
         .map_err(|e| AdminError::bad_request(format!("the body is not valid JSON: {e}")))?;
+    integral_numbers(&mut value);
+    openapi::check_body(T::SCHEMA, &value)?;
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
@@ -254,6 +361,18 @@ pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, AdminError> {
     })
 }
 
+/// A tenant's or a user's display name: 1 to 200 characters, not blank, no U+0000 (which
+/// PostgreSQL's text cannot hold).
+pub fn validate_display_name(name: &str) -> Result<(), AdminError> {
+    if name.trim().is_empty() || name.chars().count() > 200 || name.contains('\0') {
+        return Err(AdminError::invalid(
+            "display_name",
+            "must be 1 to 200 characters, not blank, without U+0000",
+        ));
+    }
+    Ok(())
+}
+
 #[derive(Debug, Deserialize)]
 pub struct PageQuery {
     pub limit: Option<u32>,
@@ -269,24 +388,49 @@ impl PageQuery {
         }
         let after = match &self.cursor {
             None => None,
-            Some(c) => Some(
-                base64::engine::general_purpose::URL_SAFE_NO_PAD
-                    .decode(c)
-                    .ok()
-                    .and_then(|b| String::from_utf8(b).ok())
-                    .ok_or_else(|| {
-                        AdminError::invalid("cursor", "is not a cursor this API returned")
-                    })?,
-            ),
+            Some(c) => Some(key_of_cursor(c).ok_or_else(|| {
+                AdminError::invalid("cursor", "is not a cursor this API returned")
+            })?),
         };
         Ok((limit, after))
     }
 }
 
+/// The cursor that continues a list after `key`: the key (a slug, name, username or id, all
+/// printable ASCII) in lowercase hex, so that any text of that form (the document's pattern) is a
+/// position in the key order and has one spelling.
+pub fn cursor_after(key: &str) -> String {
+    key.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The key a cursor continues after, if it is one.
+fn key_of_cursor(cursor: &str) -> Option<String> {
+    let digits = cursor.as_bytes();
+    if !digits.len().is_multiple_of(2)
+        || !digits
+            .iter()
+            .all(|d| matches!(d, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return None;
+    }
+    let bytes = digits
+        .chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()?;
+    if !bytes.iter().all(|b| (0x20..0x7f).contains(b)) {
+        return None;
+    }
+    String::from_utf8(bytes).ok()
+}
+
 /// `{items, next_cursor}`: a next cursor when the page is full.
 pub fn page(items: Vec<Value>, last_key: Option<&str>, limit: u32) -> HttpResponse {
     let next = (items.len() as u32 == limit)
-        .then(|| last_key.map(|k| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(k)))
+        .then(|| last_key.map(cursor_after))
         .flatten();
     HttpResponse::Ok().json(json!({ "items": items, "next_cursor": next }))
 }

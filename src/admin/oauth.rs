@@ -8,7 +8,10 @@ use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{page, parse_body, Admin, AdminError, AdminState, PageQuery};
+use super::{
+    page, parse_body, validate_display_name, Admin, AdminError, AdminState, Documented, JsonBody,
+    PageQuery,
+};
 use crate::auth::password::hash_password;
 use crate::auth::{hash_secret, random_token, AuthService};
 use crate::oauth::clients::{validate_metadata, ClientInput};
@@ -120,7 +123,7 @@ impl AuthInput {
                 };
                 let registration = o.registration.unwrap_or_default();
                 let initial_access_token_hash = match o.initial_access_token {
-                    Some(t) if t.len() < 16 => {
+                    Some(t) if t.chars().count() < 16 => {
                         return Err(AdminError::invalid(
                             "auth.initial_access_token",
                             "must be at least 16 characters",
@@ -131,10 +134,16 @@ impl AuthInput {
                 };
                 if registration == RegistrationPolicy::Token && initial_access_token_hash.is_none()
                 {
-                    return Err(AdminError::invalid(
-                        "auth.initial_access_token",
-                        "is required when registration is \"token\"",
-                    ));
+                    // On an update it is the tenant's state (no token to keep) that is missing
+                    // something, not the request: 409.
+                    let message =
+                        "is required when registration is \"token\" (this tenant has none to keep)";
+                    return Err(match previous {
+                        Some(_) => {
+                            AdminError::conflict(format!("auth.initial_access_token {message}"))
+                        }
+                        None => AdminError::invalid("auth.initial_access_token", message),
+                    });
                 }
                 let login = o.login.unwrap_or_default();
                 let oidc = match o.oidc {
@@ -222,11 +231,23 @@ struct CreateUser {
     display_name: Option<String>,
 }
 
+impl Documented for CreateUser {
+    const SCHEMA: &'static str = "CreateUser";
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UpdateUser {
     password: Option<String>,
     display_name: Option<String>,
+}
+
+impl Documented for UpdateUser {
+    const SCHEMA: &'static str = "UpdateUser";
+}
+
+impl Documented for ClientInput {
+    const SCHEMA: &'static str = "ClientMetadataInput";
 }
 
 fn user_json(u: &UserRecord) -> Value {
@@ -237,20 +258,10 @@ fn user_json(u: &UserRecord) -> Value {
 }
 
 fn valid_password(password: &str) -> Result<(), AdminError> {
-    if password.chars().count() < 8 || password.len() > 1024 {
+    if !(8..=1024).contains(&password.chars().count()) {
         return Err(AdminError::invalid(
             "password",
             "must be 8 to 1024 characters",
-        ));
-    }
-    Ok(())
-}
-
-fn valid_display_name(name: &str) -> Result<(), AdminError> {
-    if name.trim().is_empty() || name.chars().count() > 200 {
-        return Err(AdminError::invalid(
-            "display_name",
-            "must be 1 to 200 characters",
         ));
     }
     Ok(())
@@ -260,7 +271,7 @@ pub async fn create_user(
     _: Admin,
     state: web::Data<AdminState>,
     slug: web::Path<String>,
-    body: web::Bytes,
+    body: JsonBody,
 ) -> Result<HttpResponse, AdminError> {
     let input: CreateUser = parse_body(&body)?;
     tenant_exists(&state, &slug).await?;
@@ -278,7 +289,7 @@ pub async fn create_user(
     }
     valid_password(&input.password)?;
     let display_name = input.display_name.unwrap_or_else(|| input.username.clone());
-    valid_display_name(&display_name)?;
+    validate_display_name(&display_name)?;
     let password_hash = hash_password(&input.password).map_err(internal)?;
     let now = now_millis();
     let user = UserRecord {
@@ -350,7 +361,7 @@ pub async fn update_user(
     _: Admin,
     state: web::Data<AdminState>,
     path: web::Path<(String, String)>,
-    body: web::Bytes,
+    body: JsonBody,
 ) -> Result<HttpResponse, AdminError> {
     let (slug, name) = path.into_inner();
     let input: UpdateUser = parse_body(&body)?;
@@ -360,7 +371,7 @@ pub async fn update_user(
         user.password_hash = hash_password(&p).map_err(internal)?;
     }
     if let Some(d) = input.display_name {
-        valid_display_name(&d)?;
+        validate_display_name(&d)?;
         user.display_name = d;
     }
     user.updated_at = now_millis();
@@ -399,7 +410,7 @@ pub async fn create_client(
     state: web::Data<AdminState>,
     auth: web::Data<AuthService>,
     slug: web::Path<String>,
-    body: web::Bytes,
+    body: JsonBody,
 ) -> Result<HttpResponse, AdminError> {
     let input: ClientInput = parse_body(&body)?;
     tenant_exists(&state, &slug).await?;

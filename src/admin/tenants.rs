@@ -6,7 +6,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::oauth::{default_auth, AuthInput};
-use super::{page, parse_body, Admin, AdminError, AdminState, PageQuery};
+use super::{
+    page, parse_body, validate_display_name, Admin, AdminError, AdminState, Documented, JsonBody,
+    PageQuery,
+};
 use crate::auth::AuthService;
 use crate::catalog::TenantCatalog;
 use crate::config::is_valid_slug;
@@ -25,6 +28,10 @@ struct CreateTenant {
     auth: Option<AuthInput>,
 }
 
+impl Documented for CreateTenant {
+    const SCHEMA: &'static str = "CreateTenant";
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UpdateTenant {
@@ -33,6 +40,10 @@ struct UpdateTenant {
     catalogs: Option<Vec<String>>,
     limits: Option<TenantLimits>,
     auth: Option<AuthInput>,
+}
+
+impl Documented for UpdateTenant {
+    const SCHEMA: &'static str = "UpdateTenant";
 }
 
 /// The API's view of a tenant.
@@ -48,16 +59,6 @@ pub fn tenant_json(t: &TenantRecord) -> Value {
         "created_at": t.created_at,
         "updated_at": t.updated_at,
     })
-}
-
-fn validate_display_name(name: &str) -> Result<(), AdminError> {
-    if name.trim().is_empty() || name.chars().count() > 200 {
-        return Err(AdminError::invalid(
-            "display_name",
-            "must be 1 to 200 characters",
-        ));
-    }
-    Ok(())
 }
 
 fn validate_catalogs(catalogs: &[String]) -> Result<(), AdminError> {
@@ -108,7 +109,7 @@ pub async fn create(
     _: Admin,
     state: web::Data<AdminState>,
     auth: web::Data<AuthService>,
-    body: web::Bytes,
+    body: JsonBody,
 ) -> Result<HttpResponse, AdminError> {
     let input: CreateTenant = parse_body(&body)?;
     if !is_valid_slug(&input.slug) {
@@ -193,7 +194,7 @@ pub async fn update(
     state: web::Data<AdminState>,
     auth: web::Data<AuthService>,
     slug: web::Path<String>,
-    body: web::Bytes,
+    body: JsonBody,
 ) -> Result<HttpResponse, AdminError> {
     let input: UpdateTenant = parse_body(&body)?;
     let mut record = load(&state, &slug).await?;

@@ -146,7 +146,7 @@ pub fn validate_metadata(
         ("logo_uri", &input.logo_uri),
     ] {
         if let Some(v) = value {
-            if !v.starts_with("https://") || v.len() > 2000 {
+            if !v.starts_with("https://") || v.chars().count() > 2000 {
                 return err(field, "must be an https:// URL".into());
             }
         }
