@@ -72,6 +72,8 @@ impl Default for ModernSettings {
 #[derive(Clone)]
 pub struct Env {
     pub tenant: TenantHandle,
+    /// The tenant's catalog as the request found it (read once per request).
+    pub catalog: Arc<crate::catalog::TenantCatalog>,
     pub principal: Option<Arc<Principal>>,
     pub auth: Arc<AuthService>,
     pub settings: Arc<ModernSettings>,
@@ -167,7 +169,7 @@ pub fn serve(env: Env, mut req: Request, mut meta: RequestMeta) -> Served {
             })),
         )),
         method => {
-            let catalog = env.tenant.catalog.current();
+            let catalog = env.catalog.clone();
             let principal = env.principal_value();
             let port = null_port();
             let scope = RequestScope {

@@ -122,7 +122,7 @@ pub fn call(
             ))
         }
     };
-    if !env.tenant.catalog.current().has_tool(&name) {
+    if !env.catalog.has_tool(&name) {
         return Served::Done(error(
             &id,
             RpcError::invalid_params(format!("Unknown tool: {name}")),
@@ -245,7 +245,7 @@ impl Call {
         ctx.principal = self.env.principal_value();
         // Webhook calls between rounds are recorded under this key (see `catalog::stored`).
         ctx.session = Some(format!("mrtr:{round_id}").into());
-        let catalog = self.env.tenant.catalog.current();
+        let catalog = &self.env.catalog;
         let future = match round.as_mut().and_then(|r| r.resume.take().map(|k| (k, r))) {
             Some((key, r)) => {
                 let (tx, rx) = oneshot::channel();

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::http::header::HeaderMap;
+use actix_web::http::header::{HeaderMap, HeaderName};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use super::{sse, sse_response, Admitted, EdgePolicy, HttpError, VERSION_HEADER};
 use crate::auth::AuthService;
+use crate::catalog::TenantCatalog;
 use crate::modern::listen::Listener;
 use crate::modern::{self, Answer, Env, ModernSettings, Served};
 use crate::protocol::jsonrpc::METHOD_NOT_FOUND;
@@ -36,7 +37,7 @@ use crate::protocol::{Message, Payload, ProtocolVersion, Request, RpcError};
 pub fn is_modern(req: &HttpRequest, payload: &Payload) -> bool {
     let header_modern = req
         .headers()
-        .get(VERSION_HEADER)
+        .get(&VERSION)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| ProtocolVersion::parse_modern(v).is_some());
     header_modern
@@ -102,7 +103,8 @@ pub async fn post(
             ))
         }
     };
-    if let Err(e) = check_headers(req.headers(), &request, &admitted) {
+    let catalog = admitted.tenant.catalog.current();
+    if let Err(e) = check_headers(req.headers(), &request, &catalog) {
         return Ok(refuse(StatusCode::BAD_REQUEST, Some(&request.id), &e));
     }
     let mut request = request;
@@ -121,6 +123,7 @@ pub async fn post(
         .unwrap_or_default();
     let env = Env {
         tenant: admitted.tenant,
+        catalog,
         principal: admitted.principal,
         auth,
         settings,
@@ -177,14 +180,19 @@ pub async fn post(
     })
 }
 
+// Looked up without parsing a name per request.
+const VERSION: HeaderName = HeaderName::from_static(VERSION_HEADER);
+const METHOD: HeaderName = HeaderName::from_static(METHOD_HEADER);
+const NAME: HeaderName = HeaderName::from_static(NAME_HEADER);
+
 /// The header rules of the revision: every header present that must be, and each equal to the
 /// body value it mirrors.
 fn check_headers(
     headers: &HeaderMap,
     request: &Request,
-    admitted: &Admitted,
+    catalog: &TenantCatalog,
 ) -> Result<(), RpcError> {
-    let header = |name: &str| -> Result<Option<&[u8]>, RpcError> {
+    let header = |name: &HeaderName| -> Result<Option<&[u8]>, RpcError> {
         let mut values = headers.get_all(name);
         let first = values.next();
         if values.next().is_some() {
@@ -196,7 +204,7 @@ fn check_headers(
     };
     let params = request.params.as_ref();
     let body_version = rules::meta_version(params);
-    match (header(VERSION_HEADER)?, body_version) {
+    match (header(&VERSION)?, body_version) {
         (None, _) => {
             return Err(rules::header_mismatch(
                 "the MCP-Protocol-Version header is required",
@@ -211,7 +219,7 @@ fn check_headers(
             )))
         }
     }
-    match header(METHOD_HEADER)? {
+    match header(&METHOD)? {
         None => return Err(rules::header_mismatch("the Mcp-Method header is required")),
         Some(h) if h == request.method.as_bytes() => {}
         Some(h) => {
@@ -224,7 +232,7 @@ fn check_headers(
     }
     if let Some(field) = rules::name_field(&request.method) {
         let body = params.and_then(|p| p.get(field)).and_then(Value::as_str);
-        match (header(NAME_HEADER)?, body) {
+        match (header(&NAME)?, body) {
             (None, _) => {
                 return Err(rules::header_mismatch(format!(
                     "the Mcp-Name header is required for {}",
@@ -245,7 +253,7 @@ fn check_headers(
         }
     }
     if request.method == "tools/call" {
-        check_param_headers(headers, params, admitted)?;
+        check_param_headers(headers, params, catalog)?;
     }
     Ok(())
 }
@@ -254,12 +262,11 @@ fn check_headers(
 fn check_param_headers(
     headers: &HeaderMap,
     params: Option<&Value>,
-    admitted: &Admitted,
+    catalog: &TenantCatalog,
 ) -> Result<(), RpcError> {
     let Some(name) = params.and_then(|p| p.get("name")).and_then(Value::as_str) else {
         return Ok(());
     };
-    let catalog = admitted.tenant.catalog.current();
     let declared = catalog.param_headers(name);
     if declared.is_empty() {
         return Ok(());
