@@ -36,13 +36,6 @@ done
 # shellcheck source=bench/server.sh
 source bench/server.sh
 
-cleanup() {
-    stop_server
-    rm -rf "$log_dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
 [[ " $backends " == *" redis "* ]] && check_redis
 
 # One line per figure measured: "<backend> <round> <figure> <value>".

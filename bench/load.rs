@@ -1294,11 +1294,7 @@ impl Conn {
     /// returns its status. Any I/O or framing error drops the connection (the next request
     /// reconnects).
     async fn post(&mut self, session: Option<&str>) -> io::Result<u16> {
-        // Forget the previous response.
-        self.buf.drain(..self.consumed);
-        self.consumed = 0;
-        self.body = Body::InBuf(0, 0);
-        self.session = None;
+        self.forget_response();
 
         self.out.clear();
         self.out.extend_from_slice(&self.target.head);
@@ -1316,10 +1312,7 @@ impl Conn {
 
     /// POSTs the payload as a stateless `tools/call` of `echo` (its headers mirror the body).
     async fn post_modern(&mut self) -> io::Result<u16> {
-        self.buf.drain(..self.consumed);
-        self.consumed = 0;
-        self.body = Body::InBuf(0, 0);
-        self.session = None;
+        self.forget_response();
 
         self.out.clear();
         self.out.extend_from_slice(&self.target.head);
@@ -1335,12 +1328,17 @@ impl Conn {
     /// GETs the session's SSE stream resuming after `last_event_id` and reads it to its end
     /// (the body is the decoded event stream); returns the status. `first_event` is set to the
     /// instant the first complete event with an id arrived.
-    /// Sends a request given whole (request line, headers, body) and reads its response.
-    async fn raw(&mut self, request: Vec<u8>) -> io::Result<u16> {
+    /// Drops the previous response before the next request.
+    fn forget_response(&mut self) {
         self.buf.drain(..self.consumed);
         self.consumed = 0;
         self.body = Body::InBuf(0, 0);
         self.session = None;
+    }
+
+    /// Sends a request given whole (request line, headers, body) and reads its response.
+    async fn raw(&mut self, request: Vec<u8>) -> io::Result<u16> {
+        self.forget_response();
         self.out = request;
         self.send(None).await
     }
@@ -1351,10 +1349,7 @@ impl Conn {
         last_event_id: &str,
         first_event: &mut Option<Instant>,
     ) -> io::Result<u16> {
-        self.buf.drain(..self.consumed);
-        self.consumed = 0;
-        self.body = Body::InBuf(0, 0);
-        self.session = None;
+        self.forget_response();
 
         self.out.clear();
         self.out.extend_from_slice(&self.target.get_head);

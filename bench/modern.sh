@@ -24,13 +24,6 @@ fi
 # shellcheck source=bench/server.sh
 source bench/server.sh
 
-cleanup() {
-    stop_server
-    rm -rf "$log_dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
 start_server modern memory
 echo "== modern: $rounds rounds x (session, stateless), ${duration}s of tools/call each, one server (pid $server_pid)"
 for round in $(seq 1 "$rounds"); do

@@ -23,13 +23,6 @@ fi
 # shellcheck source=bench/server.sh
 source bench/server.sh
 
-cleanup() {
-    stop_server
-    rm -rf "$log_dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
 admin_token="bench-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 export MCP_HARBOR__ADMIN__TOKEN=$admin_token MCP_HARBOR__AUTH__ACCESS_TOKEN_TTL_SECS=3600
 start_server oauth memory

@@ -22,13 +22,6 @@ phases=${PHASES:-calls inits idle}
 backend=${BACKEND:-memory}
 [[ $backend == redis ]] && check_redis
 
-cleanup() {
-    stop_server
-    rm -rf "$log_dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
 status=0
 for phase in $phases; do
     start_server "$phase" "$backend"

@@ -1,6 +1,7 @@
-# Shared by bench/run.sh and bench/eventlog.sh (sourced from the repository root, after
+# Shared by the bench/*.sh scripts (sourced from the repository root, after
 # `set -euo pipefail`): the release binaries, CPU pinning, starting and stopping the server on a
-# free loopback port with a chosen session-state backend, and removing its Redis keys.
+# free loopback port with a chosen session-state backend, removing its Redis keys, the
+# interleaved comparisons, and the clean-up on exit.
 #
 # Environment: SERVER_CPU (default 0), BENCH_CPU (default 1), REDIS_URL (default
 # redis://127.0.0.1:6379), EVENT_LOG_CAPACITY (default 4096 events kept per SSE stream).
@@ -152,3 +153,12 @@ start_server() {
         return 1
     fi
 }
+
+# On exit the server stops and $log_dir goes; a script with more to clean up (bench/telemetry.sh)
+# defines its own cleanup after sourcing this file.
+cleanup() {
+    stop_server
+    rm -rf "$log_dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM

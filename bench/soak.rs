@@ -319,105 +319,83 @@ async fn runtime_tasks(conn: &mut Conn, token: &str) -> Option<u64> {
     }
 }
 
+/// Runs `$op` (a block evaluating to `Result<(), String>`, run as an async block so it may use
+/// `?`) until the deadline, pausing between runs; a failure is tallied and the loop goes on (the
+/// connection reconnects on its next request).
+macro_rules! until_deadline {
+    ($deadline:expr, $pause:expr, $tally:expr, $op:block) => {
+        while Instant::now() < $deadline {
+            let outcome: Result<(), String> = async $op.await;
+            if let Err(e) = outcome {
+                $tally.error(e);
+            }
+            tokio::time::sleep($pause).await;
+        }
+    };
+}
+
 async fn churn(target: Arc<Target>, tally: Arc<Tally>, deadline: Instant, pause: Duration) {
     let mut conn = Conn::new(target);
-    while Instant::now() < deadline {
-        let outcome: Result<(), String> = async {
-            let session = timed(open_session(&mut conn)).await??;
-            tally.inits.fetch_add(1, Ordering::Relaxed);
-            for _ in 0..3 {
-                echo(&mut conn, &session).await?;
-                tally.calls.fetch_add(1, Ordering::Relaxed);
-            }
-            end_session(&mut conn, &session).await
+    until_deadline!(deadline, pause, tally, {
+        let session = timed(open_session(&mut conn)).await??;
+        tally.inits.fetch_add(1, Ordering::Relaxed);
+        for _ in 0..3 {
+            echo(&mut conn, &session).await?;
+            tally.calls.fetch_add(1, Ordering::Relaxed);
         }
-        .await;
-        if let Err(e) = outcome {
-            tally.error(e);
-        }
-        tokio::time::sleep(pause).await;
-    }
+        end_session(&mut conn, &session).await
+    });
 }
 
 async fn calls(target: Arc<Target>, tally: Arc<Tally>, deadline: Instant, pause: Duration) {
     let mut conn = Conn::new(target);
     let mut session: Option<(String, u32)> = None;
-    while Instant::now() < deadline {
-        let outcome: Result<(), String> = async {
-            let (id, used) = match session.take() {
-                Some((id, used)) if used < 500 => (id, used),
-                old => {
-                    if let Some((id, _)) = old {
-                        end_session(&mut conn, &id).await?;
-                    }
-                    let id = timed(open_session(&mut conn)).await??;
-                    tally.inits.fetch_add(1, Ordering::Relaxed);
-                    (id, 0)
+    until_deadline!(deadline, pause, tally, {
+        let (id, used) = match session.take() {
+            Some((id, used)) if used < 500 => (id, used),
+            old => {
+                if let Some((id, _)) = old {
+                    end_session(&mut conn, &id).await?;
                 }
-            };
-            echo(&mut conn, &id).await?;
-            tally.calls.fetch_add(1, Ordering::Relaxed);
-            session = Some((id, used + 1));
-            Ok(())
-        }
-        .await;
-        if let Err(e) = outcome {
-            tally.error(e);
-        }
-        tokio::time::sleep(pause).await;
-    }
+                let id = timed(open_session(&mut conn)).await??;
+                tally.inits.fetch_add(1, Ordering::Relaxed);
+                (id, 0)
+            }
+        };
+        echo(&mut conn, &id).await?;
+        tally.calls.fetch_add(1, Ordering::Relaxed);
+        session = Some((id, used + 1));
+        Ok(())
+    });
 }
 
 async fn resumes(target: Arc<Target>, tally: Arc<Tally>, deadline: Instant, pause: Duration) {
     let mut conn = Conn::with_version(target, RESUMABLE_VERSION);
-    while Instant::now() < deadline {
-        let outcome: Result<(), String> = async {
-            let call = start_call(&mut conn, 3, "soak-resume").await?;
-            tally.inits.fetch_add(1, Ordering::Relaxed);
-            let mut first = None;
-            let status = timed(conn.get_resume(&call.session, &call.priming_id, &mut first))
-                .await?
-                .map_err(|e| format!("resume: {e}"))?;
-            if status != 200 {
-                return Err(format!("resume: HTTP {status}: {}", conn.body_snippet()));
-            }
-            let events = super::parse_sse(conn.body());
-            call.check(&events, call.priming_seq, 0)
-                .map_err(|e| format!("resume after {}: {e}", call.priming_id))?;
-            tally.resumes.fetch_add(1, Ordering::Relaxed);
-            end_session(&mut conn, &call.session).await
-        }
-        .await;
-        if let Err(e) = outcome {
-            tally.error(e);
-        }
-        tokio::time::sleep(pause).await;
-    }
+    until_deadline!(deadline, pause, tally, {
+        let call = start_call(&mut conn, 3, "soak-resume").await?;
+        tally.inits.fetch_add(1, Ordering::Relaxed);
+        let mut first = None;
+        let result = timed(conn.get_resume(&call.session, &call.priming_id, &mut first)).await?;
+        answered(&conn, "resume", result, |status| status == 200)?;
+        let events = super::parse_sse(conn.body());
+        call.check(&events, call.priming_seq, 0)
+            .map_err(|e| format!("resume after {}: {e}", call.priming_id))?;
+        tally.resumes.fetch_add(1, Ordering::Relaxed);
+        end_session(&mut conn, &call.session).await
+    });
 }
 
 async fn stateless(target: Arc<Target>, tally: Arc<Tally>, deadline: Instant, pause: Duration) {
     let mut conn = Conn::with_version(target, MODERN_VERSION);
-    while Instant::now() < deadline {
-        let outcome: Result<(), String> = async {
-            conn.set_modern_call_payload();
-            match timed(conn.post_modern()).await? {
-                Ok(200) if !conn.body_has_error() => {
-                    tally.stateless.fetch_add(1, Ordering::Relaxed);
-                    Ok(())
-                }
-                Ok(status) => Err(format!(
-                    "stateless echo: HTTP {status}: {}",
-                    conn.body_snippet()
-                )),
-                Err(e) => Err(format!("stateless echo: {e}")),
-            }
-        }
-        .await;
-        if let Err(e) = outcome {
-            tally.error(e);
-        }
-        tokio::time::sleep(pause).await;
-    }
+    until_deadline!(deadline, pause, tally, {
+        conn.set_modern_call_payload();
+        let result = timed(conn.post_modern()).await?;
+        answered(&conn, "stateless echo", result, |status| {
+            status == 200 && !conn.body_has_error()
+        })?;
+        tally.stateless.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    });
 }
 
 async fn admin(
@@ -430,8 +408,7 @@ async fn admin(
     let tenant = target.tenant.clone();
     let mut conn = Conn::new(target);
     let mut n = 0u64;
-    while Instant::now() < deadline {
-        let outcome: Result<(), String> = async {
+    until_deadline!(deadline, pause, tally, {
         n += 1;
         let name = format!("soak-{n}");
         let body = format!(
@@ -442,13 +419,7 @@ async fn admin(
         admin_request(&mut conn, &token, "DELETE", &format!("{path}/{name}"), None).await?;
         tally.admin.fetch_add(2, Ordering::Relaxed);
         Ok(())
-        }
-        .await;
-        if let Err(e) = outcome {
-            tally.error(e);
-        }
-        tokio::time::sleep(pause).await;
-    }
+    });
 }
 
 async fn admin_request(
@@ -469,23 +440,18 @@ async fn admin_request(
         )),
         None => request.push_str("Content-Length: 0\r\n\r\n"),
     }
-    match timed(conn.raw(request.into_bytes())).await? {
-        Ok(status) if (200..300).contains(&status) => Ok(()),
-        Ok(status) => Err(format!(
-            "admin {method} {path}: HTTP {status}: {}",
-            conn.body_snippet()
-        )),
-        Err(e) => Err(format!("admin {method} {path}: {e}")),
-    }
+    let result = timed(conn.raw(request.into_bytes())).await?;
+    answered(conn, &format!("admin {method} {path}"), result, |status| {
+        (200..300).contains(&status)
+    })
 }
 
 async fn echo(conn: &mut Conn, session: &str) -> Result<(), String> {
     conn.set_call_payload();
-    match timed(conn.post(Some(session))).await? {
-        Ok(200) if !conn.body_has_error() => Ok(()),
-        Ok(status) => Err(format!("echo: HTTP {status}: {}", conn.body_snippet())),
-        Err(e) => Err(format!("echo: {e}")),
-    }
+    let result = timed(conn.post(Some(session))).await?;
+    answered(conn, "echo", result, |status| {
+        status == 200 && !conn.body_has_error()
+    })
 }
 
 async fn end_session(conn: &mut Conn, session: &str) -> Result<(), String> {
@@ -496,13 +462,23 @@ async fn end_session(conn: &mut Conn, session: &str) -> Result<(), String> {
         conn.version,
         conn.target.auth_header
     );
-    match timed(conn.raw(request.into_bytes())).await? {
-        Ok(200 | 204) => Ok(()),
-        Ok(status) => Err(format!(
-            "DELETE session: HTTP {status}: {}",
-            conn.body_snippet()
-        )),
-        Err(e) => Err(format!("DELETE session: {e}")),
+    let result = timed(conn.raw(request.into_bytes())).await?;
+    answered(conn, "DELETE session", result, |status| {
+        matches!(status, 200 | 204)
+    })
+}
+
+/// Whether a request of the soak (`what`) was answered as `ok` accepts; else why not.
+fn answered(
+    conn: &Conn,
+    what: &str,
+    result: std::io::Result<u16>,
+    ok: impl FnOnce(u16) -> bool,
+) -> Result<(), String> {
+    match result {
+        Ok(status) if ok(status) => Ok(()),
+        Ok(status) => Err(format!("{what}: HTTP {status}: {}", conn.body_snippet())),
+        Err(e) => Err(format!("{what}: {e}")),
     }
 }
 

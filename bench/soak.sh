@@ -26,13 +26,6 @@ fi
 # shellcheck source=bench/server.sh
 source bench/server.sh
 
-cleanup() {
-    stop_server
-    rm -rf "$log_dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
 SOAK_ADMIN_TOKEN="soak-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 SOAK_METRICS_TOKEN="soak-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 export SOAK_ADMIN_TOKEN SOAK_METRICS_TOKEN

@@ -94,7 +94,7 @@ impl Env {
     }
 
     fn server_info(&self) -> Value {
-        serde_json::from_str(self.settings.server_info_json().get()).unwrap_or(Value::Null)
+        json!({ "name": self.settings.server_name, "version": self.settings.server_version })
     }
 }
 
@@ -169,14 +169,14 @@ pub fn serve(env: Env, mut req: Request, mut meta: RequestMeta) -> Served {
             })),
         )),
         method => {
-            let catalog = env.catalog.clone();
+            let catalog = &env.catalog;
             let principal = env.principal_value();
             let port = null_port();
             let scope = RequestScope {
                 version: meta.version,
                 client_capabilities: &meta.client_capabilities,
                 principal: principal.as_ref(),
-                catalog: &catalog,
+                catalog,
                 page_size: env.settings.page_size,
                 call_key: Arc::from(""),
                 session: None,

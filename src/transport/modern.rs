@@ -87,7 +87,7 @@ pub async fn post(
     admitted: Admitted,
     edge: web::Data<EdgePolicy>,
 ) -> Result<HttpResponse, HttpError> {
-    let request = match payload {
+    let mut request = match payload {
         Payload::Single(Message::Request(r)) => r,
         // This revision defines no client notification over HTTP; accepted and ignored.
         Payload::Single(Message::Notification(_)) => return Ok(HttpResponse::Accepted().finish()),
@@ -107,7 +107,6 @@ pub async fn post(
     if let Err(e) = check_headers(req.headers(), &request, &catalog) {
         return Ok(refuse(StatusCode::BAD_REQUEST, Some(&request.id), &e));
     }
-    let mut request = request;
     let meta = match RequestMeta::take(request.params.as_mut()) {
         Ok(meta) => meta,
         Err(e) => return Ok(refuse(StatusCode::BAD_REQUEST, Some(&request.id), &e)),
