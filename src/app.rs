@@ -108,6 +108,7 @@ impl Application {
         let settings = Arc::new(SessionSettings {
             page_size: config.sessions.page_size,
             sse_retry_ms: config.sessions.sse_retry_ms,
+            stream_buffer_bytes: config.sessions.stream_buffer_bytes,
             ..SessionSettings::default()
         });
         let limits = SessionLimits {

@@ -216,6 +216,9 @@ pub struct SessionConfig {
     pub event_log_max_age_secs: u64,
     /// Reconnection delay announced in priming events (`retry:`), in milliseconds.
     pub sse_retry_ms: u64,
+    /// Bytes an SSE stream may hold that its client has not read yet; a client that stops
+    /// reading past it has its stream closed (resumable with `Last-Event-ID`).
+    pub stream_buffer_bytes: usize,
     /// Items per page of a list.
     pub page_size: usize,
 }
@@ -265,6 +268,7 @@ impl Default for Config {
                 event_log_capacity: 512,
                 event_log_max_age_secs: 3600,
                 sse_retry_ms: 1000,
+                stream_buffer_bytes: 1024 * 1024,
                 page_size: 50,
             },
             modern: ModernConfig {
@@ -413,6 +417,9 @@ impl Config {
         }
         if !self.sessions.idle_timeout_secs.is_finite() || self.sessions.idle_timeout_secs <= 0.0 {
             return bad("sessions.idle_timeout_secs must be positive".into());
+        }
+        if self.sessions.stream_buffer_bytes < 4096 {
+            return bad("sessions.stream_buffer_bytes must be at least 4096".into());
         }
         if self.sessions.event_log_capacity == 0 || self.sessions.page_size == 0 {
             return bad(

@@ -78,6 +78,8 @@ pub struct Metrics {
     pub session_duration: Histograms<TenantLabels>,
     pub sessions_active: Family<TenantLabels, Gauge>,
     pub sse_streams_open: Family<TenantLabels, Gauge>,
+    /// SSE streams closed because their client stopped reading (see `session::channel`).
+    pub sse_streams_overflowed: Counter,
     pub webhook_duration: Histograms<OutcomeLabels>,
     pub oauth_grants: Family<GrantLabels, Counter>,
     pub rate_limited: Family<TenantLabels, Counter>,
@@ -119,6 +121,12 @@ impl Metrics {
             "mcp_harbor_sse_streams_open",
             "Open SSE response streams",
             sse_streams_open.clone(),
+        );
+        let sse_streams_overflowed = Counter::default();
+        registry.register(
+            "mcp_harbor_sse_streams_overflowed",
+            "SSE streams closed because their client left more than sessions.stream_buffer_bytes unread (the client may resume them)",
+            sse_streams_overflowed.clone(),
         );
         let webhook_duration: Histograms<OutcomeLabels> = Family::new_with_constructor(latency);
         registry.register_with_unit(
@@ -180,6 +188,7 @@ impl Metrics {
             session_duration,
             sessions_active,
             sse_streams_open,
+            sse_streams_overflowed,
             webhook_duration,
             oauth_grants,
             rate_limited,
@@ -398,6 +407,11 @@ pub fn global() -> &'static Metrics {
 
 /// Counts an open SSE stream while it lives.
 pub struct StreamGauge(String);
+
+/// A stream went over its buffer (`session::channel`).
+pub fn stream_overflowed() {
+    global().sse_streams_overflowed.inc();
+}
 
 impl StreamGauge {
     pub fn open(tenant: &str) -> StreamGauge {

@@ -194,6 +194,12 @@ async fn validation_errors_name_the_field() {
             "limits.allowed_origins[0]",
         ),
         (
+            Method::POST,
+            "/tenants",
+            json!({ "slug": "x", "limits": { "max_message_bytes": 100 } }),
+            "limits.max_message_bytes",
+        ),
+        (
             Method::PATCH,
             "/tenants/acme",
             json!({ "status": "sleeping" }),

@@ -105,6 +105,62 @@ async fn oversized_body_is_413() {
 }
 
 #[actix_rt::test]
+async fn a_tenants_own_body_and_message_limits_are_413_and_change_live() {
+    let app = spawn_app().await;
+    let resp = app
+        .admin(reqwest::Method::POST, "/tenants")
+        .json(&json!({ "slug": "small", "catalogs": ["demo"],
+            "limits": { "max_body_bytes": 4096, "max_message_bytes": 2048 } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let echo = |id: i64, len: usize| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": "echo", "arguments": { "text": "x".repeat(len) } } })
+    };
+    let mut c = app.open_session("small", "2025-03-26", json!({})).await;
+    // Two 1.5 KB messages in one 3 KB batch: within both limits.
+    let id = c.next_id();
+    let batch = json!([echo(id, 1500), echo(id + 1, 1500)]);
+    let resp = c.send(&batch).await;
+    assert_eq!(resp.status(), 200);
+    let answers: Value = resp.json().await.unwrap();
+    assert_eq!(answers.as_array().map(Vec::len), Some(2), "{answers}");
+    // One 3 KB message, alone or in a batch: over the message limit.
+    let (status, error) = error_of(c.send(&echo(10, 3000)).await).await;
+    assert_eq!((status, error["code"].clone()), (413, json!(-32600)));
+    assert!(
+        error["message"].as_str().unwrap().contains("2048"),
+        "{error}"
+    );
+    let (status, _) = error_of(c.send(&json!([echo(11, 100), echo(12, 3000)])).await).await;
+    assert_eq!(status, 413);
+    // A 5 KB batch of small messages: over the body limit.
+    let batch: Vec<Value> = (20..24).map(|i| echo(i, 1200)).collect();
+    let (status, error) = error_of(c.send(&json!(batch)).await).await;
+    assert_eq!(status, 413);
+    assert!(
+        error["message"].as_str().unwrap().contains("4096"),
+        "{error}"
+    );
+    // Other tenants keep the server's limits.
+    let mut other = app.open_session("demo", "2025-03-26", json!({})).await;
+    let id = other.next_id();
+    assert_eq!(other.send(&echo(id, 3000)).await.status(), 200);
+    // Lifting the limits applies to the open session at once.
+    let resp = app
+        .admin(reqwest::Method::PATCH, "/tenants/small")
+        .json(&json!({ "limits": {} }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let id = c.next_id();
+    assert_eq!(c.send(&echo(id, 3000)).await.status(), 200);
+}
+
+#[actix_rt::test]
 async fn bad_origin_or_host_is_403() {
     let app = spawn_app().await;
     let init = initialize_body("2025-11-25", json!({}));

@@ -189,16 +189,7 @@ async fn a_tool_error_result_is_recorded_as_tool_error() {
         )
         .await;
     assert_eq!(r["isError"], true);
-    let text = app
-        .http
-        .get(format!("{}/metrics", app.base))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics_text(TOKEN).await;
     let m = parse(&text);
     assert!(
         sample(

@@ -23,6 +23,8 @@ fn tenant(slug: &str) -> TenantRecord {
             requests_per_minute: None,
             allowed_origins: vec!["https://a.example".into()],
             cache_ttl_ms: Some(30_000),
+            max_body_bytes: Some(65_536),
+            max_message_bytes: None,
         },
         auth: TenantAuth::Oauth(OAuthSettings::default()),
         created_at: 1,

@@ -328,3 +328,142 @@ async fn roots_list_round_trip() {
         .unwrap();
     assert_eq!(result["result"]["structuredContent"]["roots"], roots);
 }
+
+const METRICS_TOKEN: &str = "metrics-token-0123456789";
+
+/// The seq of an event id `<stream>-<seq>`, and its stream.
+fn split_event_id(id: &str) -> (String, u64) {
+    let (stream, seq) = id.rsplit_once('-').expect("event id is <stream>-<seq>");
+    (stream.to_string(), seq.parse().expect("numeric seq"))
+}
+
+/// The `id:` lines of raw SSE text (chunk-size lines in between do not matter: each event is
+/// written as one chunk).
+fn event_ids(raw: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(raw)
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: ").map(str::to_string))
+        .collect()
+}
+
+#[actix_rt::test]
+async fn a_client_that_stops_reading_has_its_stream_closed_and_resumes_it_without_loss() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = common::spawn_app_with(|c| {
+        c.sessions.stream_buffer_bytes = 4096;
+        c.sessions.event_log_capacity = 50_000;
+        c.metrics.token = secrecy::SecretString::from(METRICS_TOKEN);
+    })
+    .await;
+    let mut watcher = app.open_session("demo", "2025-11-25", json!({})).await;
+    let mut writer = app.open_session("demo", "2025-11-25", json!({})).await;
+    watcher
+        .result("resources/subscribe", json!({ "uri": "demo://note" }))
+        .await;
+
+    // The standalone stream, on a socket with a tiny receive window that the test stops reading
+    // once the priming event is in.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket
+        .connect(format!("127.0.0.1:{}", app.port).parse().unwrap())
+        .await
+        .unwrap();
+    let request = format!(
+        "GET /t/demo/mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAccept: text/event-stream\r\n\
+         Mcp-Session-Id: {}\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n",
+        app.port, watcher.session
+    );
+    stalled.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    while event_ids(&raw).is_empty() {
+        let n = tokio::time::timeout(Duration::from_secs(5), stalled.read(&mut buf))
+            .await
+            .expect("the priming event arrives")
+            .unwrap();
+        assert!(n > 0, "stream open");
+        raw.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        raw.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&raw)
+    );
+
+    // Updates until the server says it closed a stream: they fill the socket's buffers (a few
+    // hundred KB on loopback), the server's write buffer (128 KB), then the 4 KiB stream budget.
+    let overflowed = || async {
+        app.metrics_text(METRICS_TOKEN)
+            .await
+            .lines()
+            .any(|l| l.starts_with("mcp_harbor_sse_streams_overflowed_total 1"))
+    };
+    let mut updates = 0;
+    while updates < 40_000 {
+        for _ in 0..500 {
+            writer
+                .result(
+                    "tools/call",
+                    json!({ "name": "set_note", "arguments": { "text": format!("note {updates}") } }),
+                )
+                .await;
+            updates += 1;
+        }
+        if overflowed().await {
+            break;
+        }
+    }
+    assert!(
+        overflowed().await,
+        "the stream was closed after {updates} unread updates"
+    );
+
+    // Reading again: what was buffered arrives, then the stream ends (it would otherwise stay
+    // open for ever, as a standalone stream does).
+    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let n = stalled.read(&mut buf).await.unwrap();
+            if n == 0 {
+                return;
+            }
+            raw.extend_from_slice(&buf[..n]);
+            if raw.ends_with(b"\r\n0\r\n\r\n") {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stalled stream was closed by the server");
+    let seen = event_ids(&raw);
+    assert!(
+        seen.len() < updates,
+        "the closed stream delivered only part of the updates ({} of {updates})",
+        seen.len()
+    );
+
+    // Resuming after the last event received delivers every later update, in order, none twice.
+    let last = seen.last().unwrap().clone();
+    let (stream_id, mut expected) = split_event_id(&last);
+    let mut resumed = SseReader::new(watcher.get_stream(Some(&last)).await);
+    let mut delivered = seen.len() - 1; // the priming event carries no update
+    while delivered < updates {
+        let event = resumed
+            .next_event(Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|| panic!("update {delivered} of {updates} is replayed"));
+        let Some(id) = event.id.as_deref() else {
+            continue;
+        };
+        let (stream, seq) = split_event_id(id);
+        expected += 1;
+        assert_eq!((stream.as_str(), seq), (stream_id.as_str(), expected));
+        let msg = event.json().unwrap();
+        assert_eq!(msg["method"], "notifications/resources/updated");
+        delivered += 1;
+    }
+    let note = writer
+        .result("resources/read", json!({ "uri": "demo://note" }))
+        .await;
+    assert_eq!(note["contents"][0]["text"], format!("note {}", updates - 1));
+}

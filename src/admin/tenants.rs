@@ -70,6 +70,9 @@ fn validate_catalogs(catalogs: &[String]) -> Result<(), AdminError> {
 /// Longest cache hint a tenant may set: one day.
 const MAX_CACHE_TTL_MS: u32 = 86_400_000;
 
+/// Smallest body or message limit a tenant may set (an `initialize` must fit).
+const MIN_SIZE_LIMIT: u32 = 1024;
+
 fn validate_limits(limits: &TenantLimits) -> Result<(), AdminError> {
     if limits.max_sessions == Some(0) {
         return Err(AdminError::invalid(
@@ -88,6 +91,17 @@ fn validate_limits(limits: &TenantLimits) -> Result<(), AdminError> {
             "limits.requests_per_minute",
             "must be at least 1",
         ));
+    }
+    for (field, limit) in [
+        ("limits.max_body_bytes", limits.max_body_bytes),
+        ("limits.max_message_bytes", limits.max_message_bytes),
+    ] {
+        if limit.is_some_and(|n| n < MIN_SIZE_LIMIT) {
+            return Err(AdminError::invalid(
+                field,
+                format!("must be at least {MIN_SIZE_LIMIT}"),
+            ));
+        }
     }
     for (i, origin) in limits.allowed_origins.iter().enumerate() {
         let ok = (origin.starts_with("http://") || origin.starts_with("https://"))

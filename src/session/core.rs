@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
 use super::outbox::{Outbox, OutboxItem, PendingEvent};
@@ -39,6 +39,9 @@ pub struct SessionSettings {
     pub page_size: usize,
     /// `retry:` sent in priming events, in milliseconds.
     pub sse_retry_ms: u64,
+    /// Bytes an SSE stream may hold that its client has not read; past it the stream is closed
+    /// (and resumable), so a client that stops reading cannot grow server memory.
+    pub stream_buffer_bytes: usize,
     pub server_name: String,
     pub server_version: String,
     pub instructions: Option<String>,
@@ -49,6 +52,7 @@ impl Default for SessionSettings {
         SessionSettings {
             page_size: 50,
             sse_retry_ms: 1000,
+            stream_buffer_bytes: 1024 * 1024,
             server_name: "mcp-harbor".into(),
             server_version: env!("CARGO_PKG_VERSION").into(),
             instructions: None,
@@ -75,8 +79,8 @@ pub enum StreamItem {
     Reconnect { retry_ms: u64 },
 }
 
-pub type StreamSink = mpsc::UnboundedSender<StreamItem>;
-pub type StreamReceiver = mpsc::UnboundedReceiver<StreamItem>;
+use super::channel::{closed_stream, stream_channel};
+pub use super::channel::{StreamReceiver, StreamSink};
 
 /// Why the session refused a message (the transport picks the HTTP status).
 #[derive(Debug, Clone, PartialEq)]
@@ -751,7 +755,7 @@ impl Session {
                 }
                 match std::mem::replace(&mut stream.outlet, Outlet::Detached) {
                     Outlet::Unclaimed(items) => {
-                        let (tx, rx) = mpsc::unbounded_channel();
+                        let (tx, rx) = stream_channel(self.settings.stream_buffer_bytes);
                         for item in items {
                             let _ = tx.send(item);
                         }
@@ -768,9 +772,9 @@ impl Session {
         };
         match <[StreamItem; 1]>::try_from(items) {
             Ok([StreamItem::Json(body)]) => Reply::Json(body),
-            Ok(items) => Reply::Stream(closed_channel(items.into())),
+            Ok(items) => Reply::Stream(closed_stream(items)),
             Err(items) if items.is_empty() => Reply::Accepted,
-            Err(items) => Reply::Stream(closed_channel(items)),
+            Err(items) => Reply::Stream(closed_stream(items)),
         }
     }
 
@@ -1235,7 +1239,7 @@ impl Session {
             self.streams.remove(&old);
         }
         let key = self.new_stream_key();
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = stream_channel(self.settings.stream_buffer_bytes);
         self.streams.insert(
             key,
             Stream {
@@ -1259,7 +1263,7 @@ impl Session {
     /// delivered as it is logged. The first item is `Resumed`, or `UnknownEvent` when the log does
     /// not know `last`.
     pub fn resume(&mut self, last: EventId) -> StreamReceiver {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = stream_channel(self.settings.stream_buffer_bytes);
         let live = self
             .streams
             .values_mut()
@@ -1377,12 +1381,13 @@ impl Session {
         self.streams_opened += 1;
         let log_id = StreamId::new(self.outbox.epoch(), self.streams_opened);
         let retry_ms = self.settings.sse_retry_ms;
+        let stream_buffer_bytes = self.settings.stream_buffer_bytes;
         let Some(stream) = self.streams.get_mut(&key) else {
             return;
         };
         stream.log_id = Some(log_id);
         if let Outlet::Unclaimed(items) = &mut stream.outlet {
-            let (tx, rx) = mpsc::unbounded_channel();
+            let (tx, rx) = stream_channel(stream_buffer_bytes);
             for item in items.drain(..) {
                 let _ = tx.send(item);
             }
@@ -1456,13 +1461,4 @@ fn json_array(items: &[Bytes]) -> Bytes {
 
 fn to_bytes(v: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(v).unwrap_or_default())
-}
-
-/// A receiver that yields `items` and then ends.
-fn closed_channel(items: Vec<StreamItem>) -> StreamReceiver {
-    let (tx, rx) = mpsc::unbounded_channel();
-    for item in items {
-        let _ = tx.send(item);
-    }
-    rx
 }

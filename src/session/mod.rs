@@ -4,6 +4,7 @@
 //! deliver).
 
 pub mod actor;
+pub mod channel;
 pub mod core;
 pub mod locate;
 pub mod outbox;

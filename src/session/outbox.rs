@@ -373,7 +373,7 @@ impl Worker {
                             data: e.data,
                         }
                     };
-                    let _ = sink.send(item);
+                    let _ = sink.send_replayed(item);
                 }
             }
         }

@@ -87,6 +87,13 @@ pub struct TenantLimits {
     /// `modern.cache_ttl_ms` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_ttl_ms: Option<u32>,
+    /// Largest request body on the tenant's MCP endpoints, in bytes (never above the server's
+    /// `server.max_body_bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_body_bytes: Option<u32>,
+    /// Largest single JSON-RPC message in a request body (a batch's members each), in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_bytes: Option<u32>,
 }
 
 /// How a tenant's MCP endpoint is protected (stored form: secrets sealed or hashed).

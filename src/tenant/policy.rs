@@ -2,7 +2,7 @@
 //! the request rate, and the tenant's own allowed origins. Refusals are domain values; the
 //! transport picks their HTTP status.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
@@ -35,6 +35,9 @@ pub struct TenantPolicy {
     auth: RwLock<Arc<TenantAuth>>,
     /// The tenant's cache hint for stateless results (`u64::MAX`: the server's).
     cache_ttl_ms: AtomicU64,
+    /// Largest request body and largest single message (`usize::MAX`: the server's).
+    max_body_bytes: AtomicUsize,
+    max_message_bytes: AtomicUsize,
 }
 
 impl Default for TenantPolicy {
@@ -46,6 +49,8 @@ impl Default for TenantPolicy {
             rate: Mutex::new(None),
             auth: RwLock::new(Arc::new(TenantAuth::None)),
             cache_ttl_ms: AtomicU64::new(u64::MAX),
+            max_body_bytes: AtomicUsize::new(usize::MAX),
+            max_message_bytes: AtomicUsize::new(usize::MAX),
         }
     }
 }
@@ -68,8 +73,23 @@ impl TenantPolicy {
         (ttl != u64::MAX).then_some(ttl)
     }
 
+    /// The largest request body this tenant takes, within the server's `limit`.
+    pub fn max_body_bytes(&self, limit: usize) -> usize {
+        self.max_body_bytes.load(Ordering::Relaxed).min(limit)
+    }
+
+    /// The largest single JSON-RPC message this tenant takes (`usize::MAX`: no own limit).
+    pub fn max_message_bytes(&self) -> usize {
+        self.max_message_bytes.load(Ordering::Relaxed)
+    }
+
     /// Takes a tenant's current status, limits and auth settings.
     pub fn apply(&self, record: &TenantRecord) {
+        let size = |limit: Option<u32>| limit.map_or(usize::MAX, |n| n as usize);
+        self.max_body_bytes
+            .store(size(record.limits.max_body_bytes), Ordering::Relaxed);
+        self.max_message_bytes
+            .store(size(record.limits.max_message_bytes), Ordering::Relaxed);
         self.cache_ttl_ms.store(
             record.limits.cache_ttl_ms.map_or(u64::MAX, u64::from),
             Ordering::Relaxed,
@@ -148,7 +168,7 @@ mod tests {
                 max_sessions: None,
                 requests_per_minute: rpm,
                 allowed_origins: vec!["https://App.example/".into()],
-                cache_ttl_ms: None,
+                ..TenantLimits::default()
             },
             auth: crate::store::TenantAuth::None,
             created_at: 0,

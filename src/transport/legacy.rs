@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::forward::{ForwardError, Forwarder};
 use super::{
-    check_content_type, check_sse_accept, parse_body, read_body, session_not_found, sse,
+    check_content_type, check_sse_accept, parse_body, read_tenant_body, session_not_found, sse,
     sse_response, Admitted, EdgePolicy, HttpError,
 };
 use crate::session::actor::{OpenLegacy, Post, Terminate};
@@ -59,7 +59,7 @@ pub async fn message(
     })?;
     let sessions = &admitted.tenant.sessions;
     let located = locate::locate(sessions, id, TransportKind::Legacy, admitted.forwarded).await?;
-    let raw = read_body(body, &req, edge.max_body_bytes).await?;
+    let raw = read_tenant_body(body, &req, &admitted, &edge).await?;
     let payload = parse_body(&raw)?;
     let entry = match located {
         Located::Here(entry) => {

@@ -541,6 +541,50 @@ pub async fn read_body(
     Ok(buf.freeze())
 }
 
+/// Reads a body for a tenant's MCP endpoint: within the tenant's body limit (and the server's),
+/// and with no message over the tenant's message limit (413 either way).
+pub async fn read_tenant_body(
+    body: web::Payload,
+    req: &HttpRequest,
+    admitted: &Admitted,
+    edge: &EdgePolicy,
+) -> Result<bytes::Bytes, HttpError> {
+    let policy = &admitted.tenant.policy;
+    let raw = read_body(body, req, policy.max_body_bytes(edge.max_body_bytes)).await?;
+    check_message_sizes(&raw, policy.max_message_bytes())?;
+    Ok(raw)
+}
+
+/// 413 when a message of the body (the body itself, or a member of a batch) is over `limit`
+/// bytes. A body within the limit is not looked into; malformed JSON is left to the parser.
+fn check_message_sizes(raw: &[u8], limit: usize) -> Result<(), HttpError> {
+    if raw.len() <= limit {
+        return Ok(());
+    }
+    let too_large = |size: usize| {
+        HttpError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            RpcError::invalid_request(format!(
+                "Payload Too Large: a message of {size} bytes exceeds this tenant's limit of {limit} bytes per message"
+            )),
+        )
+    };
+    let is_batch = raw
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|&b| b == b'[');
+    if !is_batch {
+        return Err(too_large(raw.len()));
+    }
+    match serde_json::from_slice::<Vec<&serde_json::value::RawValue>>(raw) {
+        Ok(members) => match members.iter().map(|m| m.get().len()).find(|&n| n > limit) {
+            Some(size) => Err(too_large(size)),
+            None => Ok(()),
+        },
+        Err(_) => Ok(()),
+    }
+}
+
 /// Parses a body as JSON-RPC (400 with -32700 or -32600).
 pub fn parse_body(body: &[u8]) -> Result<Payload, HttpError> {
     jsonrpc::parse_payload(body).map_err(|e| HttpError::new(StatusCode::BAD_REQUEST, e))

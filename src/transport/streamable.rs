@@ -16,8 +16,8 @@ use super::forward::{ForwardError, Forwarder};
 use super::modern;
 use super::{
     check_content_type, check_post_accept, check_sse_accept, check_version_header, parse_body,
-    read_body, respond_with_first, session_not_found, sse, sse_response, Admitted, EdgePolicy,
-    HttpError, SESSION_HEADER,
+    read_tenant_body, respond_with_first, session_not_found, sse, sse_response, Admitted,
+    EdgePolicy, HttpError, SESSION_HEADER,
 };
 use crate::cluster::EventId;
 use crate::protocol::{Message, Payload, RpcError};
@@ -35,7 +35,7 @@ pub async fn post(
 ) -> Result<HttpResponse, HttpError> {
     check_post_accept(&req)?;
     check_content_type(&req)?;
-    let raw = read_body(body, &req, edge.max_body_bytes).await?;
+    let raw = read_tenant_body(body, &req, &admitted, &edge).await?;
     let payload = parse_body(&raw)?;
     if modern::is_modern(&req, &payload) {
         return modern::post(req, payload, admitted, edge).await;

@@ -87,6 +87,19 @@ impl TestApp {
             .bearer_auth(ADMIN_TOKEN)
     }
 
+    /// The `/metrics` text, read with its token on the main port.
+    pub async fn metrics_text(&self, token: &str) -> String {
+        self.http
+            .get(format!("{}/metrics", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub fn mcp_url(&self, tenant: &str) -> String {
         format!("{}/t/{tenant}/mcp", self.base)
     }
