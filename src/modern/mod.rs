@@ -131,10 +131,43 @@ pub enum Served {
     /// to the request arrive on `notes` meanwhile.
     Running {
         response: BoxFuture<Answer>,
-        notes: tokio::sync::mpsc::UnboundedReceiver<Value>,
+        notes: Notes,
     },
     /// `subscriptions/listen`: a long-lived stream of change notifications.
     Listen(listen::Listener),
+}
+
+/// The notifications of a running request (progress, log messages). A request that asked for
+/// neither (no `progressToken`, no log level) can get none, and has no channel.
+pub struct Notes(Option<tokio::sync::mpsc::UnboundedReceiver<Value>>);
+
+impl Notes {
+    /// The sending end (when notifications are `wanted`) and the receiving one.
+    pub fn channel(wanted: bool) -> (Option<tokio::sync::mpsc::UnboundedSender<Value>>, Notes) {
+        if !wanted {
+            return (None, Notes(None));
+        }
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (Some(tx), Notes(Some(rx)))
+    }
+
+    /// The next notification; never resolves on a request that can have none, `None` once the
+    /// call is over and every notification was taken.
+    pub async fn recv(&mut self) -> Option<Value> {
+        match &mut self.0 {
+            Some(rx) => rx.recv().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// A notification already there.
+    pub fn try_recv(&mut self) -> Option<Value> {
+        self.0.as_mut().and_then(|rx| rx.try_recv().ok())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|rx| rx.is_empty())
+    }
 }
 
 /// Methods a session-era client may send that this revision removed.

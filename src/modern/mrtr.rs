@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use super::{complete, error, stamp_server_info, Answer, Env, Served};
+use super::{complete, error, stamp_server_info, Answer, Env, Notes, Served};
 use crate::auth::hash_secret;
 use crate::protocol::mcp::LogLevel;
 use crate::protocol::modern::RequestMeta;
@@ -61,6 +61,34 @@ struct Round {
     asked: Map<String, Value>,
     /// The webhook endpoint's round is recorded: the retry goes on from it with this answer.
     resume: Option<String>,
+}
+
+/// A new round id: 128 random bits in lower-case hex.
+fn new_round_id() -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = rand::random::<[u8; 16]>();
+    let mut hex = Vec::with_capacity(32);
+    for b in bytes {
+        hex.push(HEX[usize::from(b >> 4)]);
+        hex.push(HEX[usize::from(b & 0xf)]);
+    }
+    // Always ASCII.
+    String::from_utf8(hex).unwrap_or_default()
+}
+
+/// `parts` joined, in one allocation (what `format!` does, without its machinery: this is on
+/// every stateless tool call).
+fn concat(parts: &[&str]) -> Arc<str> {
+    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for part in parts {
+        s.push_str(part);
+    }
+    s.into()
+}
+
+/// The call's stable identity `{tenant}/mrtr:{round}/{origin request id}`.
+fn call_key(tenant: &str, round_id: &str, origin: &RequestId) -> Arc<str> {
+    concat(&[tenant, "/mrtr:", round_id, "/", &origin.to_string()])
 }
 
 fn purpose(tenant: &str) -> String {
@@ -128,7 +156,7 @@ pub fn call(
             RpcError::invalid_params(format!("Unknown tool: {name}")),
         ));
     }
-    let (notes_tx, notes) = mpsc::unbounded_channel();
+    let (notes_tx, notes) = Notes::channel(progress_token.is_some() || meta.log_level.is_some());
     let response = Box::pin(async move {
         let call = Call {
             env,
@@ -154,7 +182,7 @@ struct Call {
     name: String,
     arguments: Map<String, Value>,
     progress_token: Option<Value>,
-    notes: mpsc::UnboundedSender<Value>,
+    notes: Option<mpsc::UnboundedSender<Value>>,
 }
 
 impl Call {
@@ -191,7 +219,7 @@ impl Call {
         // the state names (consumed).
         let (round_id, number, mut round) = match state {
             // 128 random bits from the thread's CSPRNG (no system call per request).
-            None => (format!("{:032x}", rand::random::<u128>()), 0, None),
+            None => (new_round_id(), 0, None),
             Some(token) => {
                 let (token, round) = self.open(&token).await?;
                 (token.id, token.round, Some(round))
@@ -239,12 +267,12 @@ impl Call {
             self.meta.version,
             self.meta.client_capabilities.clone(),
             self.progress_token.clone(),
-            format!("{tenant}/mrtr:{round_id}/{origin}").into(),
+            call_key(&tenant, &round_id, &origin),
             port.clone() as Arc<dyn SessionPort>,
         );
         ctx.principal = self.env.principal_value();
         // Webhook calls between rounds are recorded under this key (see `catalog::stored`).
-        ctx.session = Some(format!("mrtr:{round_id}").into());
+        ctx.session = Some(concat(&["mrtr:", &round_id]));
         let catalog = &self.env.catalog;
         let future = match round.as_mut().and_then(|r| r.resume.take().map(|k| (k, r))) {
             Some((key, r)) => {
@@ -425,7 +453,8 @@ struct RoundPort {
     /// Replies of unanswered questions, kept so the call waits (it is dropped, not failed).
     waiting: Mutex<Vec<oneshot::Sender<Result<Value, RpcError>>>>,
     needed: Notify,
-    notes: mpsc::UnboundedSender<Value>,
+    /// `None`: the request asked for no notifications.
+    notes: Option<mpsc::UnboundedSender<Value>>,
     log_level: Option<LogLevel>,
     sessions: Arc<TenantSessions>,
 }
@@ -444,9 +473,9 @@ impl SessionPort for RoundPort {
                 return;
             }
         }
-        let _ = self
-            .notes
-            .send(jsonrpc::notification_message(method, params));
+        if let Some(notes) = &self.notes {
+            let _ = notes.send(jsonrpc::notification_message(method, params));
+        }
     }
 
     fn request(

@@ -25,7 +25,7 @@ use super::{sse, sse_response, Admitted, EdgePolicy, HttpError, VERSION_HEADER};
 use crate::auth::AuthService;
 use crate::catalog::TenantCatalog;
 use crate::modern::listen::Listener;
-use crate::modern::{self, Answer, Env, ModernSettings, Served};
+use crate::modern::{self, Answer, Env, ModernSettings, Notes, Served};
 use crate::protocol::jsonrpc::METHOD_NOT_FOUND;
 use crate::protocol::modern::{
     self as rules, RequestMeta, HEADER_MISMATCH, METHOD_HEADER, MISSING_CLIENT_CAPABILITY,
@@ -335,14 +335,14 @@ fn running_stream(
     lead: Option<Value>,
     done: Option<Answer>,
     response: Option<crate::catalog::BoxFuture<Answer>>,
-    notes: tokio::sync::mpsc::UnboundedReceiver<Value>,
+    notes: Notes,
     keepalive: Duration,
 ) -> impl futures_util::Stream<Item = Result<Bytes, actix_web::Error>> {
     struct State {
         lead: Option<Value>,
         done: Option<Answer>,
         response: Option<crate::catalog::BoxFuture<Answer>>,
-        notes: tokio::sync::mpsc::UnboundedReceiver<Value>,
+        notes: Notes,
         tick: tokio::time::Interval,
     }
     let mut tick = tokio::time::interval(keepalive.max(Duration::from_millis(100)));
@@ -361,7 +361,7 @@ fn running_stream(
         }
         loop {
             // Notifications sent before the answer go first.
-            if let Ok(note) = st.notes.try_recv() {
+            if let Some(note) = st.notes.try_recv() {
                 return Some((Ok(data_event(&note)), Some(st)));
             }
             if let Some(done) = st.done.take() {
