@@ -23,6 +23,8 @@ fn tenant(slug: &str) -> TenantRecord {
             requests_per_minute: None,
             allowed_origins: vec!["https://a.example".into()],
             cache_ttl_ms: Some(30_000),
+            max_sessions_per_principal: Some(2),
+            requests_per_minute_per_principal: Some(60),
         },
         auth: TenantAuth::Oauth(OAuthSettings::default()),
         created_at: 1,

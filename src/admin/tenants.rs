@@ -71,23 +71,28 @@ fn validate_catalogs(catalogs: &[String]) -> Result<(), AdminError> {
 const MAX_CACHE_TTL_MS: u32 = 86_400_000;
 
 fn validate_limits(limits: &TenantLimits) -> Result<(), AdminError> {
-    if limits.max_sessions == Some(0) {
-        return Err(AdminError::invalid(
-            "limits.max_sessions",
-            "must be at least 1",
-        ));
-    }
     if limits.cache_ttl_ms.is_some_and(|t| t > MAX_CACHE_TTL_MS) {
         return Err(AdminError::invalid(
             "limits.cache_ttl_ms",
             format!("must be at most {MAX_CACHE_TTL_MS} (one day)"),
         ));
     }
-    if limits.requests_per_minute == Some(0) {
-        return Err(AdminError::invalid(
-            "limits.requests_per_minute",
-            "must be at least 1",
-        ));
+    let counts = [
+        ("limits.max_sessions", limits.max_sessions),
+        ("limits.requests_per_minute", limits.requests_per_minute),
+        (
+            "limits.max_sessions_per_principal",
+            limits.max_sessions_per_principal,
+        ),
+        (
+            "limits.requests_per_minute_per_principal",
+            limits.requests_per_minute_per_principal,
+        ),
+    ];
+    for (field, value) in counts {
+        if value == Some(0) {
+            return Err(AdminError::invalid(field, "must be at least 1"));
+        }
     }
     for (i, origin) in limits.allowed_origins.iter().enumerate() {
         let ok = (origin.starts_with("http://") || origin.starts_with("https://"))
