@@ -521,7 +521,9 @@ pub fn export_to(provider: &opentelemetry_sdk::metrics::SdkMeterProvider) {
             .build(),
         quota_unchecked: meter
             .u64_counter("mcp_harbor.quota_unchecked")
-            .with_description("Requests let in unchecked across replicas (shared state unreachable)")
+            .with_description(
+                "Requests let in unchecked across replicas (shared state unreachable)",
+            )
             .build(),
         http_requests: meter
             .u64_counter("mcp_harbor.http.requests")

@@ -776,7 +776,12 @@ async fn contract_snapshots(backend: Backend) {
 }
 
 /// Takes from a rate until it is refused: how many were admitted, and the wait it named.
-async fn exhaust(b: &Backends, tenant: &str, scope: RateScope<'_>, per_minute: u32) -> (u32, Duration) {
+async fn exhaust(
+    b: &Backends,
+    tenant: &str,
+    scope: RateScope<'_>,
+    per_minute: u32,
+) -> (u32, Duration) {
     for admitted in 0..per_minute * 2 + 10 {
         if let Quota::Exceeded { retry_after } =
             b.quotas.take(tenant, scope, per_minute).await.unwrap()
@@ -793,7 +798,10 @@ async fn contract_rates(backend: Backend) {
     // A burst of per_minute, then a wait of at most one interval (12 s at 5 a minute).
     let (admitted, wait) = exhaust(b, "t1", RateScope::Tenant, 5).await;
     assert_eq!(admitted, 5);
-    assert!(wait > Duration::from_secs(11) && wait <= Duration::from_secs(12), "{wait:?}");
+    assert!(
+        wait > Duration::from_secs(11) && wait <= Duration::from_secs(12),
+        "{wait:?}"
+    );
     // Principals have rates of their own, and so do other tenants; ids cannot reach into
     // another tenant's keys (`t1` + principal `x` is not tenant `t1:x`).
     assert_eq!(exhaust(b, "t1", RateScope::Principal("x"), 2).await.0, 2);
@@ -824,7 +832,11 @@ async fn contract_live_sessions(backend: Backend) {
         per_tenant: Some(2),
         per_principal: None,
     };
-    let open = |tenant: &'static str, session: &'static str, owner: Option<&'static str>, caps, ttl| async move {
+    let open = |tenant: &'static str,
+                session: &'static str,
+                owner: Option<&'static str>,
+                caps,
+                ttl| async move {
         q.open_session(&key(tenant, session), owner, caps, ttl)
             .await
             .unwrap()
@@ -861,13 +873,28 @@ async fn contract_live_sessions(backend: Backend) {
         per_tenant: None,
         per_principal: Some(1),
     };
-    assert_eq!(open("t4", "x1", Some("p"), per_principal, LONG).await, Opened);
-    assert_eq!(open("t4", "x2", Some("p"), per_principal, LONG).await, PrincipalFull);
-    assert_eq!(open("t4", "x3", Some("q"), per_principal, LONG).await, Opened);
+    assert_eq!(
+        open("t4", "x1", Some("p"), per_principal, LONG).await,
+        Opened
+    );
+    assert_eq!(
+        open("t4", "x2", Some("p"), per_principal, LONG).await,
+        PrincipalFull
+    );
+    assert_eq!(
+        open("t4", "x3", Some("q"), per_principal, LONG).await,
+        Opened
+    );
     assert_eq!(open("t4", "x4", None, per_principal, LONG).await, Opened);
-    assert_eq!(open("t5", "x5", Some("p"), per_principal, LONG).await, Opened);
+    assert_eq!(
+        open("t5", "x5", Some("p"), per_principal, LONG).await,
+        Opened
+    );
     b.snapshots.delete(&key("t4", "x1")).await.unwrap();
-    assert_eq!(open("t4", "x2", Some("p"), per_principal, LONG).await, Opened);
+    assert_eq!(
+        open("t4", "x2", Some("p"), per_principal, LONG).await,
+        Opened
+    );
     // Without caps a session is still counted (for caps set later).
     let none = SessionCaps::default();
     assert_eq!(open("t6", "y1", None, none, LONG).await, Opened);

@@ -16,8 +16,10 @@ const STATELESS: &str = "2026-07-28";
 async fn create_tenant(app: &TestApp, slug: &str, limits: Value, auth: &str) {
     let r = app
         .admin(Method::POST, "/tenants")
-        .json(&json!({ "slug": slug, "catalogs": ["demo"], "limits": limits,
-                       "auth": { "mode": auth } }))
+        .json(
+            &json!({ "slug": slug, "catalogs": ["demo"], "limits": limits,
+                       "auth": { "mode": auth } }),
+        )
         .send()
         .await
         .unwrap();
@@ -68,7 +70,13 @@ async fn three_replicas_share_one_request_rate_per_tenant() {
         return;
     };
     // 12 a minute: a burst of 12, then one every 5 s.
-    create_tenant(&apps[0], "rated", json!({ "requests_per_minute": 12 }), "none").await;
+    create_tenant(
+        &apps[0],
+        "rated",
+        json!({ "requests_per_minute": 12 }),
+        "none",
+    )
+    .await;
     let started = Instant::now();
     let mut admitted = 0;
     let mut refused = 0;
@@ -146,7 +154,11 @@ async fn three_replicas_share_one_session_cap_per_tenant() {
     assert_too_many(initialize(&apps[0], "capped").send().await.unwrap(), 5).await;
     // The open sessions keep working, and the cap is the tenant's alone.
     let resp = apps[0]
-        .post("capped", Some(&sessions[1]), &json!({ "jsonrpc": "2.0", "id": 5, "method": "ping" }))
+        .post(
+            "capped",
+            Some(&sessions[1]),
+            &json!({ "jsonrpc": "2.0", "id": 5, "method": "ping" }),
+        )
         .header("mcp-protocol-version", "2025-11-25")
         .send()
         .await
@@ -160,8 +172,10 @@ async fn three_replicas_share_one_session_cap_per_tenant() {
 async fn principal_token(app: &TestApp, tenant: &str, name: &str) -> String {
     let r = app
         .admin(Method::POST, &format!("/tenants/{tenant}/oauth-clients"))
-        .json(&json!({ "client_name": name, "grant_types": ["client_credentials"],
-                       "token_endpoint_auth_method": "client_secret_basic" }))
+        .json(
+            &json!({ "client_name": name, "grant_types": ["client_credentials"],
+                       "token_endpoint_auth_method": "client_secret_basic" }),
+        )
         .send()
         .await
         .unwrap();
@@ -208,28 +222,52 @@ async fn each_principal_of_a_protected_tenant_has_its_own_rate_and_session_cap()
     let bob = principal_token(&app, "acme", "bob").await;
 
     // One session each: alice's second is refused, bob's first is not.
-    let resp = initialize(&app, "acme").bearer_auth(&alice).send().await.unwrap();
+    let resp = initialize(&app, "acme")
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     assert_too_many(
-        initialize(&app, "acme").bearer_auth(&alice).send().await.unwrap(),
+        initialize(&app, "acme")
+            .bearer_auth(&alice)
+            .send()
+            .await
+            .unwrap(),
         5,
     )
     .await;
     // Alice has spent her 4 requests a minute (two initializes and two more).
     for id in 0..2 {
-        let resp = stateless_list(&app, "acme", id).bearer_auth(&alice).send().await.unwrap();
+        let resp = stateless_list(&app, "acme", id)
+            .bearer_auth(&alice)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(resp.status(), 200);
     }
     let retry = assert_too_many(
-        stateless_list(&app, "acme", 3).bearer_auth(&alice).send().await.unwrap(),
+        stateless_list(&app, "acme", 3)
+            .bearer_auth(&alice)
+            .send()
+            .await
+            .unwrap(),
         15,
     )
     .await;
     assert!(retry >= 14, "one request every 15 s: {retry}");
     // Bob is still served.
-    let resp = initialize(&app, "acme").bearer_auth(&bob).send().await.unwrap();
+    let resp = initialize(&app, "acme")
+        .bearer_auth(&bob)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
-    let resp = stateless_list(&app, "acme", 4).bearer_auth(&bob).send().await.unwrap();
+    let resp = stateless_list(&app, "acme", 4)
+        .bearer_auth(&bob)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
 }
 
@@ -281,10 +319,21 @@ async fn a_redis_outage_lets_requests_in_on_this_replicas_own_rate() {
     let started = Instant::now();
     let mut statuses = Vec::new();
     for id in 10..15 {
-        statuses.push(stateless_list(&app, "rated", id).send().await.unwrap().status().as_u16());
+        statuses.push(
+            stateless_list(&app, "rated", id)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
+        );
     }
     assert_eq!(statuses, [200, 200, 200, 429, 429]);
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(unchecked(&app, "rated").await, 5.0, "operators see it");
 
     // Redis is back: the shared rate decides again, and it is still spent.

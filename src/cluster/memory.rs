@@ -14,9 +14,9 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use super::{
-    gcra, Acquired, BackendError, Bus, BusMessage, EventId, EventLog, Lease, Leases, Quota,
-    Quotas, RateScope, ReplicaInfo, Retention, SessionAdmission, SessionCaps, SessionKey,
-    SnapshotStore, StoredEvent, StreamId,
+    gcra, Acquired, BackendError, Bus, BusMessage, EventId, EventLog, Lease, Leases, Quota, Quotas,
+    RateScope, ReplicaInfo, Retention, SessionAdmission, SessionCaps, SessionKey, SnapshotStore,
+    StoredEvent, StreamId,
 };
 
 /// How often expired state is swept (besides the lazy checks on access).

@@ -245,7 +245,9 @@ pub trait Bus: Send + Sync + 'static {
 pub enum Quota {
     Allowed,
     /// Over the rate: the next request is allowed after this long.
-    Exceeded { retry_after: Duration },
+    Exceeded {
+        retry_after: Duration,
+    },
 }
 
 /// Whose requests a rate counts: the tenant's as a whole, or one principal's within it.
@@ -405,7 +407,11 @@ mod tests {
         // The 11th waits one interval (6 s at 10 a minute).
         assert_eq!(gcra(t0, tat, 10), Err(Duration::from_secs(6)));
         assert_eq!(burst(&mut tat, t0 + 5_999_999, 5, 10), 0);
-        assert_eq!(burst(&mut tat, t0 + 6_000_000, 5, 10), 1, "one interval later, one more");
+        assert_eq!(
+            burst(&mut tat, t0 + 6_000_000, 5, 10),
+            1,
+            "one interval later, one more"
+        );
         // A minute of silence refills the whole burst, never more.
         assert_eq!(burst(&mut tat, t0 + 600_000_000, 50, 10), 10);
         // A stored time in the past counts as now.

@@ -597,7 +597,9 @@ impl Quotas for RedisCluster {
     ) -> Result<Quota, BackendError> {
         let key = match scope {
             RateScope::Tenant => self.tenant_key("rate", tenant),
-            RateScope::Principal(p) => format!("{}:{}", self.tenant_key("rate", tenant), segment(p)),
+            RateScope::Principal(p) => {
+                format!("{}:{}", self.tenant_key("rate", tenant), segment(p))
+            }
         };
         let (interval, tolerance) = gcra_parameters(per_minute);
         let mut call = self.take.prepare_invoke();

@@ -159,7 +159,9 @@ impl TenantSessions {
     /// Sets the tenant's session caps (`per_tenant` `None`: the server default, on each
     /// replica). Live sessions over them are kept.
     pub fn set_caps(&self, caps: SessionCaps) {
-        let local = caps.per_tenant.map_or(self.limits.max_sessions, |m| m as usize);
+        let local = caps
+            .per_tenant
+            .map_or(self.limits.max_sessions, |m| m as usize);
         self.max_sessions.store(local, Ordering::Relaxed);
         *self.caps.write() = caps;
     }

@@ -315,9 +315,7 @@ impl TenantDirectory {
         };
         let was_suspended = handle.policy.is_suspended();
         handle.policy.apply(record);
-        handle
-            .sessions
-            .set_caps(session_caps(&record.limits));
+        handle.sessions.set_caps(session_caps(&record.limits));
         if handle.policy.is_suspended() && !was_suspended {
             // Suspension ends every session, which closes their streams.
             handle.supervisor.do_send(StopAll);

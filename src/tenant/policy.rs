@@ -292,7 +292,10 @@ mod tests {
         assert_eq!(p.within_rate(&*quotas, "t", Some("a")).await, Ok(()));
         assert!(matches!(
             p.within_rate(&*quotas, "t", Some("a")).await,
-            Err(PolicyRefusal::RateLimited { principal: true, .. })
+            Err(PolicyRefusal::RateLimited {
+                principal: true,
+                ..
+            })
         ));
         assert_eq!(p.within_rate(&*quotas, "t", Some("b")).await, Ok(()));
         assert_eq!(p.within_rate(&*quotas, "u", None).await, Ok(()));

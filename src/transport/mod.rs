@@ -340,7 +340,10 @@ impl FromRequest for Admitted {
                         .map(Arc::new)
                 }
             };
-            if let Some(p) = principal.as_ref().filter(|_| tenant.policy.limits_principals()) {
+            if let Some(p) = principal
+                .as_ref()
+                .filter(|_| tenant.policy.limits_principals())
+            {
                 let id = crate::auth::quota_id(&p.binding());
                 let counted = tenant.policy.within_rate(quotas, &slug, Some(&id)).await;
                 rate_limited(&slug, counted)?;
