@@ -234,18 +234,26 @@ impl TenantSessions {
                 ))
             }
         }
-        let lease = match self
+        // From here on, a failure forgets the session again (it would count until it expired).
+        let forget = |key: SessionKey| async move {
+            let _ = self.replica.backends.snapshots.delete(&key).await;
+        };
+        let acquired = self
             .replica
             .backends
             .leases
             .acquire(&key, &self.replica.info.id, None, self.ttl())
-            .await?
-        {
-            Acquired::Granted(lease) => lease,
-            Acquired::HeldBy(_) => {
+            .await;
+        let lease = match acquired {
+            Ok(Acquired::Granted(lease)) => lease,
+            Ok(Acquired::HeldBy(_)) => {
                 return Err(SessionError::Unavailable(
                     "session id collision; retry".into(),
                 ))
+            }
+            Err(e) => {
+                forget(key).await;
+                return Err(e.into());
             }
         };
         let core = Session::new(
@@ -253,12 +261,17 @@ impl TenantSessions {
             self.tenant.clone(),
             transport,
             self.catalog.clone(),
-            self.outbox(key, lease.clone()),
+            self.outbox(key.clone(), lease.clone()),
             self.settings.clone(),
         )
         .with_principal(principal);
-        let addr = self.launch(id.clone(), core, transport, lease, None)?;
-        Ok((id, addr))
+        match self.launch(id.clone(), core, transport, lease, None) {
+            Ok(addr) => Ok((id, addr)),
+            Err(e) => {
+                forget(key).await;
+                Err(e)
+            }
+        }
     }
 
     /// Starts an actor for `core` (on `arbiter`, or this thread's) and registers it.
