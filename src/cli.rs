@@ -107,12 +107,18 @@ pub enum TenantCommand {
         /// A built-in catalog to serve (reference, demo); repeatable.
         #[arg(long = "catalog", value_name = "NAME")]
         catalogs: Vec<String>,
-        /// Most concurrent MCP sessions (default: the server's).
+        /// Most live MCP sessions, across all replicas (default: the server's, per replica).
         #[arg(long, value_name = "N")]
         max_sessions: Option<u32>,
-        /// Request rate limit (default: the server's).
+        /// Requests a minute, across all replicas (default: no limit).
         #[arg(long, value_name = "N")]
         requests_per_minute: Option<u32>,
+        /// Most live MCP sessions of one signed-in principal (protected tenants).
+        #[arg(long, value_name = "N")]
+        max_sessions_per_principal: Option<u32>,
+        /// Requests a minute of one signed-in principal (protected tenants).
+        #[arg(long, value_name = "N")]
+        requests_per_minute_per_principal: Option<u32>,
         /// A browser origin allowed to call the MCP endpoint (https://app.example.com); repeatable.
         #[arg(long = "allowed-origin", value_name = "ORIGIN")]
         allowed_origins: Vec<String>,
@@ -353,15 +359,25 @@ async fn tenant(
             catalogs,
             max_sessions,
             requests_per_minute,
+            max_sessions_per_principal,
+            requests_per_minute_per_principal,
             allowed_origins,
             auth,
         } => {
             let mut limits = Map::new();
-            if let Some(n) = max_sessions {
-                limits.insert("max_sessions".into(), json!(n));
-            }
-            if let Some(n) = requests_per_minute {
-                limits.insert("requests_per_minute".into(), json!(n));
+            let counts = [
+                ("max_sessions", max_sessions),
+                ("requests_per_minute", requests_per_minute),
+                ("max_sessions_per_principal", max_sessions_per_principal),
+                (
+                    "requests_per_minute_per_principal",
+                    requests_per_minute_per_principal,
+                ),
+            ];
+            for (name, value) in counts {
+                if let Some(n) = value {
+                    limits.insert(name.into(), json!(n));
+                }
             }
             if !allowed_origins.is_empty() {
                 limits.insert("allowed_origins".into(), json!(allowed_origins));

@@ -83,6 +83,7 @@ pub struct Metrics {
     pub webhook_duration: Histograms<OutcomeLabels>,
     pub oauth_grants: Family<GrantLabels, Counter>,
     pub rate_limited: Family<TenantLabels, Counter>,
+    pub quota_unchecked: Family<TenantLabels, Counter>,
     pub http_requests: Family<HttpLabels, Counter>,
     pub event_log_appends: Family<TenantLabels, Counter>,
     pub event_log_replays: Family<OutcomeLabels, Counter>,
@@ -147,6 +148,13 @@ impl Metrics {
             "Requests refused by a tenant's rate limit (429)",
             rate_limited.clone(),
         );
+        let quota_unchecked = Family::<TenantLabels, Counter>::default();
+        registry.register(
+            "mcp_harbor_quota_unchecked",
+            "Requests of rate-limited tenants let in unchecked across replicas (shared state \
+             unreachable; only this replica's own limit applied)",
+            quota_unchecked.clone(),
+        );
         let http_requests = Family::<HttpLabels, Counter>::default();
         registry.register(
             "mcp_harbor_http_requests",
@@ -192,6 +200,7 @@ impl Metrics {
             webhook_duration,
             oauth_grants,
             rate_limited,
+            quota_unchecked,
             http_requests,
         }
     }
@@ -330,6 +339,15 @@ impl Metrics {
         }
     }
 
+    pub fn quota_unchecked(&self, tenant: &str) {
+        self.quota_unchecked
+            .get_or_create(&Self::tenant(tenant))
+            .inc();
+        if let Some(o) = otel() {
+            o.quota_unchecked.add(1, &tenant_attr(tenant));
+        }
+    }
+
     pub fn http_request(&self, route: &'static str, status: u16) {
         self.http_requests
             .get_or_create(&HttpLabels {
@@ -455,6 +473,7 @@ struct Otel {
     webhook: OtelHistogram<f64>,
     oauth_grants: OtelCounter<u64>,
     rate_limited: OtelCounter<u64>,
+    quota_unchecked: OtelCounter<u64>,
     http_requests: OtelCounter<u64>,
     event_appends: OtelCounter<u64>,
     event_replays: OtelCounter<u64>,
@@ -513,6 +532,12 @@ pub fn export_to(provider: &opentelemetry_sdk::metrics::SdkMeterProvider) {
         rate_limited: meter
             .u64_counter("mcp_harbor.rate_limited")
             .with_description("Requests refused by a tenant's rate limit")
+            .build(),
+        quota_unchecked: meter
+            .u64_counter("mcp_harbor.quota_unchecked")
+            .with_description(
+                "Requests let in unchecked across replicas (shared state unreachable)",
+            )
             .build(),
         http_requests: meter
             .u64_counter("mcp_harbor.http.requests")

@@ -190,6 +190,18 @@ async fn validation_errors_name_the_field() {
         (
             Method::POST,
             "/tenants",
+            json!({ "slug": "x", "limits": { "requests_per_minute_per_principal": 0 } }),
+            "limits.requests_per_minute_per_principal",
+        ),
+        (
+            Method::POST,
+            "/tenants",
+            json!({ "slug": "x", "limits": { "max_sessions_per_principal": 0 } }),
+            "limits.max_sessions_per_principal",
+        ),
+        (
+            Method::POST,
+            "/tenants",
             json!({ "slug": "x", "limits": { "allowed_origins": ["ftp://x"] } }),
             "limits.allowed_origins[0]",
         ),

@@ -8,33 +8,16 @@ mod common;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use common::{spawn_app_with, test_redis_url, SseEvent, SseReader, TestApp, ADMIN_TOKEN};
+use common::{
+    shared_replicas, spawn_app_with, test_redis_url, SseEvent, SseReader, TestApp, ADMIN_TOKEN,
+};
 use reqwest::Method;
 use serde_json::{json, Value};
 
 /// Two replicas (`a`, `b`) sharing a Redis key prefix and one SQLite database.
 async fn two_replicas() -> Option<(TestApp, TestApp, tempfile::TempDir)> {
-    let redis = test_redis_url().await?;
-    let shared = tempfile::tempdir().unwrap();
-    let prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
-    let replica = |name: &'static str| {
-        let (redis, prefix, dir) = (
-            redis.clone(),
-            prefix.clone(),
-            shared.path().display().to_string(),
-        );
-        move |c: &mut mcp_harbor::Config| {
-            c.redis.url = redis;
-            c.redis.key_prefix = prefix;
-            c.storage.data_dir = dir;
-            c.cluster.replica_id = format!("{name}-{}", uuid::Uuid::new_v4().simple());
-            c.cluster.heartbeat_ms = 200;
-            c.cluster.liveness_ttl_ms = 1000;
-            c.cluster.drain_grace_secs = 2;
-        }
-    };
-    let a = spawn_app_with(replica("a")).await;
-    let b = spawn_app_with(replica("b")).await;
+    let (apps, shared) = shared_replicas(&["a", "b"], |_| {}).await?;
+    let [a, b]: [TestApp; 2] = apps.try_into().ok()?;
     Some((a, b, shared))
 }
 

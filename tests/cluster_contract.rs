@@ -1,4 +1,4 @@
-//! The cluster contract (event log, snapshots, leases, bus), run against every backend: in-process
+//! The cluster contract (event log, snapshots, leases, bus, quotas), run against every backend: in-process
 //! always, Redis whenever reachable (`MCP_HARBOR_TEST_REDIS_URL`, default
 //! `redis://127.0.0.1:6379`). With `MCP_HARBOR_REQUIRE_REDIS=1` (CI) an unreachable Redis fails
 //! the Redis tests instead of skipping them. Each Redis test keeps its keys under a fresh prefix
@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use mcp_harbor::cluster::{
-    Acquired, BackendError, Backends, BusMessage, EventId, Lease, ReplicaInfo, Retention,
-    SessionKey, StoredEvent, StreamId,
+    Acquired, BackendError, Backends, BusMessage, EventId, Lease, Quota, RateScope, ReplicaInfo,
+    Retention, SessionAdmission, SessionCaps, SessionKey, StoredEvent, StreamId,
 };
 use tokio::sync::mpsc;
 
@@ -169,6 +169,8 @@ contract_tests! {
     contract_replicas => replicas_in_process, replicas_redis;
     contract_snapshots => snapshots_in_process, snapshots_redis;
     contract_bus => bus_in_process, bus_redis;
+    contract_rates => rates_in_process, rates_redis;
+    contract_live_sessions => live_sessions_in_process, live_sessions_redis;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -770,6 +772,133 @@ async fn contract_snapshots(backend: Backend) {
     assert!(again.token > lease.token);
     b.snapshots.delete(&key("t9", "none")).await.unwrap();
 
+    fx.cleanup().await;
+}
+
+/// Takes from a rate until it is refused: how many were admitted, and the wait it named.
+async fn exhaust(
+    b: &Backends,
+    tenant: &str,
+    scope: RateScope<'_>,
+    per_minute: u32,
+) -> (u32, Duration) {
+    for admitted in 0..per_minute * 2 + 10 {
+        if let Quota::Exceeded { retry_after } =
+            b.quotas.take(tenant, scope, per_minute).await.unwrap()
+        {
+            return (admitted, retry_after);
+        }
+    }
+    panic!("{tenant} {scope:?} at {per_minute}/min was never refused");
+}
+
+async fn contract_rates(backend: Backend) {
+    let fx = Fixture::new(&backend, retention(100, LONG)).await;
+    let b = &fx.backends;
+    // A burst of per_minute, then a wait of at most one interval (12 s at 5 a minute).
+    let (admitted, wait) = exhaust(b, "t1", RateScope::Tenant, 5).await;
+    assert_eq!(admitted, 5);
+    assert!(
+        wait > Duration::from_secs(11) && wait <= Duration::from_secs(12),
+        "{wait:?}"
+    );
+    // Principals have rates of their own, and so do other tenants; ids cannot reach into
+    // another tenant's keys (`t1` + principal `x` is not tenant `t1:x`).
+    assert_eq!(exhaust(b, "t1", RateScope::Principal("x"), 2).await.0, 2);
+    assert_eq!(exhaust(b, "t1", RateScope::Principal("y"), 2).await.0, 2);
+    assert_eq!(exhaust(b, "t1:x", RateScope::Tenant, 3).await.0, 3);
+    assert_eq!(exhaust(b, "t2", RateScope::Tenant, 1).await.0, 1);
+    // After the named wait, one more is admitted (120 a minute: one every 500 ms).
+    let (admitted, wait) = exhaust(b, "t3", RateScope::Tenant, 120).await;
+    assert!((120..=121).contains(&admitted), "{admitted}");
+    assert!(wait <= Duration::from_millis(500), "{wait:?}");
+    tokio::time::sleep(wait + Duration::from_millis(20)).await;
+    assert_eq!(
+        b.quotas.take("t3", RateScope::Tenant, 120).await.unwrap(),
+        Quota::Allowed
+    );
+    assert!(matches!(
+        b.quotas.take("t3", RateScope::Tenant, 120).await.unwrap(),
+        Quota::Exceeded { .. }
+    ));
+    fx.cleanup().await;
+}
+
+async fn contract_live_sessions(backend: Backend) {
+    let fx = Fixture::new(&backend, retention(100, LONG)).await;
+    let b = &fx.backends;
+    let q = &b.quotas;
+    let two = SessionCaps {
+        per_tenant: Some(2),
+        per_principal: None,
+    };
+    let open = |tenant: &'static str,
+                session: &'static str,
+                owner: Option<&'static str>,
+                caps,
+                ttl| async move {
+        q.open_session(&key(tenant, session), owner, caps, ttl)
+            .await
+            .unwrap()
+    };
+    use SessionAdmission::*;
+    assert_eq!(open("t1", "s1", None, two, LONG).await, Opened);
+    assert_eq!(open("t1", "s2", None, two, LONG).await, Opened);
+    assert_eq!(open("t1", "s3", None, two, LONG).await, TenantFull);
+    assert_eq!(open("t2", "s3", None, two, LONG).await, Opened);
+    // An ended session (DELETE, idle expiry) frees its place.
+    b.snapshots.delete(&key("t1", "s1")).await.unwrap();
+    assert_eq!(open("t1", "s3", None, two, LONG).await, Opened);
+    assert_eq!(open("t1", "s4", None, two, LONG).await, TenantFull);
+
+    // Sessions nobody keeps alive (their replica died) stop counting; touched ones go on.
+    let one = SessionCaps {
+        per_tenant: Some(1),
+        per_principal: None,
+    };
+    let short = Duration::from_millis(300);
+    assert_eq!(open("t3", "a", None, one, short).await, Opened);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    b.snapshots
+        .touch(&[key("t3", "a")], Duration::from_millis(600))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(open("t3", "b", None, one, short).await, TenantFull);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(open("t3", "b", None, one, short).await, Opened);
+
+    // Per principal: one each; sessions without a principal are not anyone's.
+    let per_principal = SessionCaps {
+        per_tenant: None,
+        per_principal: Some(1),
+    };
+    assert_eq!(
+        open("t4", "x1", Some("p"), per_principal, LONG).await,
+        Opened
+    );
+    assert_eq!(
+        open("t4", "x2", Some("p"), per_principal, LONG).await,
+        PrincipalFull
+    );
+    assert_eq!(
+        open("t4", "x3", Some("q"), per_principal, LONG).await,
+        Opened
+    );
+    assert_eq!(open("t4", "x4", None, per_principal, LONG).await, Opened);
+    assert_eq!(
+        open("t5", "x5", Some("p"), per_principal, LONG).await,
+        Opened
+    );
+    b.snapshots.delete(&key("t4", "x1")).await.unwrap();
+    assert_eq!(
+        open("t4", "x2", Some("p"), per_principal, LONG).await,
+        Opened
+    );
+    // Without caps a session is still counted (for caps set later).
+    let none = SessionCaps::default();
+    assert_eq!(open("t6", "y1", None, none, LONG).await, Opened);
+    assert_eq!(open("t6", "y2", None, one, LONG).await, TenantFull);
     fx.cleanup().await;
 }
 

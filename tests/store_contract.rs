@@ -25,6 +25,8 @@ fn tenant(slug: &str) -> TenantRecord {
             cache_ttl_ms: Some(30_000),
             max_body_bytes: Some(65_536),
             max_message_bytes: None,
+            max_sessions_per_principal: Some(2),
+            requests_per_minute_per_principal: Some(60),
         },
         auth: TenantAuth::Oauth(OAuthSettings::default()),
         created_at: 1,

@@ -74,23 +74,28 @@ const MAX_CACHE_TTL_MS: u32 = 86_400_000;
 const MIN_SIZE_LIMIT: u32 = 1024;
 
 fn validate_limits(limits: &TenantLimits) -> Result<(), AdminError> {
-    if limits.max_sessions == Some(0) {
-        return Err(AdminError::invalid(
-            "limits.max_sessions",
-            "must be at least 1",
-        ));
-    }
     if limits.cache_ttl_ms.is_some_and(|t| t > MAX_CACHE_TTL_MS) {
         return Err(AdminError::invalid(
             "limits.cache_ttl_ms",
             format!("must be at most {MAX_CACHE_TTL_MS} (one day)"),
         ));
     }
-    if limits.requests_per_minute == Some(0) {
-        return Err(AdminError::invalid(
-            "limits.requests_per_minute",
-            "must be at least 1",
-        ));
+    let counts = [
+        ("limits.max_sessions", limits.max_sessions),
+        ("limits.requests_per_minute", limits.requests_per_minute),
+        (
+            "limits.max_sessions_per_principal",
+            limits.max_sessions_per_principal,
+        ),
+        (
+            "limits.requests_per_minute_per_principal",
+            limits.requests_per_minute_per_principal,
+        ),
+    ];
+    for (field, value) in counts {
+        if value == Some(0) {
+            return Err(AdminError::invalid(field, "must be at least 1"));
+        }
     }
     for (field, limit) in [
         ("limits.max_body_bytes", limits.max_body_bytes),

@@ -61,6 +61,14 @@ pub fn binding_of(issuer: &str, subject: &str, client_id: &str) -> Arc<str> {
     format!("{issuer}\n{subject}\n{client_id}").into()
 }
 
+/// A principal's id in shared quota keys: a fixed-length digest of its binding (keys stay
+/// short, and the issuer and subject are not spelled out in Redis).
+pub fn quota_id(binding: &str) -> String {
+    let mut digest = hash_secret(binding);
+    digest.truncate(32);
+    digest
+}
+
 /// The binding of a principal as its JSON form (sessions keep the JSON form).
 pub fn binding_of_value(principal: &Value) -> Option<Arc<str>> {
     let text = |k: &str| principal.get(k).and_then(Value::as_str);

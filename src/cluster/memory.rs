@@ -1,11 +1,11 @@
 //! In-process shared state (the embedded default, one replica): the event log, snapshots, leases,
-//! replica liveness and the bus, all in this process's memory with the same semantics as Redis.
+//! replica liveness, the bus and the quotas, all in this process's memory with the same semantics as Redis.
 //!
 //! Expiry is lazy (checked on access) plus a sweep of everything expired at most once a second,
 //! so state nobody asks for again does not pile up.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -14,8 +14,9 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use super::{
-    Acquired, BackendError, Bus, BusMessage, EventId, EventLog, Lease, Leases, ReplicaInfo,
-    Retention, SessionKey, SnapshotStore, StoredEvent, StreamId,
+    gcra, Acquired, BackendError, Bus, BusMessage, EventId, EventLog, Lease, Leases, Quota, Quotas,
+    RateScope, ReplicaInfo, Retention, SessionAdmission, SessionCaps, SessionKey, SnapshotStore,
+    StoredEvent, StreamId,
 };
 
 /// How often expired state is swept (besides the lazy checks on access).
@@ -49,12 +50,29 @@ impl<T> Expiring<T> {
     }
 }
 
+/// Microseconds from a fixed instant of this process to `now` (GCRA's clock).
+fn micros(now: Instant) -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    u64::try_from(now.saturating_duration_since(epoch).as_micros()).unwrap_or(u64::MAX)
+}
+
+/// A session counted among its tenant's live sessions.
+struct LiveSession {
+    expires: Instant,
+    principal: Option<Arc<str>>,
+}
+
 #[derive(Default)]
 struct State {
     logs: HashMap<SessionKey, HashMap<StreamId, StreamLog>>,
     snapshots: HashMap<SessionKey, Expiring<Bytes>>,
     leases: HashMap<SessionKey, Expiring<Lease>>,
     replicas: HashMap<Arc<str>, Expiring<String>>,
+    /// Request rates: GCRA's theoretical arrival time (see [`micros`]) per tenant and principal.
+    rates: HashMap<(Arc<str>, Option<Box<str>>), u64>,
+    /// Each tenant's live sessions.
+    live: HashMap<Arc<str>, HashMap<Arc<str>, LiveSession>>,
     /// Fencing tokens come from one counter for all sessions: every session's tokens still only
     /// grow, and nothing per session has to be remembered forever.
     last_token: u64,
@@ -102,6 +120,12 @@ impl State {
         self.snapshots.retain(|_, s| s.alive(now));
         self.leases.retain(|_, l| l.alive(now));
         self.replicas.retain(|_, r| r.alive(now));
+        let now_us = micros(now);
+        self.rates.retain(|_, tat| *tat > now_us);
+        self.live.retain(|_, sessions| {
+            sessions.retain(|_, s| now < s.expires);
+            !sessions.is_empty()
+        });
     }
 }
 
@@ -264,6 +288,16 @@ impl SnapshotStore for MemoryCluster {
                     l.expires = now + ttl;
                 }
             }
+            state
+                .live
+                .entry(key.tenant.clone())
+                .or_default()
+                .entry(key.session.clone())
+                .and_modify(|s| s.expires = now + ttl)
+                .or_insert(LiveSession {
+                    expires: now + ttl,
+                    principal: None,
+                });
         }
         Ok(())
     }
@@ -272,7 +306,72 @@ impl SnapshotStore for MemoryCluster {
         let (mut state, _) = self.state();
         state.snapshots.remove(key);
         state.leases.remove(key);
+        if let Some(sessions) = state.live.get_mut(&key.tenant) {
+            sessions.remove(&key.session);
+            if sessions.is_empty() {
+                state.live.remove(&key.tenant);
+            }
+        }
         Ok(())
+    }
+}
+
+#[async_trait]
+impl Quotas for MemoryCluster {
+    async fn take(
+        &self,
+        tenant: &str,
+        scope: RateScope<'_>,
+        per_minute: u32,
+    ) -> Result<Quota, BackendError> {
+        let (mut state, now) = self.state();
+        let principal = match scope {
+            RateScope::Tenant => None,
+            RateScope::Principal(p) => Some(Box::from(p)),
+        };
+        let key = (Arc::from(tenant), principal);
+        match gcra(micros(now), state.rates.get(&key).copied(), per_minute) {
+            Ok(tat) => {
+                state.rates.insert(key, tat);
+                Ok(Quota::Allowed)
+            }
+            Err(retry_after) => Ok(Quota::Exceeded { retry_after }),
+        }
+    }
+
+    async fn open_session(
+        &self,
+        key: &SessionKey,
+        principal: Option<&str>,
+        caps: SessionCaps,
+        ttl: Duration,
+    ) -> Result<SessionAdmission, BackendError> {
+        let (mut state, now) = self.state();
+        let sessions = state.live.entry(key.tenant.clone()).or_default();
+        sessions.retain(|_, s| now < s.expires);
+        if caps
+            .per_tenant
+            .is_some_and(|cap| sessions.len() >= cap as usize)
+        {
+            return Ok(SessionAdmission::TenantFull);
+        }
+        if let (Some(cap), Some(p)) = (caps.per_principal, principal) {
+            let held = sessions
+                .values()
+                .filter(|s| s.principal.as_deref() == Some(p))
+                .count();
+            if held >= cap as usize {
+                return Ok(SessionAdmission::PrincipalFull);
+            }
+        }
+        sessions.insert(
+            key.session.clone(),
+            LiveSession {
+                expires: now + ttl,
+                principal: principal.map(Arc::from),
+            },
+        );
+        Ok(SessionAdmission::Opened)
     }
 }
 
@@ -435,9 +534,15 @@ mod tests {
             )
             .await
             .unwrap();
+        let short = SessionCaps::default();
+        let opened = cluster.open_session(&key, None, short, Duration::from_millis(50));
+        assert_eq!(opened.await, Ok(SessionAdmission::Opened));
+        let taken = cluster.take("t", RateScope::Principal("p"), 6_000_000);
+        assert_eq!(taken.await, Ok(Quota::Allowed));
         {
             let mut state = cluster.state.lock();
             assert_eq!(state.logs.len(), 1);
+            assert_eq!((state.live.len(), state.rates.len()), (1, 1));
             // Pretend the last sweep was long ago, and let everything lapse.
             state.last_sweep = Some(Instant::now() - SWEEP_EVERY);
         }
@@ -447,6 +552,7 @@ mod tests {
         assert!(state.logs.is_empty());
         assert!(state.snapshots.is_empty());
         assert!(state.leases.is_empty());
+        assert!(state.live.is_empty() && state.rates.is_empty());
     }
 
     #[tokio::test]

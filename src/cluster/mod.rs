@@ -1,5 +1,5 @@
-//! Session state shared between replicas: the SSE event log, session snapshots, ownership leases
-//! and the message bus. Each is an async trait with two backends: in-process (`memory`, the
+//! Session state shared between replicas: the SSE event log, session snapshots, ownership leases,
+//! the message bus and the tenants' quotas (request rates, live sessions). Each is an async trait with two backends: in-process (`memory`, the
 //! embedded default: one replica, nothing to install) and Redis (`redis`, many replicas). One
 //! contract suite (`tests/cluster_contract.rs`) runs against both.
 //!
@@ -174,9 +174,12 @@ pub trait SnapshotStore: Send + Sync + 'static {
         ttl: Duration,
     ) -> Result<(), BackendError>;
     async fn load(&self, key: &SessionKey) -> Result<Option<Bytes>, BackendError>;
-    /// Extends the life of these sessions' snapshots and leases (they are still in use).
+    /// Extends the life of these sessions' snapshots and leases (they are still in use), and
+    /// keeps them counted among their tenant's live sessions for `ttl` more (see
+    /// [`Quotas::open_session`]).
     async fn touch(&self, keys: &[SessionKey], ttl: Duration) -> Result<(), BackendError>;
-    /// Forgets a session everywhere: snapshot and lease (DELETE, idle expiry).
+    /// Forgets a session everywhere: snapshot, lease and its place among the tenant's live
+    /// sessions (DELETE, idle expiry).
     async fn delete(&self, key: &SessionKey) -> Result<(), BackendError>;
 }
 
@@ -237,13 +240,100 @@ pub trait Bus: Send + Sync + 'static {
     ) -> Result<mpsc::UnboundedReceiver<BusMessage>, BackendError>;
 }
 
-/// The four backends, chosen once by configuration.
+/// What a request-rate quota said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quota {
+    Allowed,
+    /// Over the rate: the next request is allowed after this long.
+    Exceeded {
+        retry_after: Duration,
+    },
+}
+
+/// Whose requests a rate counts: the tenant's as a whole, or one principal's within it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateScope<'a> {
+    Tenant,
+    /// An opaque id of the principal (the caller passes a hash, so keys stay short).
+    Principal(&'a str),
+}
+
+/// The caps on a tenant's live sessions across all replicas (`None`: no cap).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionCaps {
+    pub per_tenant: Option<u32>,
+    pub per_principal: Option<u32>,
+}
+
+/// What [`Quotas::open_session`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionAdmission {
+    /// Counted among the tenant's live sessions.
+    Opened,
+    /// The tenant has `per_tenant` live sessions already.
+    TenantFull,
+    /// The principal has `per_principal` live sessions already.
+    PrincipalFull,
+}
+
+/// Quotas every replica counts against together.
+///
+/// Request rates use GCRA (the generic cell rate algorithm, see [`gcra`]): one stored time per
+/// rate, one atomic step per request. Live sessions are a per-tenant set of session ids, each
+/// with an expiry renewed by [`SnapshotStore::touch`] and removed by [`SnapshotStore::delete`];
+/// the sessions of a replica that died without deleting them lapse on their own.
+#[async_trait]
+pub trait Quotas: Send + Sync + 'static {
+    /// Counts one request of `tenant` (as a whole, or of one principal) against a rate of
+    /// `per_minute` requests a minute, with a burst of as many.
+    async fn take(
+        &self,
+        tenant: &str,
+        scope: RateScope<'_>,
+        per_minute: u32,
+    ) -> Result<Quota, BackendError>;
+    /// Counts a new session among its tenant's live sessions for `ttl` (owned by `principal`,
+    /// an opaque id like [`RateScope::Principal`]'s), unless the tenant or the principal is at
+    /// its cap. Expired sessions are forgotten first.
+    async fn open_session(
+        &self,
+        key: &SessionKey,
+        principal: Option<&str>,
+        caps: SessionCaps,
+        ttl: Duration,
+    ) -> Result<SessionAdmission, BackendError>;
+}
+
+/// One GCRA step for a rate of `per_minute` requests a minute with a burst of `per_minute`.
+/// Times are microseconds; `tat` is the stored theoretical arrival time (`None`: nothing
+/// stored). Admitted: `Ok(new tat)` to store; refused: `Err(how long until admitted)`. The
+/// Redis backend runs the same steps in a script.
+pub fn gcra(now: u64, tat: Option<u64>, per_minute: u32) -> Result<u64, Duration> {
+    let (interval, tolerance) = gcra_parameters(per_minute);
+    let tat = tat.unwrap_or(now).max(now);
+    let allowed_at = (tat + interval).saturating_sub(tolerance);
+    if allowed_at > now {
+        return Err(Duration::from_micros(allowed_at - now));
+    }
+    Ok(tat + interval)
+}
+
+/// GCRA's emission interval (µs between requests at the steady rate) and tolerance (the burst:
+/// `per_minute` intervals).
+pub fn gcra_parameters(per_minute: u32) -> (u64, u64) {
+    let n = u64::from(per_minute.max(1));
+    let interval = 60_000_000 / n;
+    (interval, interval * n)
+}
+
+/// The backends, chosen once by configuration.
 #[derive(Clone)]
 pub struct Backends {
     pub events: Arc<dyn EventLog>,
     pub snapshots: Arc<dyn SnapshotStore>,
     pub leases: Arc<dyn Leases>,
     pub bus: Arc<dyn Bus>,
+    pub quotas: Arc<dyn Quotas>,
     /// Whether they are shared with other replicas (Redis) or only this process's.
     pub shared: bool,
 }
@@ -256,7 +346,8 @@ impl Backends {
             events: state.clone(),
             snapshots: state.clone(),
             leases: state.clone(),
-            bus: state,
+            bus: state.clone(),
+            quotas: state,
             shared: false,
         }
     }
@@ -272,7 +363,8 @@ impl Backends {
             events: state.clone(),
             snapshots: state.clone(),
             leases: state.clone(),
-            bus: state,
+            bus: state.clone(),
+            quotas: state,
             shared: true,
         })
     }
@@ -292,5 +384,41 @@ mod tests {
         assert!("x-1".parse::<EventId>().is_err());
         assert!("1".parse::<EventId>().is_err());
         assert_ne!(StreamId::new(1, 1), StreamId::new(2, 1));
+    }
+
+    /// Drives `gcra` like a store would: `n` requests at `now`, how many were admitted.
+    fn burst(tat: &mut Option<u64>, now: u64, n: usize, per_minute: u32) -> usize {
+        (0..n)
+            .filter(|_| match gcra(now, *tat, per_minute) {
+                Ok(next) => {
+                    *tat = Some(next);
+                    true
+                }
+                Err(_) => false,
+            })
+            .count()
+    }
+
+    #[test]
+    fn gcra_admits_the_burst_then_the_steady_rate() {
+        let t0 = 1_000_000_000;
+        let mut tat = None;
+        assert_eq!(burst(&mut tat, t0, 50, 10), 10, "a burst of per_minute");
+        // The 11th waits one interval (6 s at 10 a minute).
+        assert_eq!(gcra(t0, tat, 10), Err(Duration::from_secs(6)));
+        assert_eq!(burst(&mut tat, t0 + 5_999_999, 5, 10), 0);
+        assert_eq!(
+            burst(&mut tat, t0 + 6_000_000, 5, 10),
+            1,
+            "one interval later, one more"
+        );
+        // A minute of silence refills the whole burst, never more.
+        assert_eq!(burst(&mut tat, t0 + 600_000_000, 50, 10), 10);
+        // A stored time in the past counts as now.
+        assert_eq!(burst(&mut Some(1), t0, 3, 2), 2);
+        // High rates: the burst is still exactly per_minute.
+        let mut tat = None;
+        assert_eq!(burst(&mut tat, t0, 10_000, 7_000), 7_000);
+        assert!(gcra(t0, tat, 7_000).unwrap_err() <= Duration::from_millis(9));
     }
 }

@@ -1,5 +1,6 @@
 //! Redis shared state (many replicas): the event log as Redis Streams, snapshots, leases with
-//! fencing counters, replica liveness keys and the pub/sub bus, all under one key prefix.
+//! fencing counters, replica liveness keys, the pub/sub bus and the tenants' quotas, all under
+//! one key prefix.
 //!
 //! Key layout (`{p}` is the prefix; tenant, session and replica ids are written with `%` and `:`
 //! percent-encoded, so no id can reach into another's keys):
@@ -13,6 +14,10 @@
 //! - `{p}:fence:{tenant}:{session}`: the session's fencing counter (never expires)
 //! - `{p}:replica:{id}`: a live replica's URL (expires unless its heartbeat renews it)
 //! - `{p}:bus:{topic}`: the pub/sub channel of a bus topic
+//! - `{p}:rate:{tenant}` and `{p}:rate:{tenant}:{principal}`: a request rate's GCRA theoretical
+//!   arrival time (µs, Redis's clock), expiring once it is in the past
+//! - `{p}:live:{tenant}`: the tenant's live sessions, a sorted set of session ids scored by
+//!   their expiry (Unix ms); `{p}:owners:{tenant}`: a hash of the owned ones' principals
 //!
 //! Every write of an owner is one Lua script that checks the lease first. Commands go through a
 //! [`ConnectionManager`] (it reconnects by itself) with short timeouts, so an outage fails fast
@@ -31,8 +36,9 @@ use redis::{Client, RedisError, Script};
 use tokio::sync::mpsc;
 
 use super::{
-    Acquired, BackendError, Bus, BusMessage, EventId, EventLog, Lease, Leases, ReplicaInfo,
-    Retention, SessionKey, SnapshotStore, StoredEvent, StreamId,
+    gcra_parameters, Acquired, BackendError, Bus, BusMessage, EventId, EventLog, Lease, Leases,
+    Quota, Quotas, RateScope, ReplicaInfo, Retention, SessionAdmission, SessionCaps, SessionKey,
+    SnapshotStore, StoredEvent, StreamId,
 };
 
 /// How long one command may wait for its answer, and one connection attempt for the server.
@@ -113,7 +119,48 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 ";
 
-/// All four backends on one Redis.
+/// One GCRA step (see `cluster::gcra`) on Redis's clock. KEYS: the rate. ARGV: emission
+/// interval and tolerance (µs). Returns 0 when admitted, otherwise the µs to wait.
+const TAKE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local allowed_at = tat + interval - tonumber(ARGV[2])
+if allowed_at > now then return allowed_at - now end
+tat = tat + interval
+redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + 1)
+return 0
+";
+
+/// Counts a new session unless a cap is reached. KEYS: live set, owners hash. ARGV: now (ms),
+/// its expiry (ms), session, principal ('' for none), tenant cap, principal cap (0: none), ttl
+/// (ms). Returns 0 when counted, 1 when the tenant is full, 2 when the principal is.
+const OPEN_SESSION: &str = r"
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+for _, id in ipairs(expired) do redis.call('HDEL', KEYS[2], id) end
+if #expired > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1]) end
+local cap = tonumber(ARGV[5])
+if cap > 0 and redis.call('ZCARD', KEYS[1]) >= cap then return 1 end
+local pcap = tonumber(ARGV[6])
+if pcap > 0 and ARGV[4] ~= '' then
+  local held = 0
+  for _, owner in ipairs(redis.call('HVALS', KEYS[2])) do
+    if owner == ARGV[4] then held = held + 1 end
+  end
+  if held >= pcap then return 2 end
+end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+  redis.call('PEXPIRE', KEYS[2], ARGV[7])
+end
+return 0
+";
+
+/// All the backends on one Redis.
 pub struct RedisCluster {
     client: Client,
     conn: ConnectionManager,
@@ -124,6 +171,8 @@ pub struct RedisCluster {
     save: Script,
     acquire: Script,
     release: Script,
+    take: Script,
+    open_session: Script,
 }
 
 fn unavailable(e: RedisError) -> BackendError {
@@ -184,6 +233,15 @@ pub fn parse_entry_id(id: &str) -> Result<u64, BackendError> {
         .ok_or_else(|| corrupt(format!("stream entry id {id:?}")))
 }
 
+/// Milliseconds since the Unix epoch (live sessions' expiry scores; replicas' clocks agree far
+/// better than the minutes a session lives).
+fn unix_ms() -> u64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Milliseconds for PX/PEXPIRE (at least 1: Redis refuses 0).
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
@@ -232,6 +290,8 @@ impl RedisCluster {
             save: Script::new(SAVE),
             acquire: Script::new(ACQUIRE),
             release: Script::new(RELEASE),
+            take: Script::new(TAKE),
+            open_session: Script::new(OPEN_SESSION),
         }))
     }
 
@@ -254,6 +314,10 @@ impl RedisCluster {
 
     fn replica_key(&self, replica: &str) -> String {
         format!("{}:replica:{}", self.prefix, segment(replica))
+    }
+
+    fn tenant_key(&self, kind: &str, tenant: &str) -> String {
+        format!("{}:{kind}:{}", self.prefix, segment(tenant))
     }
 
     fn channel_prefix(&self) -> String {
@@ -384,7 +448,9 @@ impl SnapshotStore for RedisCluster {
             return Ok(());
         }
         let ttl = millis(ttl);
+        let expires = unix_ms().saturating_add(ttl);
         let mut pipe = redis::pipe();
+        let mut tenants = std::collections::HashSet::new();
         for key in keys {
             pipe.cmd("PEXPIRE")
                 .arg(self.session_key("snap", key))
@@ -393,7 +459,21 @@ impl SnapshotStore for RedisCluster {
                 .cmd("PEXPIRE")
                 .arg(self.session_key("lease", key))
                 .arg(ttl)
+                .ignore()
+                .cmd("ZADD")
+                .arg(self.tenant_key("live", &key.tenant))
+                .arg(expires)
+                .arg(&*key.session)
                 .ignore();
+            tenants.insert(&key.tenant);
+        }
+        for tenant in tenants {
+            for kind in ["live", "owners"] {
+                pipe.cmd("PEXPIRE")
+                    .arg(self.tenant_key(kind, tenant))
+                    .arg(ttl)
+                    .ignore();
+            }
         }
         let mut conn = self.conn();
         bounded(pipe.exec_async(&mut conn)).await
@@ -403,9 +483,19 @@ impl SnapshotStore for RedisCluster {
     async fn delete(&self, key: &SessionKey) -> Result<(), BackendError> {
         let mut conn = self.conn();
         bounded(
-            redis::cmd("DEL")
+            redis::pipe()
+                .cmd("DEL")
                 .arg(self.session_key("snap", key))
                 .arg(self.session_key("lease", key))
+                .ignore()
+                .cmd("ZREM")
+                .arg(self.tenant_key("live", &key.tenant))
+                .arg(&*key.session)
+                .ignore()
+                .cmd("HDEL")
+                .arg(self.tenant_key("owners", &key.tenant))
+                .arg(&*key.session)
+                .ignore()
                 .exec_async(&mut conn),
         )
         .await
@@ -493,6 +583,62 @@ impl Leases for RedisCluster {
         bounded(call.invoke_async::<i64>(&mut conn))
             .await
             .map(|_| ())
+    }
+}
+
+#[async_trait]
+impl Quotas for RedisCluster {
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis take", otel.kind = "client", db.system.name = "redis", db.operation.name = "rate take"))]
+    async fn take(
+        &self,
+        tenant: &str,
+        scope: RateScope<'_>,
+        per_minute: u32,
+    ) -> Result<Quota, BackendError> {
+        let key = match scope {
+            RateScope::Tenant => self.tenant_key("rate", tenant),
+            RateScope::Principal(p) => {
+                format!("{}:{}", self.tenant_key("rate", tenant), segment(p))
+            }
+        };
+        let (interval, tolerance) = gcra_parameters(per_minute);
+        let mut call = self.take.prepare_invoke();
+        call.key(key).arg(interval).arg(tolerance);
+        let mut conn = self.conn();
+        let wait: u64 = bounded(call.invoke_async(&mut conn)).await?;
+        Ok(match wait {
+            0 => Quota::Allowed,
+            us => Quota::Exceeded {
+                retry_after: Duration::from_micros(us),
+            },
+        })
+    }
+
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis open_session", otel.kind = "client", db.system.name = "redis", db.operation.name = "session count"))]
+    async fn open_session(
+        &self,
+        key: &SessionKey,
+        principal: Option<&str>,
+        caps: SessionCaps,
+        ttl: Duration,
+    ) -> Result<SessionAdmission, BackendError> {
+        let now = unix_ms();
+        let mut call = self.open_session.prepare_invoke();
+        call.key(self.tenant_key("live", &key.tenant))
+            .key(self.tenant_key("owners", &key.tenant))
+            .arg(now)
+            .arg(now.saturating_add(millis(ttl)))
+            .arg(&*key.session)
+            .arg(principal.unwrap_or(""))
+            .arg(caps.per_tenant.unwrap_or(0))
+            .arg(caps.per_principal.unwrap_or(0))
+            .arg(millis(ttl));
+        let mut conn = self.conn();
+        match bounded(call.invoke_async::<i64>(&mut conn)).await? {
+            0 => Ok(SessionAdmission::Opened),
+            1 => Ok(SessionAdmission::TenantFull),
+            _ => Ok(SessionAdmission::PrincipalFull),
+        }
     }
 }
 

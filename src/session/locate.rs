@@ -58,6 +58,9 @@ pub enum SessionError {
     /// The tenant's session cap is reached.
     #[error("this tenant's limit of {0} sessions is reached")]
     AtCapacity(usize),
+    /// The principal's session cap (across all replicas) is reached.
+    #[error("this principal's limit of {0} sessions is reached")]
+    PrincipalAtCapacity(u32),
     /// This replica is shutting down: try another one.
     #[error("this server is shutting down")]
     Draining,

@@ -21,7 +21,7 @@ use super::core::{Session, SessionSettings, SessionSnapshot, TransportKind};
 use super::locate::{Replica, SessionError};
 use super::outbox::Outbox;
 use crate::catalog::CatalogHandle;
-use crate::cluster::{Acquired, Lease, SessionKey, StreamId};
+use crate::cluster::{Acquired, Lease, SessionAdmission, SessionCaps, SessionKey, StreamId};
 
 /// Milliseconds since the process started (cheap monotonic clock for activity stamps).
 pub fn now_ms() -> u64 {
@@ -77,8 +77,10 @@ pub struct TenantSessions {
     pub replica: Arc<Replica>,
     settings: Arc<SessionSettings>,
     limits: SessionLimits,
-    /// The cap in force (the tenant's own, or the server default); changes while running.
+    /// The cap in force on this replica (the tenant's own, or the server default).
     max_sessions: AtomicUsize,
+    /// The tenant's own caps, counted across all replicas; change while running.
+    caps: RwLock<SessionCaps>,
     next_instance: AtomicU64,
     on_resource_updated: OnceLock<ResourceHook>,
     supervisor: OnceLock<Addr<TenantSupervisor>>,
@@ -102,6 +104,7 @@ impl TenantSessions {
             replica,
             settings,
             max_sessions: AtomicUsize::new(limits.max_sessions),
+            caps: RwLock::new(SessionCaps::default()),
             limits,
             next_instance: AtomicU64::new(0),
             on_resource_updated: OnceLock::new(),
@@ -153,10 +156,14 @@ impl TenantSessions {
         self.index.read().get(id).cloned()
     }
 
-    /// Sets the session cap (`None`: the server default). Live sessions over it are kept.
-    pub fn set_max_sessions(&self, max: Option<usize>) {
-        self.max_sessions
-            .store(max.unwrap_or(self.limits.max_sessions), Ordering::Relaxed);
+    /// Sets the tenant's session caps (`per_tenant` `None`: the server default, on each
+    /// replica). Live sessions over them are kept.
+    pub fn set_caps(&self, caps: SessionCaps) {
+        let local = caps
+            .per_tenant
+            .map_or(self.limits.max_sessions, |m| m as usize);
+        self.max_sessions.store(local, Ordering::Relaxed);
+        *self.caps.write() = caps;
     }
 
     pub fn len(&self) -> usize {
@@ -205,18 +212,48 @@ impl TenantSessions {
         self.at_capacity()?;
         let id: Arc<str> = new_session_id().into();
         let key = self.key(&id);
-        let lease = match self
+        let owner = principal
+            .as_deref()
+            .and_then(crate::auth::binding_of_value)
+            .map(|binding| crate::auth::quota_id(&binding));
+        let caps = *self.caps.read();
+        let quotas = &self.replica.backends.quotas;
+        match quotas
+            .open_session(&key, owner.as_deref(), caps, self.ttl())
+            .await?
+        {
+            SessionAdmission::Opened => {}
+            SessionAdmission::TenantFull => {
+                return Err(SessionError::AtCapacity(
+                    caps.per_tenant.unwrap_or_default() as usize,
+                ))
+            }
+            SessionAdmission::PrincipalFull => {
+                return Err(SessionError::PrincipalAtCapacity(
+                    caps.per_principal.unwrap_or_default(),
+                ))
+            }
+        }
+        // From here on, a failure forgets the session again (it would count until it expired).
+        let forget = |key: SessionKey| async move {
+            let _ = self.replica.backends.snapshots.delete(&key).await;
+        };
+        let acquired = self
             .replica
             .backends
             .leases
             .acquire(&key, &self.replica.info.id, None, self.ttl())
-            .await?
-        {
-            Acquired::Granted(lease) => lease,
-            Acquired::HeldBy(_) => {
+            .await;
+        let lease = match acquired {
+            Ok(Acquired::Granted(lease)) => lease,
+            Ok(Acquired::HeldBy(_)) => {
                 return Err(SessionError::Unavailable(
                     "session id collision; retry".into(),
                 ))
+            }
+            Err(e) => {
+                forget(key).await;
+                return Err(e.into());
             }
         };
         let core = Session::new(
@@ -224,12 +261,17 @@ impl TenantSessions {
             self.tenant.clone(),
             transport,
             self.catalog.clone(),
-            self.outbox(key, lease.clone()),
+            self.outbox(key.clone(), lease.clone()),
             self.settings.clone(),
         )
         .with_principal(principal);
-        let addr = self.launch(id.clone(), core, transport, lease, None)?;
-        Ok((id, addr))
+        match self.launch(id.clone(), core, transport, lease, None) {
+            Ok(addr) => Ok((id, addr)),
+            Err(e) => {
+                forget(key).await;
+                Err(e)
+            }
+        }
     }
 
     /// Starts an actor for `core` (on `arbiter`, or this thread's) and registers it.

@@ -77,10 +77,19 @@ impl TenantStatus {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantLimits {
+    /// Most live sessions of the tenant, across all replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_sessions: Option<u32>,
+    /// Requests a minute of the tenant, across all replicas (a burst of as many).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_per_minute: Option<u32>,
+    /// Most live sessions of one principal (a token's issuer, subject and client) of a
+    /// protected tenant, across all replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sessions_per_principal: Option<u32>,
+    /// Requests a minute of one principal of a protected tenant, across all replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute_per_principal: Option<u32>,
     #[serde(default)]
     pub allowed_origins: Vec<String>,
     /// `ttlMs` on list and read results of stateless (2026-07-28) requests; the server's

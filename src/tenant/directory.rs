@@ -19,7 +19,9 @@ use crate::protocol::jsonrpc;
 use crate::session::actor::Post;
 use crate::session::supervisor::{StopAll, TenantBroadcast};
 use crate::session::{locate, Replica, SessionLimits, SessionSettings, TenantSessions};
-use crate::store::{CatalogKind, CatalogStore, SqlStore, StoreError, TenantRecord, TenantStore};
+use crate::store::{
+    CatalogKind, CatalogStore, SqlStore, StoreError, TenantLimits, TenantRecord, TenantStore,
+};
 
 /// The bus topic every replica listens to for tenant changes.
 pub const TENANTS_TOPIC: &str = "tenants";
@@ -216,7 +218,7 @@ impl TenantDirectory {
             self.settings.clone(),
             self.defaults.clone(),
         ));
-        sessions.set_max_sessions(record.limits.max_sessions.map(|m| m as usize));
+        sessions.set_caps(session_caps(&record.limits));
         let supervisor = sessions.start_supervisor();
         // A tool changed a resource: subscribers here hear at once, other replicas via the bus.
         let hook_sessions = Arc::downgrade(&sessions);
@@ -313,9 +315,7 @@ impl TenantDirectory {
         };
         let was_suspended = handle.policy.is_suspended();
         handle.policy.apply(record);
-        handle
-            .sessions
-            .set_max_sessions(record.limits.max_sessions.map(|m| m as usize));
+        handle.sessions.set_caps(session_caps(&record.limits));
         if handle.policy.is_suspended() && !was_suspended {
             // Suspension ends every session, which closes their streams.
             handle.supervisor.do_send(StopAll);
@@ -498,5 +498,13 @@ impl TenantDirectory {
             Err(_) => return,
         };
         let _ = locate::deliver(&handle.sessions, &m.session, entry, Post::new(payload)).await;
+    }
+}
+
+/// The session caps of a tenant's limits (counted across replicas).
+fn session_caps(limits: &TenantLimits) -> crate::cluster::SessionCaps {
+    crate::cluster::SessionCaps {
+        per_tenant: limits.max_sessions,
+        per_principal: limits.max_sessions_per_principal,
     }
 }

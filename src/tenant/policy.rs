@@ -1,22 +1,35 @@
 //! What a tenant's status and limits allow, checked on every request at the edge: suspension,
-//! the request rate, and the tenant's own allowed origins. Refusals are domain values; the
-//! transport picks their HTTP status.
+//! the request rates (the tenant's and each principal's, counted across replicas by the cluster
+//! quotas), and the tenant's own allowed origins. Refusals are domain values; the transport
+//! picks their HTTP status.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
 use std::sync::Arc;
 
+use crate::cluster::{Quota, Quotas, RateScope};
 use crate::store::{TenantAuth, TenantLimits, TenantRecord, TenantStatus};
 
 /// Why the tenant's policy refused a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyRefusal {
     Suspended,
-    RateLimited,
+    /// Over the tenant's request rate (or, with `principal`, over the caller's own).
+    RateLimited {
+        retry_after: Duration,
+        principal: bool,
+    },
 }
+
+/// After shared quotas could not be checked, how long the tenant's requests skip them (and
+/// use this replica's own bucket) instead of waiting for an unreachable backend each time.
+const QUOTA_BACKOFF_MS: u64 = 1_000;
+/// At most one "quotas unchecked" warning per this long, and when the last one was logged.
+const QUOTA_WARN_EVERY_MS: u64 = 10_000;
+static QUOTA_WARNED_MS: AtomicU64 = AtomicU64::new(0);
 
 /// A token bucket: `capacity` requests, refilled at `capacity` per minute.
 struct Bucket {
@@ -29,6 +42,11 @@ pub struct TenantPolicy {
     suspended: AtomicBool,
     /// Whether a rate limit is set (so unlimited tenants take no lock per request).
     rate_limited: AtomicBool,
+    /// The tenant's and each principal's requests a minute (0: no limit).
+    requests_per_minute: AtomicU32,
+    requests_per_minute_per_principal: AtomicU32,
+    /// Shared quotas are skipped until this instant (`supervisor::now_ms`; 0: not skipped).
+    quota_skip_until_ms: AtomicU64,
     allowed_origins: RwLock<Vec<String>>,
     rate: Mutex<Option<Bucket>>,
     /// How requests are authorized (open, own authorization server, external issuer).
@@ -45,6 +63,9 @@ impl Default for TenantPolicy {
         TenantPolicy {
             suspended: AtomicBool::new(false),
             rate_limited: AtomicBool::new(false),
+            requests_per_minute: AtomicU32::new(0),
+            requests_per_minute_per_principal: AtomicU32::new(0),
+            quota_skip_until_ms: AtomicU64::new(0),
             allowed_origins: RwLock::new(Vec::new()),
             rate: Mutex::new(None),
             auth: RwLock::new(Arc::new(TenantAuth::None)),
@@ -101,9 +122,16 @@ impl TenantPolicy {
             .store(record.status == TenantStatus::Suspended, Ordering::Release);
         let TenantLimits {
             requests_per_minute,
+            requests_per_minute_per_principal,
             allowed_origins,
             ..
         } = &record.limits;
+        self.requests_per_minute
+            .store(requests_per_minute.unwrap_or(0), Ordering::Relaxed);
+        self.requests_per_minute_per_principal.store(
+            requests_per_minute_per_principal.unwrap_or(0),
+            Ordering::Relaxed,
+        );
         *self.allowed_origins.write() = allowed_origins
             .iter()
             .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
@@ -131,22 +159,92 @@ impl TenantPolicy {
         self.allowed_origins.read().iter().any(|o| o == origin)
     }
 
-    /// Admits one request: refused while suspended or over the rate.
+    /// Admits one request: refused while suspended.
     pub fn admit(&self) -> Result<(), PolicyRefusal> {
         if self.is_suspended() {
             return Err(PolicyRefusal::Suspended);
         }
+        Ok(())
+    }
+
+    /// Whether each principal's request rate is limited.
+    pub fn limits_principals(&self) -> bool {
+        self.requests_per_minute_per_principal
+            .load(Ordering::Relaxed)
+            != 0
+    }
+
+    /// Counts one request against the tenant's rate (`principal: None`) or against the rate of
+    /// one of its principals (`Some`: its [`crate::auth::quota_id`]), across all replicas.
+    /// Without such a limit it returns at once (no shared state is asked). When the shared
+    /// quotas cannot be reached the request is let in (MCP traffic goes on through a Redis
+    /// outage), counted in `mcp_harbor_quota_unchecked`; the tenant's rate then falls back to
+    /// this replica's own bucket.
+    pub async fn within_rate(
+        &self,
+        quotas: &dyn Quotas,
+        tenant: &str,
+        principal: Option<&str>,
+    ) -> Result<(), PolicyRefusal> {
+        let (limit, scope) = match principal {
+            None => (&self.requests_per_minute, RateScope::Tenant),
+            Some(p) => (
+                &self.requests_per_minute_per_principal,
+                RateScope::Principal(p),
+            ),
+        };
+        let per_minute = limit.load(Ordering::Relaxed);
+        if per_minute == 0 {
+            return Ok(());
+        }
+        let now = crate::session::supervisor::now_ms();
+        if now >= self.quota_skip_until_ms.load(Ordering::Relaxed) {
+            match quotas.take(tenant, scope, per_minute).await {
+                Ok(Quota::Allowed) => return Ok(()),
+                Ok(Quota::Exceeded { retry_after }) => {
+                    return Err(PolicyRefusal::RateLimited {
+                        retry_after,
+                        principal: principal.is_some(),
+                    })
+                }
+                Err(e) => {
+                    // (The failure may have taken a while: a timeout.)
+                    let now = crate::session::supervisor::now_ms();
+                    self.quota_skip_until_ms
+                        .store(now + QUOTA_BACKOFF_MS, Ordering::Relaxed);
+                    let warned = QUOTA_WARNED_MS.load(Ordering::Relaxed);
+                    if warned == 0 || now.saturating_sub(warned) >= QUOTA_WARN_EVERY_MS {
+                        QUOTA_WARNED_MS.store(now.max(1), Ordering::Relaxed);
+                        tracing::warn!(error = %e, "request rates unchecked across replicas: shared state unreachable");
+                    }
+                }
+            }
+        }
+        crate::metrics::global().quota_unchecked(tenant);
+        match principal {
+            None => self.admit_locally(),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// This replica's own token bucket for the tenant's rate (while shared quotas are
+    /// unreachable).
+    fn admit_locally(&self) -> Result<(), PolicyRefusal> {
         if !self.rate_limited.load(Ordering::Acquire) {
             return Ok(());
         }
         let mut rate = self.rate.lock();
         if let Some(bucket) = rate.as_mut() {
             let now = Instant::now();
-            let refill = now.duration_since(bucket.last).as_secs_f64() * bucket.capacity / 60.0;
+            let per_second = bucket.capacity / 60.0;
+            let refill = now.duration_since(bucket.last).as_secs_f64() * per_second;
             bucket.tokens = (bucket.tokens + refill).min(bucket.capacity);
             bucket.last = now;
             if bucket.tokens < 1.0 {
-                return Err(PolicyRefusal::RateLimited);
+                return Err(PolicyRefusal::RateLimited {
+                    retry_after: Duration::from_secs_f64((1.0 - bucket.tokens) / per_second),
+                    principal: false,
+                });
             }
             bucket.tokens -= 1.0;
         }
@@ -165,7 +263,6 @@ mod tests {
             status,
             catalogs: vec![],
             limits: TenantLimits {
-                max_sessions: None,
                 requests_per_minute: rpm,
                 allowed_origins: vec!["https://App.example/".into()],
                 ..TenantLimits::default()
@@ -177,16 +274,55 @@ mod tests {
     }
 
     #[test]
-    fn suspension_rate_and_origins() {
+    fn suspension_local_rate_and_origins() {
         let p = TenantPolicy::from_record(&record(TenantStatus::Active, Some(2)));
-        assert!(p.admit().is_ok() && p.admit().is_ok());
-        assert_eq!(p.admit().unwrap_err(), PolicyRefusal::RateLimited);
+        assert!(p.admit_locally().is_ok() && p.admit_locally().is_ok());
+        let Err(PolicyRefusal::RateLimited { retry_after, .. }) = p.admit_locally() else {
+            panic!("the third request of a 2/minute bucket is refused");
+        };
+        assert!(retry_after > Duration::from_secs(25) && retry_after <= Duration::from_secs(30));
         assert!(p.allows_origin("https://app.example"));
         p.apply(&record(TenantStatus::Suspended, None));
         assert_eq!(p.admit().unwrap_err(), PolicyRefusal::Suspended);
         p.apply(&record(TenantStatus::Active, None));
         for _ in 0..100 {
-            assert!(p.admit().is_ok());
+            assert!(p.admit().is_ok() && p.admit_locally().is_ok());
+        }
+    }
+
+    #[tokio::test]
+    async fn rates_are_counted_by_the_shared_quotas_per_tenant_and_per_principal() {
+        let quotas = crate::cluster::memory::MemoryCluster::new(crate::cluster::Retention {
+            max_events: 1,
+            max_age: Duration::from_secs(1),
+        });
+        let mut r = record(TenantStatus::Active, Some(3));
+        r.limits.requests_per_minute_per_principal = Some(1);
+        let p = TenantPolicy::from_record(&r);
+        for _ in 0..3 {
+            assert_eq!(p.within_rate(&*quotas, "t", None).await, Ok(()));
+        }
+        let refused = p.within_rate(&*quotas, "t", None).await;
+        assert!(matches!(
+            refused,
+            Err(PolicyRefusal::RateLimited { principal: false, retry_after })
+                if retry_after <= Duration::from_secs(20)
+        ));
+        // Each principal has its own rate; another tenant's is untouched.
+        assert_eq!(p.within_rate(&*quotas, "t", Some("a")).await, Ok(()));
+        assert!(matches!(
+            p.within_rate(&*quotas, "t", Some("a")).await,
+            Err(PolicyRefusal::RateLimited {
+                principal: true,
+                ..
+            })
+        ));
+        assert_eq!(p.within_rate(&*quotas, "t", Some("b")).await, Ok(()));
+        assert_eq!(p.within_rate(&*quotas, "u", None).await, Ok(()));
+        // Without limits nothing is counted.
+        p.apply(&record(TenantStatus::Active, None));
+        for _ in 0..10 {
+            assert_eq!(p.within_rate(&*quotas, "t", Some("a")).await, Ok(()));
         }
     }
 }

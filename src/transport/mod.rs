@@ -1,5 +1,6 @@
 //! The HTTP edge: the `/t/{tenant}/…` scope and its one extractor (`Admitted`: tenant, then
-//! admission — Host/Origin, suspension, rate — then, later, the principal), request guards
+//! admission — Host/Origin, suspension, the tenant's rate — then the principal and its own rate;
+//! rates are counted across replicas by the cluster quotas), request guards
 //! (Accept, Content-Type, body size, protocol-version header), the one mapping of domain refusals
 //! to HTTP + JSON-RPC errors, the two MCP transports (`streamable`: 2025-03-26 and later;
 //! `legacy`: 2024-11-05 HTTP+SSE), SSE framing, and forwarding to the replica that owns a
@@ -49,6 +50,8 @@ pub struct HttpError {
     draining: bool,
     /// The bearer challenge of an unauthorized request.
     www_authenticate: Option<String>,
+    /// `Retry-After` in seconds, when the refusal knows it (a rate limit).
+    retry_after: Option<u64>,
 }
 
 impl HttpError {
@@ -58,6 +61,7 @@ impl HttpError {
             error,
             draining: false,
             www_authenticate: None,
+            retry_after: None,
         }
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -101,6 +105,13 @@ impl From<SessionError> for HttpError {
                     format!("Too Many Requests: this tenant's limit of {max} sessions is reached"),
                 ),
             ),
+            SessionError::PrincipalAtCapacity(max) => HttpError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                RpcError::new(
+                    jsonrpc::SERVER_REFUSED,
+                    format!("Too Many Requests: your limit of {max} sessions is reached; end one (DELETE) first"),
+                ),
+            ),
             SessionError::Draining => HttpError {
                 draining: true,
                 ..HttpError::unavailable(
@@ -131,13 +142,24 @@ impl From<PolicyRefusal> for HttpError {
     fn from(r: PolicyRefusal) -> Self {
         match r {
             PolicyRefusal::Suspended => HttpError::forbidden("Forbidden: this tenant is suspended"),
-            PolicyRefusal::RateLimited => HttpError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                RpcError::new(
-                    jsonrpc::SERVER_REFUSED,
-                    "Too Many Requests: this tenant's request rate limit is reached",
-                ),
-            ),
+            PolicyRefusal::RateLimited {
+                retry_after,
+                principal,
+            } => HttpError {
+                // Whole seconds, rounded up: a client retrying then is let in.
+                retry_after: Some(retry_after.as_micros().div_ceil(1_000_000).max(1) as u64),
+                ..HttpError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    RpcError::new(
+                        jsonrpc::SERVER_REFUSED,
+                        if principal {
+                            "Too Many Requests: your request rate limit is reached"
+                        } else {
+                            "Too Many Requests: this tenant's request rate limit is reached"
+                        },
+                    ),
+                )
+            },
         }
     }
 }
@@ -178,7 +200,8 @@ impl ResponseError for HttpError {
         }
         match self.status {
             StatusCode::TOO_MANY_REQUESTS => {
-                builder.insert_header((header::RETRY_AFTER, "5"));
+                let seconds = self.retry_after.unwrap_or(5);
+                builder.insert_header((header::RETRY_AFTER, seconds.to_string()));
             }
             StatusCode::SERVICE_UNAVAILABLE => {
                 builder.insert_header((header::RETRY_AFTER, "1"));
@@ -246,7 +269,7 @@ pub async fn not_found(req: HttpRequest) -> HttpResponse {
 }
 
 /// A request the edge let in: its tenant (live on this replica), admitted (Host/Origin allowed,
-/// tenant active, within its rate), and who is calling (`None` on open tenants; a protected
+/// tenant active, within its rate and the principal's), and who is calling (`None` on open tenants; a protected
 /// tenant's requests carry a valid bearer token).
 pub struct Admitted {
     pub tenant: TenantHandle,
@@ -298,12 +321,11 @@ impl FromRequest for Admitted {
                 .app_data::<web::Data<EdgePolicy>>()
                 .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?;
             edge.check_host_and_origin(&req, &tenant.policy)?;
-            if let Err(refusal) = tenant.policy.admit() {
-                if refusal == PolicyRefusal::RateLimited {
-                    crate::metrics::global().rate_limited(&slug);
-                }
-                return Err(refusal.into());
-            }
+            tenant.policy.admit()?;
+            // Counted on every hop: a request forwarded to its session's owner is counted by
+            // both replicas (the forwarding header is not proof that the first one counted it).
+            let quotas = &*tenant.sessions.replica.backends.quotas;
+            rate_limited(&slug, tenant.policy.within_rate(quotas, &slug, None).await)?;
             let auth = tenant.policy.auth();
             let principal = match *auth {
                 crate::store::TenantAuth::None => None,
@@ -318,6 +340,14 @@ impl FromRequest for Admitted {
                         .map(Arc::new)
                 }
             };
+            if let Some(p) = principal
+                .as_ref()
+                .filter(|_| tenant.policy.limits_principals())
+            {
+                let id = crate::auth::quota_id(&p.binding());
+                let counted = tenant.policy.within_rate(quotas, &slug, Some(&id)).await;
+                rate_limited(&slug, counted)?;
+            }
             Ok(Admitted {
                 tenant,
                 principal,
@@ -325,6 +355,14 @@ impl FromRequest for Admitted {
             })
         })
     }
+}
+
+/// A refused rate is counted in `mcp_harbor_rate_limited`.
+fn rate_limited(tenant: &str, counted: Result<(), PolicyRefusal>) -> Result<(), HttpError> {
+    counted.map_err(|refusal| {
+        crate::metrics::global().rate_limited(tenant);
+        refusal.into()
+    })
 }
 
 /// What the edge checks, from configuration.

@@ -191,6 +191,35 @@ pub async fn test_redis_url() -> Option<String> {
     None
 }
 
+/// Replicas (one per name) sharing a Redis key prefix and one SQLite database, with short
+/// heartbeats; `None` when Redis is unreachable (see [`test_redis_url`]). `tweak` applies to
+/// every replica.
+pub async fn shared_replicas(
+    names: &[&str],
+    tweak: impl Fn(&mut Config),
+) -> Option<(Vec<TestApp>, tempfile::TempDir)> {
+    let redis = test_redis_url().await?;
+    let shared = tempfile::tempdir().unwrap();
+    let prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
+    let mut apps = Vec::new();
+    for name in names {
+        apps.push(
+            spawn_app_with(|c| {
+                c.redis.url = redis.clone();
+                c.redis.key_prefix = prefix.clone();
+                c.storage.data_dir = shared.path().display().to_string();
+                c.cluster.replica_id = format!("{name}-{}", uuid::Uuid::new_v4().simple());
+                c.cluster.heartbeat_ms = 200;
+                c.cluster.liveness_ttl_ms = 1000;
+                c.cluster.drain_grace_secs = 2;
+                tweak(c);
+            })
+            .await,
+        );
+    }
+    Some((apps, shared))
+}
+
 pub fn initialize_body(version: &str, capabilities: Value) -> Value {
     json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": version, "capabilities": capabilities, "clientInfo": { "name": "harbor-tests", "version": "1.0.0" } } })
