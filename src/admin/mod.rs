@@ -10,6 +10,7 @@
 mod auth;
 mod catalog;
 mod elicitations;
+mod keys;
 pub mod oauth;
 pub mod openapi;
 mod tenants;
@@ -34,6 +35,8 @@ use crate::tenant::TenantDirectory;
 pub struct AdminState {
     pub directory: TenantDirectory,
     pub allow_http_loopback_webhooks: bool,
+    /// Re-sealing secrets at rest under the first sealing key.
+    pub rotation: std::sync::Arc<crate::reseal::Rotation>,
 }
 
 /// The largest request body: resources may carry 1 MiB of content (about 1.4 MiB as base64).
@@ -48,6 +51,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 AdminError::bad_request(format!("invalid query string: {err}")).into()
             }))
             .route("/openapi.json", web::get().to(openapi::document))
+            .route("/sealing-keys", web::get().to(keys::usage))
+            .route("/sealing-keys/rotate", web::post().to(keys::rotate))
             .route("/tenants", web::post().to(tenants::create))
             .route("/tenants", web::get().to(tenants::list))
             .route("/tenants/{slug}", web::get().to(tenants::get))

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
 use crate::auth::{AuthService, SealError};
+use crate::auth::seal::purpose::elicitation_secret as purpose;
 use crate::store::{
     now_millis, ElicitationRecord, ElicitationStatus, ElicitationStore, LoginMethod, SqlStore,
     StoreError, TenantAuth, TenantStore,
@@ -124,10 +125,6 @@ impl std::fmt::Debug for Elicitations {
     }
 }
 
-/// The sealing purpose of one elicitation's secret.
-fn purpose(tenant: &str, id: &str) -> String {
-    format!("elicitation-secret:{tenant}:{id}")
-}
 
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()

@@ -27,6 +27,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::{complete, error, stamp_server_info, Answer, Env, Served};
 use crate::auth::hash_secret;
+use crate::auth::seal::purpose::{request_state as purpose, round_state};
 use crate::protocol::mcp::LogLevel;
 use crate::protocol::modern::RequestMeta;
 use crate::protocol::{jsonrpc, RequestId, RpcError};
@@ -63,9 +64,6 @@ struct Round {
     resume: Option<String>,
 }
 
-fn purpose(tenant: &str) -> String {
-    format!("mrtr-request-state:{tenant}")
-}
 
 fn invalid_state(why: &str) -> RpcError {
     RpcError::invalid_params(format!(
@@ -325,7 +323,7 @@ impl Call {
         let record = RoundRecord {
             id: round_id.to_string(),
             round: number,
-            state: sealer.seal(&format!("{}:{round_id}", purpose(tenant)), &sealed_round),
+            state: sealer.seal(&round_state(tenant, round_id), &sealed_round),
             expires_at: expires,
         };
         self.env
@@ -381,7 +379,7 @@ impl Call {
             _ => return Err(invalid_state("was already used or has expired")),
         };
         let round: Round = sealer
-            .open(&format!("{}:{}", purpose(tenant), token.id), &record.state)
+            .open(&round_state(tenant, &token.id), &record.state)
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .ok_or_else(|| RpcError::internal("this request's recorded round is unreadable"))?;
