@@ -69,9 +69,9 @@ enum RowError {
 
 fn held(column: SealedColumn, row: &SealedRow) -> Result<Held, RowError> {
     Ok(match column {
-        SealedColumn::SigningKeys | SealedColumn::ElicitationSecrets | SealedColumn::RoundStates => {
-            sealed_under(&row.text)
-        }
+        SealedColumn::SigningKeys
+        | SealedColumn::ElicitationSecrets
+        | SealedColumn::RoundStates => sealed_under(&row.text),
         SealedColumn::OidcClientSecrets => {
             let mut auth: TenantAuth =
                 serde_json::from_str(&row.text).map_err(|_| RowError::Json)?;
@@ -215,7 +215,11 @@ impl Rotation {
             loop {
                 let rows = self
                     .store
-                    .sealed_rows(column, after.as_ref().map(|(t, i)| (t.as_str(), i.as_str())), BATCH)
+                    .sealed_rows(
+                        column,
+                        after.as_ref().map(|(t, i)| (t.as_str(), i.as_str())),
+                        BATCH,
+                    )
                     .await?;
                 for row in &rows {
                     match held(column, row) {
@@ -284,7 +288,12 @@ impl Rotation {
                     s.error = Some(e.to_string());
                 }
             }
-            tracing::info!(examined = s.examined, resealed = s.resealed, failed = s.failed, "re-sealing finished");
+            tracing::info!(
+                examined = s.examined,
+                resealed = s.resealed,
+                failed = s.failed,
+                "re-sealing finished"
+            );
         }
     }
 
@@ -299,7 +308,11 @@ impl Rotation {
             loop {
                 let rows = self
                     .store
-                    .sealed_rows(column, after.as_ref().map(|(t, i)| (t.as_str(), i.as_str())), BATCH)
+                    .sealed_rows(
+                        column,
+                        after.as_ref().map(|(t, i)| (t.as_str(), i.as_str())),
+                        BATCH,
+                    )
                     .await?;
                 for row in &rows {
                     self.reseal_row(column, row, first).await?;

@@ -255,8 +255,10 @@ async fn set_up(app: &TestApp, base: &str, endpoint: &Endpoint) -> Setup {
         app,
         Method::POST,
         "/tenants/acme/oauth-clients",
-        Some(json!({ "client_name": "Batch", "grant_types": ["client_credentials"],
-            "token_endpoint_auth_method": "client_secret_basic" })),
+        Some(
+            json!({ "client_name": "Batch", "grant_types": ["client_credentials"],
+            "token_endpoint_auth_method": "client_secret_basic" }),
+        ),
     )
     .await;
     assert_eq!(status, 201, "{client}");
@@ -274,7 +276,10 @@ async fn set_up(app: &TestApp, base: &str, endpoint: &Endpoint) -> Setup {
         Some(tool("known", "/known", Some(KNOWN_SECRET))),
     )
     .await;
-    assert_eq!((status, known["webhook"]["secret"].as_str()), (201, Some(KNOWN_SECRET)));
+    assert_eq!(
+        (status, known["webhook"]["secret"].as_str()),
+        (201, Some(KNOWN_SECRET))
+    );
     let (status, generated) = admin(
         app,
         Method::POST,
@@ -327,7 +332,11 @@ async fn access_token(app: &TestApp, s: &Setup) -> String {
 /// Whether `token` opens an MCP session at `acme`.
 async fn token_works(app: &TestApp, token: &str) -> bool {
     let r = app
-        .post("acme", None, &common::initialize_body("2025-06-18", json!({})))
+        .post(
+            "acme",
+            None,
+            &common::initialize_body("2025-06-18", json!({})),
+        )
         .bearer_auth(token)
         .send()
         .await
@@ -350,7 +359,11 @@ fn signed_ok(result: &Value) -> bool {
 /// database: the call that asked is cancelled before the user submits.
 async fn elicit_a_secret(app: &TestApp) {
     let c = app
-        .open_session("open", "2025-11-25", json!({ "elicitation": { "url": {} } }))
+        .open_session(
+            "open",
+            "2025-11-25",
+            json!({ "elicitation": { "url": {} } }),
+        )
         .await;
     let resp = c
         .send(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -358,7 +371,10 @@ async fn elicit_a_secret(app: &TestApp) {
         .await;
     let mut sse = SseReader::new(resp);
     let request = loop {
-        let m = sse.next_event(Duration::from_secs(10)).await.expect("a message");
+        let m = sse
+            .next_event(Duration::from_secs(10))
+            .await
+            .expect("a message");
         if let Some(m) = m.json().filter(|m| m["method"] == "elicitation/create") {
             break m;
         }
@@ -374,9 +390,21 @@ async fn elicit_a_secret(app: &TestApp) {
     assert_eq!(r.status(), 202);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let page = app.http.get(&url).send().await.unwrap();
-    let cookie = page.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let cookie = page.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
     let html = page.text().await.unwrap();
-    let csrf = html.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap();
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
     let form = url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs([("csrf", csrf), ("secret", ELICITED), ("decision", "submit")])
         .finish();
@@ -405,7 +433,9 @@ async fn private_keys(db: &Db, sealer: &Sealer) -> Vec<Vec<u8>> {
         .map(|r| {
             let (tenant, kid, sealed): (String, String, String) =
                 (r.get("tenant"), r.get("kid"), r.get("private_key"));
-            sealer.open(&purpose::signing_key(&tenant, &kid), &sealed).unwrap()
+            sealer
+                .open(&purpose::signing_key(&tenant, &kid), &sealed)
+                .unwrap()
         })
         .collect()
 }
@@ -420,14 +450,32 @@ async fn no_secret_in_clear(db: Db) {
     assert!(signed_ok(&call(&app, "known").await));
     assert!(signed_ok(&call(&app, "generated").await));
     elicit_a_secret(&app).await;
-    let (_, e) = admin(&app, Method::GET, "/tenants/open/elicitations?status=completed", None).await;
+    let (_, e) = admin(
+        &app,
+        Method::GET,
+        "/tenants/open/elicitations?status=completed",
+        None,
+    )
+    .await;
     assert_eq!(e["items"][0]["secret_waiting"], true, "{e}");
 
     let sealer = Sealer::from_specs(&[&key]).unwrap();
     let mut secrets = vec![
-        ("a webhook secret", KNOWN_SECRET.trim_start_matches("whsec_").as_bytes().to_vec()),
-        ("a generated webhook secret", setup.generated_secret["whsec_".len()..].as_bytes().to_vec()),
-        ("the upstream client secret", OIDC_SECRET.as_bytes().to_vec()),
+        (
+            "a webhook secret",
+            KNOWN_SECRET
+                .trim_start_matches("whsec_")
+                .as_bytes()
+                .to_vec(),
+        ),
+        (
+            "a generated webhook secret",
+            setup.generated_secret.as_bytes()["whsec_".len()..].to_vec(),
+        ),
+        (
+            "the upstream client secret",
+            OIDC_SECRET.as_bytes().to_vec(),
+        ),
         ("an elicited secret", ELICITED.as_bytes().to_vec()),
         ("a client secret", setup.client_secret.as_bytes().to_vec()),
         ("an access token", token.as_bytes().to_vec()),
@@ -461,7 +509,12 @@ async fn usage(app: &TestApp) -> (HashMap<String, u64>, u64, Value) {
         .as_array()
         .unwrap()
         .iter()
-        .map(|k| (k["id"].as_str().unwrap().to_string(), k["values"].as_u64().unwrap()))
+        .map(|k| {
+            (
+                k["id"].as_str().unwrap().to_string(),
+                k["values"].as_u64().unwrap(),
+            )
+        })
         .collect();
     (counts, body["in_clear"].as_u64().unwrap(), body)
 }
@@ -502,7 +555,10 @@ async fn rotation(db: Db) {
     app.handle.stop(false).await;
 
     // A tool stored by a version that kept webhook secrets in clear.
-    endpoint.secrets.lock().insert("/legacy".into(), LEGACY_SECRET.into());
+    endpoint
+        .secrets
+        .lock()
+        .insert("/legacy".into(), LEGACY_SECRET.into());
     let pool = db.pool().await;
     let legacy = json!({ "name": "legacy", "description": "stored in clear", "input_schema": { "type": "object" },
         "webhook": { "url": format!("{base}/legacy"), "secret": LEGACY_SECRET } });
@@ -517,20 +573,44 @@ async fn rotation(db: Db) {
     let app = spawn(&db, &[&b, &a]).await;
     let (counts, in_clear, _) = usage(&app).await;
     // 1 signing key + 1 upstream client secret + 3 webhook secrets + 1 elicited secret.
-    assert_eq!((counts["a"], counts["b"], in_clear), (6, 0, 1), "{counts:?}");
+    assert_eq!(
+        (counts["a"], counts["b"], in_clear),
+        (6, 0, 1),
+        "{counts:?}"
+    );
     assert!(signed_ok(&call(&app, "legacy").await));
     assert!(signed_ok(&call(&app, "known").await));
     let job = rotate(&app).await;
     assert_eq!(job["state"], "finished", "{job}");
-    assert_eq!((job["resealed"].as_u64(), job["failed"].as_u64()), (Some(7), Some(0)), "{job}");
+    assert_eq!(
+        (job["resealed"].as_u64(), job["failed"].as_u64()),
+        (Some(7), Some(0)),
+        "{job}"
+    );
     let (counts, in_clear, _) = usage(&app).await;
-    assert_eq!((counts["a"], counts["b"], in_clear), (0, 7, 0), "{counts:?}");
+    assert_eq!(
+        (counts["a"], counts["b"], in_clear),
+        (0, 7, 0),
+        "{counts:?}"
+    );
     assert_eq!(sealed_under(&db, "a").await, 0);
     assert!(sealed_under(&db, "b").await >= 7);
-    assert_nothing_in_clear(&db, false, &[("the legacy webhook secret", LEGACY_SECRET[6..].as_bytes().to_vec())]).await;
+    assert_nothing_in_clear(
+        &db,
+        false,
+        &[(
+            "the legacy webhook secret",
+            LEGACY_SECRET.as_bytes()[6..].to_vec(),
+        )],
+    )
+    .await;
     // Idempotent: a second run finds nothing to do.
     let again = rotate(&app).await;
-    assert_eq!((again["resealed"].as_u64(), again["failed"].as_u64()), (Some(0), Some(0)), "{again}");
+    assert_eq!(
+        (again["resealed"].as_u64(), again["failed"].as_u64()),
+        (Some(0), Some(0)),
+        "{again}"
+    );
     app.handle.stop(false).await;
 
     // B alone: webhook calls are signed right, tokens are issued.
@@ -542,31 +622,42 @@ async fn rotation(db: Db) {
     // The signing key made under A signs (the listener's port, hence the audience, changed).
     let token = access_token(&app, &setup).await;
     assert!(token_works(&app, &token).await);
-    let (_, e) = admin(&app, Method::GET, "/tenants/open/elicitations?status=completed", None).await;
+    let (_, e) = admin(
+        &app,
+        Method::GET,
+        "/tenants/open/elicitations?status=completed",
+        None,
+    )
+    .await;
     assert_eq!(e["items"][0]["secret_waiting"], true, "{e}");
     app.handle.stop(false).await;
 
     // A sealed secret moved to another tool (or tenant) does not open there: the call says so,
     // without the secret, and the job reports it without touching it.
     let pool = db.pool().await;
-    let body: String = sqlx::query("SELECT body FROM catalog_entries WHERE tenant = 'open' AND name = 'known'")
-        .fetch_one(&pool)
-        .await
-        .unwrap()
-        .get("body");
+    let body: String =
+        sqlx::query("SELECT body FROM catalog_entries WHERE tenant = 'open' AND name = 'known'")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+            .get("body");
     let moved: Value = serde_json::from_str(&body).unwrap();
-    let generated: String = sqlx::query("SELECT body FROM catalog_entries WHERE tenant = 'open' AND name = 'generated'")
-        .fetch_one(&pool)
-        .await
-        .unwrap()
-        .get("body");
+    let generated: String = sqlx::query(
+        "SELECT body FROM catalog_entries WHERE tenant = 'open' AND name = 'generated'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap()
+    .get("body");
     let mut generated: Value = serde_json::from_str(&generated).unwrap();
     generated["webhook"]["secret_sealed"] = moved["webhook"]["secret_sealed"].clone();
-    sqlx::query("UPDATE catalog_entries SET body = $1 WHERE tenant = 'open' AND name = 'generated'")
-        .bind(generated.to_string())
-        .execute(&pool)
-        .await
-        .unwrap();
+    sqlx::query(
+        "UPDATE catalog_entries SET body = $1 WHERE tenant = 'open' AND name = 'generated'",
+    )
+    .bind(generated.to_string())
+    .execute(&pool)
+    .await
+    .unwrap();
     pool.close().await;
     let app = spawn(&db, &[&b]).await;
     let result = call(&app, "generated").await;
@@ -607,7 +698,14 @@ fn debug_output_shows_no_secret() {
     use mcp_harbor::tools::webhook::WebhookTarget;
     let sealer = Sealer::from_specs(&[Sealer::generate_spec("a")]).unwrap();
     let secret = secrecy::SecretString::from(KNOWN_SECRET.to_string());
-    let stored = StoredWebhook::sealed(&sealer, "t", "x", "https://h.example/".into(), &secret, None);
+    let stored = StoredWebhook::sealed(
+        &sealer,
+        "t",
+        "x",
+        "https://h.example/".into(),
+        &secret,
+        None,
+    );
     let target: WebhookTarget = stored.open(&sealer, "t", "x").unwrap();
     let legacy: ToolDef = serde_json::from_value(json!({ "name": "x", "description": "d",
         "input_schema": { "type": "object" }, "webhook": { "url": "https://h.example/", "secret": KNOWN_SECRET } }))
@@ -616,6 +714,9 @@ fn debug_output_shows_no_secret() {
     assert!(!shown.contains(&KNOWN_SECRET[6..]), "{shown}");
     // The wrong tool or tenant does not open it; the error holds no secret.
     let e = stored.open(&sealer, "t", "y").unwrap_err().to_string();
-    assert!(e.contains("failed authentication") && !e.contains(&KNOWN_SECRET[6..]), "{e}");
+    assert!(
+        e.contains("failed authentication") && !e.contains(&KNOWN_SECRET[6..]),
+        "{e}"
+    );
     assert!(stored.open(&sealer, "u", "x").is_err());
 }

@@ -868,12 +868,22 @@ fn targets_are_stored_sealed_without_a_default_timeout() {
     );
     let v = serde_json::to_value(&stored).unwrap();
     let sealed = v["secret_sealed"].as_str().unwrap();
-    assert!(sealed.starts_with("v1.k.") && !sealed.contains(&SECRET[6..]), "{v}");
-    assert_eq!(v, json!({ "url": "https://a.example/h", "secret_sealed": sealed }));
+    assert!(
+        sealed.starts_with("v1.k.") && !sealed.contains(&SECRET[6..]),
+        "{v}"
+    );
+    assert_eq!(
+        v,
+        json!({ "url": "https://a.example/h", "secret_sealed": sealed })
+    );
     let back: StoredWebhook = serde_json::from_value(v).unwrap();
     let target = back.open(&sealer, "acme", "hook").unwrap();
     assert_eq!(
-        (target.url.as_str(), target.secret.expose_secret(), target.timeout_ms),
+        (
+            target.url.as_str(),
+            target.secret.expose_secret(),
+            target.timeout_ms
+        ),
         ("https://a.example/h", SECRET, None)
     );
 }

@@ -187,10 +187,13 @@ fn validate_tool(
             None,
         ),
         // Stored in clear before secrets were sealed: sealed now.
-        (None, Some(StoredWebhook {
-            legacy_secret: Some(clear),
-            ..
-        })) => (seal(&clear, url), None),
+        (
+            None,
+            Some(StoredWebhook {
+                legacy_secret: Some(clear),
+                ..
+            }),
+        ) => (seal(&clear, url), None),
         (None, _) => {
             let s = webhook::new_secret();
             (seal(&s, url), Some(s))

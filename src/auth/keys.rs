@@ -15,8 +15,8 @@ use p256::pkcs8::EncodePrivateKey;
 use parking_lot::RwLock;
 use serde_json::{json, Value};
 
-use super::seal::Sealer;
 use super::seal::purpose::signing_key as purpose;
+use super::seal::Sealer;
 use super::AuthError;
 use crate::store::{now_millis, OAuthStore, SigningKeyRecord, SqlStore};
 
@@ -43,7 +43,6 @@ const CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 pub struct KeyRing {
     cache: RwLock<HashMap<String, (std::time::Instant, Arc<TenantKeys>)>>,
 }
-
 
 /// A new ES256 key for `tenant`, its private half sealed.
 pub fn generate(tenant: &str, sealer: &Sealer) -> Result<SigningKeyRecord, AuthError> {

@@ -10,8 +10,8 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
-use secrecy::{ExposeSecret, SecretSlice};
 use secrecy::zeroize::Zeroizing;
+use secrecy::{ExposeSecret, SecretSlice};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SealError {

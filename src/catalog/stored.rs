@@ -52,7 +52,10 @@ pub struct StoredWebhook {
 
 impl std::fmt::Debug for StoredWebhook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let sealed_under = self.secret_sealed.as_deref().and_then(crate::auth::seal::key_id);
+        let sealed_under = self
+            .secret_sealed
+            .as_deref()
+            .and_then(crate::auth::seal::key_id);
         f.debug_struct("StoredWebhook")
             .field("url", &self.url)
             .field("sealed_under", &sealed_under)

@@ -16,8 +16,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
-use crate::auth::{AuthService, SealError};
 use crate::auth::seal::purpose::elicitation_secret as purpose;
+use crate::auth::{AuthService, SealError};
 use crate::store::{
     now_millis, ElicitationRecord, ElicitationStatus, ElicitationStore, LoginMethod, SqlStore,
     StoreError, TenantAuth, TenantStore,
@@ -124,7 +124,6 @@ impl std::fmt::Debug for Elicitations {
             .finish_non_exhaustive()
     }
 }
-
 
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()

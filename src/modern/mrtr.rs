@@ -64,7 +64,6 @@ struct Round {
     resume: Option<String>,
 }
 
-
 fn invalid_state(why: &str) -> RpcError {
     RpcError::invalid_params(format!(
         "requestState {why}; call the tool again without requestState and inputResponses"

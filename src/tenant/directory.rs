@@ -93,6 +93,8 @@ pub struct TenantDirectory {
 }
 
 impl TenantDirectory {
+    /// Called once, at start-up, with what every tenant's live parts share.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: SqlStore,
         registry: TenantRegistry,
@@ -203,7 +205,11 @@ impl TenantDirectory {
             store: Some(self.store.clone()),
             elicitations: self.elicitations.as_ref().map(|e| e.for_tenant(slug)),
         };
-        catalogs.push(Arc::new(StoredCatalog::new(runtime, &self.sealer, &entries)));
+        catalogs.push(Arc::new(StoredCatalog::new(
+            runtime,
+            &self.sealer,
+            &entries,
+        )));
         Ok(TenantCatalog::new(catalogs))
     }
 
