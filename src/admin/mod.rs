@@ -1,7 +1,7 @@
 //! The admin API under `/admin/v1`: JSON, authenticated with the admin bearer token. Tenants
 //! (create, get, list, update, delete) and, per tenant, the published catalog: tools (webhook
 //! backed), prompts, resources and resource templates; the tenant's URL-mode elicitations
-//! (list, inspect, cancel). Errors are
+//! (list, inspect, cancel); and the sealing keys of secrets at rest (counts, re-sealing). Errors are
 //! `{"error": {"code", "message", "field"?}}` with 400 (unreadable, or an unknown query
 //! parameter), 401, 404, 405, 409, 413, 415 or 422 (invalid, naming the field). What a request
 //! may be is stated once, in the OpenAPI document (`openapi`), which the server checks requests
