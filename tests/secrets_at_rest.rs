@@ -720,3 +720,95 @@ fn debug_output_shows_no_secret() {
     );
     assert!(stored.open(&sealer, "u", "x").is_err());
 }
+
+/// The job's write-back is a compare-and-set: a value written by someone else (an admin update on
+/// another replica) after the job read it is not overwritten.
+async fn concurrent_writes_win(db: Db) {
+    use mcp_harbor::store::{
+        CatalogEntry, CatalogKind, CatalogStore, SealedColumn, SealedValueStore, SqlStore,
+        TenantRecord, TenantStatus, TenantStore,
+    };
+    let store = SqlStore::connect(&db.url, 2).await.unwrap();
+    store.migrate().await.unwrap();
+    store
+        .insert_tenant(&TenantRecord {
+            slug: "acme".into(),
+            display_name: "Acme".into(),
+            status: TenantStatus::Active,
+            catalogs: vec![],
+            limits: Default::default(),
+            auth: mcp_harbor::store::TenantAuth::None,
+            created_at: 0,
+            updated_at: 0,
+        })
+        .await
+        .unwrap();
+    let entry = |body: Value| CatalogEntry {
+        tenant: "acme".into(),
+        kind: CatalogKind::Tool,
+        name: "hook".into(),
+        body,
+        created_at: 0,
+        updated_at: 0,
+    };
+    store
+        .insert_entry(&entry(json!({ "v": "read by the job" })))
+        .await
+        .unwrap();
+    let rows = store
+        .sealed_rows(SealedColumn::WebhookSecrets, None, 10)
+        .await
+        .unwrap();
+    assert_eq!((rows.len(), rows[0].id.as_str()), (1, "hook"));
+    store
+        .replace_entry(&entry(json!({ "v": "written meanwhile" })))
+        .await
+        .unwrap();
+    let replaced = store
+        .replace_sealed(
+            SealedColumn::WebhookSecrets,
+            &rows[0],
+            "{\"v\":\"the job's\"}",
+        )
+        .await
+        .unwrap();
+    assert!(!replaced, "a stale read does not overwrite");
+    let now = store
+        .get_entry("acme", CatalogKind::Tool, "hook")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(now.body, json!({ "v": "written meanwhile" }));
+    // Read again, the write goes through; pages continue after the last key.
+    let rows = store
+        .sealed_rows(SealedColumn::WebhookSecrets, None, 10)
+        .await
+        .unwrap();
+    assert!(store
+        .replace_sealed(
+            SealedColumn::WebhookSecrets,
+            &rows[0],
+            "{\"v\":\"the job's\"}"
+        )
+        .await
+        .unwrap());
+    let after = store
+        .sealed_rows(SealedColumn::WebhookSecrets, Some(("acme", "hook")), 10)
+        .await
+        .unwrap();
+    assert!(after.is_empty());
+    store.close().await;
+    db.drop().await;
+}
+
+#[actix_rt::test]
+async fn concurrent_writes_win_over_the_job_sqlite() {
+    concurrent_writes_win(Db::sqlite()).await;
+}
+
+#[actix_rt::test]
+async fn concurrent_writes_win_over_the_job_postgres() {
+    if let Some(db) = Db::postgres().await {
+        concurrent_writes_win(db).await;
+    }
+}
