@@ -181,6 +181,7 @@ impl Application {
                 .collect();
             let data_dir = std::path::Path::new(&config.storage.data_dir);
             let sealer = crate::auth::Sealer::from_config_or_file(&specs, data_dir)
+                .map(Arc::new)
                 .map_err(|e| StartError::Auth(format!("auth.sealing_keys: {e}")))?;
             if specs.is_empty() && !config.storage.database_url.is_empty() {
                 tracing::warn!("auth.sealing_keys is not set: secrets are sealed with a key in this replica's data directory; replicas sharing a database need the same configured key");
@@ -196,6 +197,7 @@ impl Application {
             )
         };
         auth_service.spawn_sweeper();
+        let sealer = auth_service.sealer.clone();
         // Where users enter the secrets tools ask for: the configured public URL, else this
         // listener (development).
         let elicitation_base = if config.auth.public_url.is_empty() {
@@ -251,6 +253,7 @@ impl Application {
             limits,
             http,
             allow_private,
+            sealer.clone(),
         )
         .with_elicitations(elicitations);
         directory.load_all().await?;
@@ -272,6 +275,7 @@ impl Application {
         let admin_state = web::Data::new(AdminState {
             directory,
             allow_http_loopback_webhooks: config.admin.allow_http_loopback_webhooks,
+            rotation: Arc::new(crate::reseal::Rotation::new(store.clone(), sealer)),
         });
         let admin_auth = web::Data::new(admin_auth);
         let ready = web::Data::new(Readiness {

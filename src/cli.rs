@@ -23,7 +23,9 @@ Examples:
   mcp-harbor admin tenant suspend acme
   mcp-harbor admin tool add acme --file lookup-order.yaml
   mcp-harbor admin tool list acme
-  mcp-harbor admin tool remove acme lookup_order";
+  mcp-harbor admin tool remove acme lookup_order
+  mcp-harbor admin keys generate --id k2
+  mcp-harbor admin keys rotate --wait";
 
 /// `mcp-harbor admin`: global flags and the command.
 #[derive(Args)]
@@ -75,6 +77,28 @@ pub enum AdminCommand {
     /// A tenant's users (who sign in on its login page).
     #[command(subcommand)]
     User(UserCommand),
+    /// The keys secrets at rest are sealed under (`auth.sealing_keys`), and their rotation.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Subcommand)]
+pub enum KeysCommand {
+    /// Print a new sealing key spec (`id:base64`) for `auth.sealing_keys`; needs no server.
+    Generate {
+        /// The key's id (letters, digits, '-' and '_'); default: k<unix time>.
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// How many stored values each sealing key still seals, and the last rotation's status.
+    Status,
+    /// Re-seal every stored value under the first configured key (in the background on the
+    /// server). Run it once every replica has the new key first in auth.sealing_keys.
+    Rotate {
+        /// Wait until the job has finished and print its outcome with the keys' counts.
+        #[arg(long)]
+        wait: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -247,8 +271,30 @@ enum Output {
     Done(String),
 }
 
+/// A new sealing key spec: `id:` and 32 random bytes in base64.
+fn generate_key(id: Option<String>) -> ExitCode {
+    let id = id.unwrap_or_else(|| format!("k{}", crate::store::now_millis() / 1000));
+    let valid = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
+    if !valid {
+        return Failure::Unusable(format!(
+            "--id {id:?}: use 1-64 letters, digits, '-' and '_'"
+        ))
+        .report();
+    }
+    println!("{}", crate::auth::Sealer::generate_spec(&id));
+    eprintln!("put it first in auth.sealing_keys on every replica (keep the old keys after it), restart them, then run `mcp-harbor admin keys rotate`");
+    ExitCode::SUCCESS
+}
+
 /// Runs `mcp-harbor admin …`.
 pub fn run(args: AdminArgs) -> ExitCode {
+    if let AdminCommand::Keys(KeysCommand::Generate { id }) = args.command {
+        return generate_key(id);
+    }
     let token = match args.token {
         Some(t) if !t.trim().is_empty() => t.trim().to_string(),
         _ => {
@@ -295,11 +341,66 @@ async fn execute(
     match command {
         AdminCommand::Tenant(cmd) => tenant(client, cmd, page_size).await,
         AdminCommand::User(cmd) => user(client, cmd, page_size).await,
+        AdminCommand::Keys(cmd) => keys(client, cmd).await,
         AdminCommand::Tool(cmd) => entry(client, TOOL, cmd, page_size).await,
         AdminCommand::Prompt(cmd) => entry(client, PROMPT, cmd, page_size).await,
         AdminCommand::Resource(cmd) => entry(client, RESOURCE, cmd, page_size).await,
         AdminCommand::ResourceTemplate(cmd) => {
             entry(client, RESOURCE_TEMPLATE, cmd, page_size).await
+        }
+    }
+}
+
+/// How often `keys rotate --wait` asks whether the job has finished, and for how long at most.
+const ROTATION_POLL: Duration = Duration::from_millis(500);
+const ROTATION_WAIT: Duration = Duration::from_secs(3600);
+
+async fn keys(client: &AdminClient, command: KeysCommand) -> Result<Output, Failure> {
+    match command {
+        KeysCommand::Generate { .. } => Err(Failure::Unusable(
+            "keys generate runs without a server".into(),
+        )),
+        KeysCommand::Status => client.json(Method::GET, &["sealing-keys"], None).await,
+        KeysCommand::Rotate { wait } => {
+            let started = client
+                .send(Method::POST, &["sealing-keys", "rotate"], &[], None)
+                .await?
+                .unwrap_or(Value::Null);
+            if !wait {
+                return Ok(Output::Json(started));
+            }
+            // The job runs on the replica that answered; behind a load balancer the status may
+            // come from another replica: done when a job that started no earlier has finished,
+            // or when no value is left under another key.
+            let since = started["started_at"].as_i64().unwrap_or(0);
+            let deadline = tokio::time::Instant::now() + ROTATION_WAIT;
+            loop {
+                let status = client
+                    .send(Method::GET, &["sealing-keys"], &[], None)
+                    .await?
+                    .unwrap_or(Value::Null);
+                let job = &status["rotation"];
+                let running = job["state"] == "running";
+                let finished = job["started_at"].as_i64().is_some_and(|t| t >= since) && !running;
+                let nothing_left = status["in_clear"] == 0
+                    && status["keys"].as_array().is_some_and(|keys| {
+                        keys.iter()
+                            .all(|k| k["sealing"] == true || k["values"] == 0)
+                    });
+                if finished || (nothing_left && !running) {
+                    if !nothing_left {
+                        eprintln!("some values are still under another key or in clear: see \"keys\" and \"rotation\"");
+                    }
+                    return Ok(Output::Json(status));
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(Failure::Unusable(
+                        "the rotation is still running; check `mcp-harbor admin keys status`"
+                            .into(),
+                    ));
+                }
+                tokio::time::sleep(ROTATION_POLL).await;
+            }
         }
     }
 }

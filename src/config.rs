@@ -120,7 +120,7 @@ pub struct AuthConfig {
     /// ingress. Empty: taken from each request's Host (and `X-Forwarded-Proto`).
     pub public_url: String,
     /// Keys sealing secrets at rest, `id:base64(32 bytes)`; the first seals, all open (rotate by
-    /// prepending). Empty: one is generated into `<data_dir>/sealing.key` (single node only).
+    /// prepending, then `mcp-harbor admin keys rotate` re-seals what is stored). Empty: one is generated into `<data_dir>/sealing.key` (single node only).
     /// Also accepted as one comma-separated string (`MCP_HARBOR__AUTH__SEALING_KEYS=k2:…,k1:…`).
     #[serde(default, skip_serializing, deserialize_with = "keys_list")]
     pub sealing_keys: Vec<secrecy::SecretString>,

@@ -28,6 +28,7 @@ pub mod modern;
 pub mod oauth;
 pub mod protocol;
 pub mod request;
+pub mod reseal;
 pub mod session;
 pub mod store;
 pub mod telemetry;

@@ -583,3 +583,44 @@ async fn credentials_and_connection_failures() {
         "{help:?}"
     );
 }
+
+#[actix_rt::test]
+async fn sealing_keys_are_generated_counted_and_rotated() {
+    // `keys generate` needs no server nor token, and prints a key the server accepts.
+    let generated = harbor(&["admin", "keys", "generate", "--id", "k2"], &[])
+        .await
+        .ok();
+    let spec = generated.stdout.trim().to_string();
+    assert!(spec.starts_with("k2:"), "{generated:?}");
+    assert!(mcp_harbor::auth::Sealer::from_specs(&[&spec]).is_ok());
+    harbor(&["admin", "keys", "generate", "--id", "a.b"], &[])
+        .await
+        .fails(2);
+
+    let old = mcp_harbor::auth::Sealer::generate_spec("k1");
+    let keys = vec![secrecy::SecretString::from(old)];
+    let app = common::spawn_app_with(move |c| c.auth.sealing_keys = keys).await;
+    app.admin(reqwest::Method::POST, "/tenants")
+        .json(&json!({ "slug": "acme" }))
+        .send()
+        .await
+        .unwrap();
+    let tool = json!({ "name": "hook", "description": "d",
+        "webhook": { "url": "http://127.0.0.1:9/hook" } });
+    let r = app
+        .admin(reqwest::Method::POST, "/tenants/acme/tools")
+        .json(&tool)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let status = admin(&app, &["keys", "status"]).await.ok().json();
+    assert_eq!(status["sealing_key"], "k1");
+    assert_eq!(status["keys"][0]["values"], 1, "{status}");
+    // Already under the first key: the job finds nothing to re-seal, and --wait prints the counts.
+    let rotated = admin(&app, &["keys", "rotate", "--wait"]).await.ok().json();
+    assert_eq!(rotated["rotation"]["state"], "finished", "{rotated}");
+    assert_eq!(rotated["rotation"]["resealed"], 0);
+    assert_eq!(rotated["keys"][0]["values"], 1);
+    app.handle.stop(false).await;
+}

@@ -14,6 +14,8 @@ use serde_json::{json, Value};
 /// ([`KIND`] is one of [`KINDS`]). `configure_source_matches_the_route_list` keeps this in step.
 const ROUTES: &[(&str, &str)] = &[
     ("GET", "/openapi.json"),
+    ("GET", "/sealing-keys"),
+    ("POST", "/sealing-keys/rotate"),
     ("POST", "/tenants"),
     ("GET", "/tenants"),
     ("GET", "/tenants/{slug}"),

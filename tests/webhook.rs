@@ -253,7 +253,7 @@ impl Server {
     fn target(&self, path: &str) -> WebhookTarget {
         WebhookTarget {
             url: format!("{}{path}", self.base),
-            secret: SECRET.to_string(),
+            secret: SECRET.into(),
             timeout_ms: Some(5_000),
         }
     }
@@ -800,8 +800,9 @@ fn sign_matches_the_standard_webhooks_test_vector() {
 
 #[test]
 fn new_secrets_are_random_and_usable() {
-    let a = webhook::new_secret();
-    let b = webhook::new_secret();
+    use secrecy::ExposeSecret;
+    let a = webhook::new_secret().expose_secret().to_string();
+    let b = webhook::new_secret().expose_secret().to_string();
     assert_ne!(a, b);
     let key = BASE64.decode(a.strip_prefix("whsec_").unwrap()).unwrap();
     assert!((24..=64).contains(&key.len()), "{} bytes", key.len());
@@ -852,16 +853,39 @@ fn validate_url_cases() {
 }
 
 #[test]
-fn targets_serialize_without_a_default_timeout() {
-    let t = WebhookTarget {
-        url: "https://a.example/h".into(),
-        secret: SECRET.into(),
-        timeout_ms: None,
-    };
-    let v = serde_json::to_value(&t).unwrap();
-    assert_eq!(v, json!({ "url": "https://a.example/h", "secret": SECRET }));
-    let back: WebhookTarget = serde_json::from_value(v).unwrap();
-    assert_eq!(back, t);
+fn targets_are_stored_sealed_without_a_default_timeout() {
+    use mcp_harbor::auth::Sealer;
+    use mcp_harbor::catalog::stored::StoredWebhook;
+    use secrecy::ExposeSecret;
+    let sealer = Sealer::from_specs(&[Sealer::generate_spec("k")]).unwrap();
+    let stored = StoredWebhook::sealed(
+        &sealer,
+        "acme",
+        "hook",
+        "https://a.example/h".into(),
+        &SECRET.into(),
+        None,
+    );
+    let v = serde_json::to_value(&stored).unwrap();
+    let sealed = v["secret_sealed"].as_str().unwrap();
+    assert!(
+        sealed.starts_with("v1.k.") && !sealed.contains(&SECRET[6..]),
+        "{v}"
+    );
+    assert_eq!(
+        v,
+        json!({ "url": "https://a.example/h", "secret_sealed": sealed })
+    );
+    let back: StoredWebhook = serde_json::from_value(v).unwrap();
+    let target = back.open(&sealer, "acme", "hook").unwrap();
+    assert_eq!(
+        (
+            target.url.as_str(),
+            target.secret.expose_secret(),
+            target.timeout_ms
+        ),
+        ("https://a.example/h", SECRET, None)
+    );
 }
 
 #[test]

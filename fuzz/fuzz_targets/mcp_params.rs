@@ -114,7 +114,13 @@ fn world() -> &'static World {
         };
         let mut catalogs =
             TenantCatalog::builtin(&["reference".into(), "demo".into()]).expect("built-ins");
-        let stored: Arc<dyn Catalog> = Arc::new(StoredCatalog::new(runtime, &entries));
+        let stored: Arc<dyn Catalog> = {
+            let sealer = mcp_harbor::auth::Sealer::from_specs(&[
+                mcp_harbor::auth::Sealer::generate_spec("fuzz"),
+            ])
+            .expect("a sealing key");
+            Arc::new(StoredCatalog::new(runtime, &sealer, &entries))
+        };
         catalogs.push(stored);
         World {
             catalog: TenantCatalog::new(catalogs),

@@ -5,16 +5,17 @@ use std::collections::HashSet;
 
 use actix_web::{web, HttpResponse};
 use base64::Engine;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{page, parse_body, Admin, AdminError, AdminState, Documented, JsonBody, PageQuery};
 use crate::catalog::stored::{
-    PromptArgument, PromptDef, PromptMessage, ResourceDef, ResourceTemplateDef, TemplateResolver,
-    ToolDef, UriTemplate,
+    PromptArgument, PromptDef, PromptMessage, ResourceDef, ResourceTemplateDef, StoredWebhook,
+    TemplateResolver, ToolDef, UriTemplate,
 };
 use crate::store::{now_millis, CatalogEntry, CatalogKind, CatalogStore, StoreError, TenantStore};
-use crate::tools::webhook::{self, WebhookTarget};
+use crate::tools::webhook;
 
 /// A blob's decoded size limit, and a text's (or resolver text's) length limit in characters.
 const MAX_RESOURCE_BYTES: usize = 1024 * 1024;
@@ -84,7 +85,7 @@ fn validate_object_schema(field: &str, schema: &Value) -> Result<(), AdminError>
 #[serde(deny_unknown_fields)]
 struct WebhookInput {
     url: String,
-    secret: Option<String>,
+    secret: Option<SecretString>,
     timeout_ms: Option<u64>,
 }
 
@@ -117,15 +118,21 @@ struct Validated {
     uri: Option<String>,
 }
 
-fn redact(mut tool: Value) -> Value {
-    if let Some(secret) = tool.pointer_mut("/webhook/secret") {
-        *secret = json!("whsec_…");
+/// A stored tool as the API shows it: the webhook's `secret` in clear when it was just set or
+/// generated (shown once), `whsec_…` otherwise; never the sealed value.
+fn shown_tool(stored: &Value, revealed: Option<&SecretString>) -> Value {
+    let mut tool = stored.clone();
+    if let Some(webhook) = tool.get_mut("webhook").and_then(Value::as_object_mut) {
+        webhook.remove("secret_sealed");
+        let secret = revealed.map_or("whsec_…", |s| s.expose_secret());
+        webhook.insert("secret".into(), json!(secret));
     }
     tool
 }
 
 fn validate_tool(
     state: &AdminState,
+    slug: &str,
     body: &[u8],
     existing: Option<&CatalogEntry>,
 ) -> Result<Validated, AdminError> {
@@ -157,17 +164,40 @@ fn validate_tool(
         }
     }
     let kept = existing
-        .and_then(|e| e.body.pointer("/webhook/secret"))
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let (secret, reveal) = match (input.webhook.secret, kept) {
+        .and_then(|e| serde_json::from_value::<ToolDef>(e.body.clone()).ok())
+        .map(|t| t.webhook);
+    let sealer = &state.directory.sealer;
+    let (url, timeout_ms) = (input.webhook.url, input.webhook.timeout_ms);
+    let seal = |secret: &SecretString, url: String| {
+        StoredWebhook::sealed(sealer, slug, &input.name, url, secret, timeout_ms)
+    };
+    // The secret is shown once: when it is set or generated.
+    let (webhook, revealed) = match (input.webhook.secret, kept) {
         (Some(s), _) => {
-            webhook::sign(&s, "check", 0, b"")
+            webhook::sign(s.expose_secret(), "check", 0, b"")
                 .map_err(|e| AdminError::invalid("webhook.secret", e))?;
-            (s, true)
+            (seal(&s, url), Some(s))
         }
-        (None, Some(kept)) => (kept, false),
-        (None, None) => (webhook::new_secret(), true),
+        (None, Some(kept)) if kept.secret_sealed.is_some() => (
+            StoredWebhook {
+                url,
+                timeout_ms,
+                ..kept
+            },
+            None,
+        ),
+        // Stored in clear before secrets were sealed: sealed now.
+        (
+            None,
+            Some(StoredWebhook {
+                legacy_secret: Some(clear),
+                ..
+            }),
+        ) => (seal(&clear, url), None),
+        (None, _) => {
+            let s = webhook::new_secret();
+            (seal(&s, url), Some(s))
+        }
     };
     let def = ToolDef {
         name: input.name.clone(),
@@ -176,19 +206,10 @@ fn validate_tool(
         input_schema: input.input_schema,
         output_schema: input.output_schema,
         annotations: input.annotations,
-        webhook: WebhookTarget {
-            url: input.webhook.url,
-            secret,
-            timeout_ms: input.webhook.timeout_ms,
-        },
+        webhook,
     };
     let body = serde_json::to_value(&def).map_err(|_| AdminError::internal())?;
-    // The secret is shown once: when it is set or generated.
-    let shown = if reveal {
-        body.clone()
-    } else {
-        redact(body.clone())
-    };
+    let shown = shown_tool(&body, revealed.as_ref());
     Ok(Validated {
         name: input.name,
         body,
@@ -377,12 +398,13 @@ fn validate_template(body: &[u8]) -> Result<Validated, AdminError> {
 
 fn validate(
     state: &AdminState,
+    slug: &str,
     kind: CatalogKind,
     body: &[u8],
     existing: Option<&CatalogEntry>,
 ) -> Result<Validated, AdminError> {
     match kind {
-        CatalogKind::Tool => validate_tool(state, body, existing),
+        CatalogKind::Tool => validate_tool(state, slug, body, existing),
         CatalogKind::Prompt => validate_prompt(body),
         CatalogKind::Resource => validate_resource(body),
         CatalogKind::ResourceTemplate => validate_template(body),
@@ -391,7 +413,7 @@ fn validate(
 
 fn shown(entry: &CatalogEntry) -> Value {
     match entry.kind {
-        CatalogKind::Tool => redact(entry.body.clone()),
+        CatalogKind::Tool => shown_tool(&entry.body, None),
         _ => entry.body.clone(),
     }
 }
@@ -454,7 +476,7 @@ pub async fn create(
     let (slug, segment) = path.into_inner();
     let kind = kind_of(&segment)?;
     require_tenant(&state, &slug).await?;
-    let v = validate(&state, kind, &body, None)?;
+    let v = validate(&state, &slug, kind, &body, None)?;
     if let Some(uri) = &v.uri {
         check_uri_free(&state, &slug, uri, None).await?;
     }
@@ -544,7 +566,7 @@ pub async fn replace(
     let (slug, segment, name) = path.into_inner();
     let kind = kind_of(&segment)?;
     let existing = load(&state, &slug, kind, &name).await?;
-    let v = validate(&state, kind, &body, Some(&existing))?;
+    let v = validate(&state, &slug, kind, &body, Some(&existing))?;
     if v.name != name {
         return Err(AdminError::invalid(
             "name",

@@ -1,7 +1,7 @@
 //! The admin API under `/admin/v1`: JSON, authenticated with the admin bearer token. Tenants
 //! (create, get, list, update, delete) and, per tenant, the published catalog: tools (webhook
 //! backed), prompts, resources and resource templates; the tenant's URL-mode elicitations
-//! (list, inspect, cancel). Errors are
+//! (list, inspect, cancel); and the sealing keys of secrets at rest (counts, re-sealing). Errors are
 //! `{"error": {"code", "message", "field"?}}` with 400 (unreadable, or an unknown query
 //! parameter), 401, 404, 405, 409, 413, 415 or 422 (invalid, naming the field). What a request
 //! may be is stated once, in the OpenAPI document (`openapi`), which the server checks requests
@@ -10,6 +10,7 @@
 mod auth;
 mod catalog;
 mod elicitations;
+mod keys;
 pub mod oauth;
 pub mod openapi;
 mod tenants;
@@ -34,6 +35,8 @@ use crate::tenant::TenantDirectory;
 pub struct AdminState {
     pub directory: TenantDirectory,
     pub allow_http_loopback_webhooks: bool,
+    /// Re-sealing secrets at rest under the first sealing key.
+    pub rotation: std::sync::Arc<crate::reseal::Rotation>,
 }
 
 /// The largest request body: resources may carry 1 MiB of content (about 1.4 MiB as base64).
@@ -48,6 +51,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 AdminError::bad_request(format!("invalid query string: {err}")).into()
             }))
             .route("/openapi.json", web::get().to(openapi::document))
+            .route("/sealing-keys", web::get().to(keys::usage))
+            .route("/sealing-keys/rotate", web::post().to(keys::rotate))
             .route("/tenants", web::post().to(tenants::create))
             .route("/tenants", web::get().to(tenants::list))
             .route("/tenants/{slug}", web::get().to(tenants::get))

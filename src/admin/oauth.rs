@@ -46,7 +46,7 @@ pub struct OAuthInput {
 pub struct OidcInput {
     issuer: String,
     client_id: String,
-    client_secret: Option<String>,
+    client_secret: Option<secrecy::SecretString>,
     scopes: Option<Vec<String>>,
     subject_claim: Option<String>,
     name_claim: Option<String>,
@@ -164,7 +164,7 @@ impl AuthInput {
                                 "must include \"openid\"",
                             ));
                         }
-                        let purpose = format!("oidc-client-secret:{tenant}");
+                        let purpose = crate::auth::seal::purpose::oidc_client_secret(tenant);
                         let kept = before
                             .and_then(|p| p.oidc.as_ref())
                             .filter(|p| p.client_id == u.client_id)
@@ -174,7 +174,10 @@ impl AuthInput {
                             client_id: u.client_id,
                             client_secret_sealed: u
                                 .client_secret
-                                .map(|s| auth.sealer.seal(&purpose, s.as_bytes()))
+                                .map(|s| {
+                                    use secrecy::ExposeSecret;
+                                    auth.sealer.seal(&purpose, s.expose_secret().as_bytes())
+                                })
                                 .or(kept),
                             scopes,
                             subject_claim: u.subject_claim.unwrap_or_else(default_subject_claim),

@@ -15,6 +15,7 @@ use p256::pkcs8::EncodePrivateKey;
 use parking_lot::RwLock;
 use serde_json::{json, Value};
 
+use super::seal::purpose::signing_key as purpose;
 use super::seal::Sealer;
 use super::AuthError;
 use crate::store::{now_millis, OAuthStore, SigningKeyRecord, SqlStore};
@@ -41,10 +42,6 @@ const CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 #[derive(Default)]
 pub struct KeyRing {
     cache: RwLock<HashMap<String, (std::time::Instant, Arc<TenantKeys>)>>,
-}
-
-fn purpose(tenant: &str, kid: &str) -> String {
-    format!("signing-key:{tenant}:{kid}")
 }
 
 /// A new ES256 key for `tenant`, its private half sealed.
@@ -172,6 +169,7 @@ fn build(
         if r.retired_at.is_none() {
             let der = sealer
                 .open(&purpose(tenant, &r.kid), &r.private_key)
+                .map(secrecy::zeroize::Zeroizing::new)
                 .map_err(|e| AuthError::Internal(format!("signing key {}: {e}", r.kid)))?;
             // The newest unretired key signs (records come oldest first).
             active = Some(ActiveKey {

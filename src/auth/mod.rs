@@ -133,7 +133,7 @@ pub struct Challenge {
 /// What the edge needs to check tokens.
 pub struct AuthService {
     pub store: SqlStore,
-    pub sealer: Sealer,
+    pub sealer: Arc<Sealer>,
     pub keys: KeyRing,
     pub jwks: JwksCache,
     pub config: AuthConfig,
@@ -159,7 +159,7 @@ const VERIFIED_CAPACITY: usize = 20_000;
 impl AuthService {
     pub fn new(
         store: SqlStore,
-        sealer: Sealer,
+        sealer: Arc<Sealer>,
         config: AuthConfig,
         allow_private_egress: bool,
     ) -> Result<AuthService, AuthError> {

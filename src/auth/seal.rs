@@ -10,6 +10,7 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use secrecy::zeroize::Zeroizing;
 use secrecy::{ExposeSecret, SecretSlice};
 
 #[derive(Debug, thiserror::Error)]
@@ -150,7 +151,67 @@ impl Sealer {
 
     /// Whether `sealed` was sealed under an older key (and should be re-sealed).
     pub fn is_stale(&self, sealed: &str) -> bool {
-        sealed.split('.').nth(1) != Some(self.keys[0].0.as_str())
+        key_id(sealed) != Some(self.first_key_id())
+    }
+
+    /// The id of the key that seals.
+    pub fn first_key_id(&self) -> &str {
+        &self.keys[0].0
+    }
+
+    /// The configured key ids, the sealing one first.
+    pub fn key_ids(&self) -> impl Iterator<Item = &str> {
+        self.keys.iter().map(|(id, _)| id.as_str())
+    }
+
+    /// `sealed` opened and sealed again under the first key, or `None` when it already is.
+    pub fn reseal(&self, purpose: &str, sealed: &str) -> Result<Option<String>, SealError> {
+        if !self.is_stale(sealed) {
+            // Still authenticated, so a forged value is never reported as current.
+            self.open(purpose, sealed)?;
+            return Ok(None);
+        }
+        let plain = Zeroizing::new(self.open(purpose, sealed)?);
+        Ok(Some(self.seal(purpose, &plain)))
+    }
+}
+
+/// The id of the key a sealed value names (`v1.<id>.…`), if it has that form.
+pub fn key_id(sealed: &str) -> Option<&str> {
+    let mut parts = sealed.splitn(3, '.');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some("v1"), Some(id), Some(_)) => Some(id),
+        _ => None,
+    }
+}
+
+/// What each kind of sealed value is bound to (its associated data): one function per kind, so
+/// every writer, reader and the re-sealing job agree. A value sealed for one tenant, key, tool
+/// or elicitation does not open as another's.
+pub mod purpose {
+    /// A tenant's private token-signing key.
+    pub fn signing_key(tenant: &str, kid: &str) -> String {
+        format!("signing-key:{tenant}:{kid}")
+    }
+    /// The client secret of a tenant's upstream OpenID provider.
+    pub fn oidc_client_secret(tenant: &str) -> String {
+        format!("oidc-client-secret:{tenant}")
+    }
+    /// A secret a user entered on an elicitation page.
+    pub fn elicitation_secret(tenant: &str, id: &str) -> String {
+        format!("elicitation-secret:{tenant}:{id}")
+    }
+    /// A stateless request's `requestState` token (held by the client, not stored).
+    pub fn request_state(tenant: &str) -> String {
+        format!("mrtr-request-state:{tenant}")
+    }
+    /// A stateless request's recorded round.
+    pub fn round_state(tenant: &str, id: &str) -> String {
+        format!("mrtr-request-state:{tenant}:{id}")
+    }
+    /// The signing secret of a tenant's webhook tool.
+    pub fn webhook_secret(tenant: &str, tool: &str) -> String {
+        format!("webhook-secret:{tenant}:tool:{tool}")
     }
 }
 

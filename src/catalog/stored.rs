@@ -1,19 +1,23 @@
 //! The catalog a tenant published through the admin API: webhook tools, prompt templates,
-//! static resources and resource templates, built from the tenant's stored entries.
+//! static resources and resource templates, built from the tenant's stored entries. A webhook
+//! tool's signing secret is stored sealed (bound to the tenant and the tool) and opened once, when
+//! the catalog is built.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::{CallFuture, Catalog, RequestContext};
+use crate::auth::seal::{purpose, SealError, Sealer};
 use crate::protocol::jsonrpc::RpcError;
 use crate::store::{CatalogEntry, CatalogKind, PendingInput, PendingInputStore, SqlStore};
 use crate::tools::webhook::{self, WebhookCall, WebhookTarget};
 
 /// A published tool (its stored form).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolDef {
     pub name: String,
@@ -25,7 +29,147 @@ pub struct ToolDef {
     pub output_schema: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<Value>,
-    pub webhook: WebhookTarget,
+    pub webhook: StoredWebhook,
+}
+
+/// Where a published tool's calls go, as stored: the signing secret sealed under the
+/// deployment's sealing keys and bound to the tenant and the tool, so a sealed value copied to
+/// another tenant's or tool's row does not open. `Debug` shows no secret (nor the sealed value).
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredWebhook {
+    pub url: String,
+    /// The sealed `whsec_…`; absent only in entries stored before secrets were sealed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_sealed: Option<String>,
+    /// The secret in clear, as entries stored before secrets were sealed hold it: still used,
+    /// sealed by the re-sealing job (`mcp-harbor admin keys rotate`), never written.
+    #[serde(default, rename = "secret", skip_serializing)]
+    pub legacy_secret: Option<SecretString>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+impl std::fmt::Debug for StoredWebhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sealed_under = self
+            .secret_sealed
+            .as_deref()
+            .and_then(crate::auth::seal::key_id);
+        f.debug_struct("StoredWebhook")
+            .field("url", &self.url)
+            .field("sealed_under", &sealed_under)
+            .field("in_clear", &self.legacy_secret.is_some())
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
+}
+
+/// Where a stored tool body keeps its sealed secret, and where older bodies kept it in clear.
+const SEALED_SECRET: &str = "/webhook/secret_sealed";
+const LEGACY_SECRET: &str = "/webhook/secret";
+
+/// Why a stored webhook's secret cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoredSecretError {
+    #[error("{0}")]
+    Seal(#[from] SealError),
+    #[error("the stored webhook has no signing secret")]
+    Missing,
+    #[error("the opened signing secret is not text")]
+    NotText,
+}
+
+impl StoredWebhook {
+    /// The stored form of a webhook of `tenant`'s tool `tool`, its secret sealed.
+    pub fn sealed(
+        sealer: &Sealer,
+        tenant: &str,
+        tool: &str,
+        url: String,
+        secret: &SecretString,
+        timeout_ms: Option<u64>,
+    ) -> StoredWebhook {
+        let sealed = sealer.seal(
+            &purpose::webhook_secret(tenant, tool),
+            secret.expose_secret().as_bytes(),
+        );
+        StoredWebhook {
+            url,
+            secret_sealed: Some(sealed),
+            legacy_secret: None,
+            timeout_ms,
+        }
+    }
+
+    /// This webhook of `tenant`'s tool `tool` ready to call: its secret opened.
+    pub fn open(
+        &self,
+        sealer: &Sealer,
+        tenant: &str,
+        tool: &str,
+    ) -> Result<WebhookTarget, StoredSecretError> {
+        let secret = match (&self.secret_sealed, &self.legacy_secret) {
+            (Some(sealed), _) => {
+                let bytes = sealer.open(&purpose::webhook_secret(tenant, tool), sealed)?;
+                let text = String::from_utf8(bytes).map_err(|e| {
+                    secrecy::zeroize::Zeroize::zeroize(&mut e.into_bytes());
+                    StoredSecretError::NotText
+                })?;
+                SecretString::from(text)
+            }
+            (None, Some(clear)) => clear.clone(),
+            (None, None) => return Err(StoredSecretError::Missing),
+        };
+        Ok(WebhookTarget {
+            url: self.url.clone(),
+            secret,
+            timeout_ms: self.timeout_ms,
+        })
+    }
+}
+
+/// A stored tool body (`body` of a tool's catalog entry) with its webhook secret sealed under the
+/// first sealing key: a secret still in clear is sealed, one sealed under an older key re-sealed.
+/// Whether the body changed; an error when the sealed secret does not open.
+pub fn reseal_tool_body(
+    sealer: &Sealer,
+    tenant: &str,
+    tool: &str,
+    body: &mut Value,
+) -> Result<bool, StoredSecretError> {
+    let purpose = purpose::webhook_secret(tenant, tool);
+    if let Some(sealed) = body.pointer(SEALED_SECRET).and_then(Value::as_str) {
+        return match sealer.reseal(&purpose, sealed)? {
+            Some(resealed) => {
+                body["webhook"]["secret_sealed"] = Value::String(resealed);
+                Ok(true)
+            }
+            None => Ok(false),
+        };
+    }
+    let Some(webhook) = body.get_mut("webhook").and_then(Value::as_object_mut) else {
+        return Err(StoredSecretError::Missing);
+    };
+    let Some(Value::String(clear)) = webhook.remove("secret") else {
+        return Err(StoredSecretError::Missing);
+    };
+    let clear = SecretString::from(clear);
+    let sealed = sealer.seal(&purpose, clear.expose_secret().as_bytes());
+    webhook.insert("secret_sealed".into(), Value::String(sealed));
+    Ok(true)
+}
+
+/// The key id a stored tool body's secret is sealed under; `None` for a secret in clear.
+pub fn tool_body_key_id(body: &Value) -> Option<&str> {
+    body.pointer(SEALED_SECRET)
+        .and_then(Value::as_str)
+        .and_then(crate::auth::seal::key_id)
+}
+
+/// Whether a stored tool body holds its secret in clear (stored before secrets were sealed).
+pub fn tool_body_in_clear(body: &Value) -> bool {
+    body.pointer(SEALED_SECRET).is_none() && body.pointer(LEGACY_SECRET).is_some()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -301,14 +445,22 @@ impl webhook::RoundJournal for PendingCall {
     }
 }
 
-/// One call of a published tool, or the tool error when its endpoint may not be reached
-/// (private egress off and a non-public address).
-fn webhook_call(
+/// One call of a published tool and where it goes, or the tool error when its endpoint may not
+/// be reached (private egress off and a non-public address) or its secret does not open.
+fn webhook_call<'a>(
     runtime: &WebhookRuntime,
-    tool: &ToolDef,
+    live: &'a LiveTool,
     arguments: Map<String, Value>,
     ctx: &RequestContext,
-) -> Result<WebhookCall, Value> {
+) -> Result<(&'a WebhookTarget, WebhookCall), Value> {
+    let tool = &live.def;
+    let target = live.target.as_ref().map_err(|why| {
+        crate::protocol::mcp::tool_error(format!(
+            "The `{}` tool failed: its signing secret cannot be opened ({why}); the operator must \
+             configure the sealing key it was sealed with, or the tenant publish the tool again",
+            tool.name
+        ))
+    })?;
     if !runtime.allow_private {
         if let Err(e) = crate::egress::check_public_url(&tool.webhook.url) {
             return Err(crate::protocol::mcp::tool_error(format!(
@@ -317,28 +469,46 @@ fn webhook_call(
             )));
         }
     }
-    Ok(WebhookCall {
+    let call = WebhookCall {
         tenant: runtime.tenant.to_string(),
         tool: tool.name.clone(),
         arguments,
         principal: ctx.principal.as_deref().cloned(),
         output_schema: tool.output_schema.clone(),
-    })
+    };
+    Ok((target, call))
+}
+
+/// A published tool ready to call: its definition and its webhook with the secret opened (once,
+/// when the catalog is built), or why the secret does not open.
+struct LiveTool {
+    def: ToolDef,
+    target: Result<WebhookTarget, String>,
+}
+
+impl LiveTool {
+    fn new(sealer: &Sealer, tenant: &str, def: ToolDef) -> LiveTool {
+        let target = def.webhook.open(sealer, tenant, &def.name).map_err(|e| {
+            tracing::error!(tenant, tool = %def.name, error = %e, "the webhook tool's signing secret does not open; its calls fail until the tool is published again or the sealing key is configured");
+            e.to_string()
+        });
+        LiveTool { def, target }
+    }
 }
 
 /// A tenant's published entries, ready to serve.
 pub struct StoredCatalog {
     runtime: WebhookRuntime,
-    tools: Vec<ToolDef>,
+    tools: Vec<Arc<LiveTool>>,
     prompts: Vec<PromptDef>,
     resources: Vec<ResourceDef>,
     templates: Vec<(ResourceTemplateDef, UriTemplate)>,
 }
 
 impl StoredCatalog {
-    /// Builds the catalog; entries that no longer parse are skipped with a warning (the admin
-    /// API validates them on the way in).
-    pub fn new(runtime: WebhookRuntime, entries: &[CatalogEntry]) -> Self {
+    /// Builds the catalog, opening the tools' signing secrets; entries that no longer parse are
+    /// skipped with a warning (the admin API validates them on the way in).
+    pub fn new(runtime: WebhookRuntime, sealer: &Sealer, entries: &[CatalogEntry]) -> Self {
         let mut catalog = StoredCatalog {
             runtime,
             tools: Vec::new(),
@@ -346,10 +516,17 @@ impl StoredCatalog {
             resources: Vec::new(),
             templates: Vec::new(),
         };
+        let mut in_clear = 0;
         for e in entries {
             let ok = match e.kind {
-                CatalogKind::Tool => serde_json::from_value(e.body.clone())
-                    .map(|t| catalog.tools.push(t))
+                CatalogKind::Tool => serde_json::from_value::<ToolDef>(e.body.clone())
+                    .map(|t| {
+                        if t.webhook.secret_sealed.is_none() {
+                            in_clear += 1;
+                        }
+                        let tool = LiveTool::new(sealer, &e.tenant, t);
+                        catalog.tools.push(Arc::new(tool));
+                    })
                     .is_ok(),
                 CatalogKind::Prompt => serde_json::from_value(e.body.clone())
                     .map(|p| catalog.prompts.push(p))
@@ -374,6 +551,9 @@ impl StoredCatalog {
                 tracing::warn!(tenant = %e.tenant, kind = e.kind.as_str(), name = %e.name, "stored catalog entry does not parse; skipped");
             }
         }
+        if in_clear > 0 {
+            tracing::warn!(tenant = %catalog.runtime.tenant, tools = in_clear, "webhook signing secrets stored in clear (before secrets were sealed); `mcp-harbor admin keys rotate` seals them");
+        }
         catalog
     }
 }
@@ -395,13 +575,14 @@ impl Catalog for StoredCatalog {
 
     /// Webhook calls are re-sent with the same `webhook-id`, so the endpoint can de-duplicate.
     fn reruns_safely(&self, tool: &str) -> bool {
-        self.tools.iter().any(|t| t.name == tool)
+        self.tools.iter().any(|t| t.def.name == tool)
     }
 
     fn tools(&self) -> Vec<Value> {
         self.tools
             .iter()
             .map(|t| {
+                let t = &t.def;
                 let v = json!({ "name": t.name, "description": t.description, "inputSchema": t.input_schema });
                 let v = with_optional(v, "title", &t.title);
                 let v = with_optional(v, "outputSchema", &t.output_schema);
@@ -416,17 +597,17 @@ impl Catalog for StoredCatalog {
         arguments: Map<String, Value>,
         ctx: RequestContext,
     ) -> Option<CallFuture> {
-        let tool = self.tools.iter().find(|t| t.name == name)?.clone();
+        let tool = self.tools.iter().find(|t| t.def.name == name)?.clone();
         let runtime = self.runtime.clone();
         Some(Box::pin(async move {
-            let call = match webhook_call(&runtime, &tool, arguments, &ctx) {
+            let (target, call) = match webhook_call(&runtime, &tool, arguments, &ctx) {
                 Ok(call) => call,
                 Err(refused) => return Ok(refused),
             };
-            let journal = PendingCall::new(&runtime, &tool.name, &ctx);
+            let journal = PendingCall::new(&runtime, &tool.def.name, &ctx);
             let journal = journal.as_ref().map(|j| j as &dyn webhook::RoundJournal);
             let ctx = runtime.with_elicitations(ctx);
-            webhook::invoke_with(&runtime.client, &tool.webhook, call, ctx, journal, None).await
+            webhook::invoke_with(&runtime.client, target, call, ctx, journal, None).await
         }))
     }
 
@@ -443,16 +624,16 @@ impl Catalog for StoredCatalog {
         ctx: RequestContext,
         answer: tokio::sync::oneshot::Receiver<Result<Value, RpcError>>,
     ) -> Option<CallFuture> {
-        let tool = self.tools.iter().find(|t| t.name == name)?.clone();
+        let tool = self.tools.iter().find(|t| t.def.name == name)?.clone();
         let runtime = self.runtime.clone();
-        let journal = PendingCall::new(&runtime, &tool.name, &ctx)?;
+        let journal = PendingCall::new(&runtime, &tool.def.name, &ctx)?;
         Some(Box::pin(async move {
             let recorded = journal
                 .store
                 .pending_input(&journal.tenant, &journal.session, &journal.request_id)
                 .await;
             let pending = match recorded {
-                Ok(Some(p)) if p.tool == tool.name => p,
+                Ok(Some(p)) if p.tool == tool.def.name => p,
                 other => {
                     if let Err(e) = other {
                         tracing::warn!(error = %e, "could not read a recorded webhook call");
@@ -460,7 +641,7 @@ impl Catalog for StoredCatalog {
                     return Ok(crate::protocol::mcp::tool_error(format!(
                         "The `{}` tool was interrupted by a server failover before it could go on; \
                          call it again",
-                        tool.name
+                        tool.def.name
                     )));
                 }
             };
@@ -474,9 +655,9 @@ impl Catalog for StoredCatalog {
                 state: pending.state,
                 input: webhook::input_for(outcome),
             };
-            tracing::info!(tenant = %runtime.tenant, tool = %tool.name, round = from.round,
+            tracing::info!(tenant = %runtime.tenant, tool = %tool.def.name, round = from.round,
                 "webhook call goes on from its recorded round after a failover");
-            let call = match webhook_call(&runtime, &tool, arguments, &ctx) {
+            let (target, call) = match webhook_call(&runtime, &tool, arguments, &ctx) {
                 Ok(call) => call,
                 Err(refused) => return Ok(refused),
             };
@@ -484,7 +665,7 @@ impl Catalog for StoredCatalog {
             let ctx = runtime.with_elicitations(ctx);
             webhook::invoke_with(
                 &runtime.client,
-                &tool.webhook,
+                target,
                 call,
                 ctx,
                 Some(journal),

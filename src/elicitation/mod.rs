@@ -16,6 +16,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
+use crate::auth::seal::purpose::elicitation_secret as purpose;
 use crate::auth::{AuthService, SealError};
 use crate::store::{
     now_millis, ElicitationRecord, ElicitationStatus, ElicitationStore, LoginMethod, SqlStore,
@@ -122,11 +123,6 @@ impl std::fmt::Debug for Elicitations {
             .field("base_url", &self.base_url)
             .finish_non_exhaustive()
     }
-}
-
-/// The sealing purpose of one elicitation's secret.
-fn purpose(tenant: &str, id: &str) -> String {
-    format!("elicitation-secret:{tenant}:{id}")
 }
 
 pub fn valid_name(name: &str) -> bool {

@@ -27,6 +27,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::{complete, error, stamp_server_info, Answer, Env, Notes, Served};
 use crate::auth::hash_secret;
+use crate::auth::seal::purpose::{request_state as purpose, round_state};
 use crate::protocol::mcp::LogLevel;
 use crate::protocol::modern::RequestMeta;
 use crate::protocol::{jsonrpc, RequestId, RpcError};
@@ -89,10 +90,6 @@ fn concat(parts: &[&str]) -> Arc<str> {
 /// The call's stable identity `{tenant}/mrtr:{round}/{origin request id}`.
 fn call_key(tenant: &str, round_id: &str, origin: &RequestId) -> Arc<str> {
     concat(&[tenant, "/mrtr:", round_id, "/", &origin.to_string()])
-}
-
-fn purpose(tenant: &str) -> String {
-    format!("mrtr-request-state:{tenant}")
 }
 
 fn invalid_state(why: &str) -> RpcError {
@@ -353,7 +350,7 @@ impl Call {
         let record = RoundRecord {
             id: round_id.to_string(),
             round: number,
-            state: sealer.seal(&format!("{}:{round_id}", purpose(tenant)), &sealed_round),
+            state: sealer.seal(&round_state(tenant, round_id), &sealed_round),
             expires_at: expires,
         };
         self.env
@@ -409,7 +406,7 @@ impl Call {
             _ => return Err(invalid_state("was already used or has expired")),
         };
         let round: Round = sealer
-            .open(&format!("{}:{}", purpose(tenant), token.id), &record.state)
+            .open(&round_state(tenant, &token.id), &record.state)
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .ok_or_else(|| RpcError::internal("this request's recorded round is unreadable"))?;

@@ -700,7 +700,11 @@ async fn redeem_upstream(
     if let Some(sealed) = &upstream.client_secret_sealed {
         let secret = auth
             .sealer
-            .open(&format!("oidc-client-secret:{}", t.handle.slug), sealed)
+            .open(
+                &crate::auth::seal::purpose::oidc_client_secret(&t.handle.slug),
+                sealed,
+            )
+            .map(secrecy::zeroize::Zeroizing::new)
             .map_err(|e| e.to_string())?;
         form.push((
             "client_secret",

@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::{TenantHandle, TenantPolicy, TenantRegistry};
+use crate::auth::Sealer;
 use crate::catalog::stored::{StoredCatalog, WebhookRuntime};
 use crate::catalog::{Catalog, CatalogHandle, TenantCatalog};
 use crate::protocol::jsonrpc;
@@ -89,9 +90,13 @@ pub struct TenantDirectory {
     unknown: Arc<Mutex<HashMap<String, Instant>>>,
     /// Where tools ask users for secrets (URL-mode elicitation).
     elicitations: Option<Arc<crate::elicitation::Elicitations>>,
+    /// Opens the webhook tools' signing secrets when a catalog is built.
+    pub sealer: Arc<Sealer>,
 }
 
 impl TenantDirectory {
+    /// Called once, at start-up, with what every tenant's live parts share.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: SqlStore,
         registry: TenantRegistry,
@@ -100,6 +105,7 @@ impl TenantDirectory {
         defaults: SessionLimits,
         http: reqwest::Client,
         allow_private_webhooks: bool,
+        sealer: Arc<Sealer>,
     ) -> Self {
         TenantDirectory {
             store,
@@ -111,6 +117,7 @@ impl TenantDirectory {
             allow_private_webhooks,
             unknown: Arc::new(Mutex::new(HashMap::new())),
             elicitations: None,
+            sealer,
         }
     }
 
@@ -200,7 +207,11 @@ impl TenantDirectory {
             store: Some(self.store.clone()),
             elicitations: self.elicitations.as_ref().map(|e| e.for_tenant(slug)),
         };
-        catalogs.push(Arc::new(StoredCatalog::new(runtime, &entries)));
+        catalogs.push(Arc::new(StoredCatalog::new(
+            runtime,
+            &self.sealer,
+            &entries,
+        )));
         Ok(TenantCatalog::new(catalogs))
     }
 

@@ -127,7 +127,8 @@ use std::time::{Duration, Instant};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
-use serde::{Deserialize, Serialize};
+use secrecy::zeroize::Zeroizing;
+use secrecy::{ExposeSecret, SecretString};
 use serde_json::{json, Map, Value};
 use sha2::Sha256;
 
@@ -158,15 +159,15 @@ const ERROR_BODY_BYTES: usize = 8 * 1024;
 /// Schema validation errors quoted in an error message.
 const SCHEMA_ERRORS_SHOWN: usize = 3;
 
-/// Where a webhook tool's calls go.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// Where a webhook tool's calls go (the secret opened: it is stored sealed, see
+/// `catalog::stored`). `Debug` shows no secret.
+#[derive(Debug, Clone)]
 pub struct WebhookTarget {
     /// `https://…` (or `http://` to a loopback host in development, see [`validate_url`]).
     pub url: String,
     /// `whsec_` + base64 of the HMAC key (see [`new_secret`]).
-    pub secret: String,
+    pub secret: SecretString,
     /// Per-round timeout; [`DEFAULT_TIMEOUT_MS`] when unset, at most [`MAX_TIMEOUT_MS`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
 }
 
@@ -413,7 +414,7 @@ async fn post(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
-    let signature = sign(&target.secret, msg_id, timestamp, &body)
+    let signature = sign(target.secret.expose_secret(), msg_id, timestamp, &body)
         .map_err(|e| format!("its signing secret is unusable ({e}); the tenant must rotate it"))?;
     tracing::debug!(%host, %msg_id, bytes = body.len(), "calling webhook endpoint");
 
@@ -765,8 +766,7 @@ async fn ask_secret(
         name,
         message,
     };
-    let accepted = |secret: &secrecy::SecretString| {
-        use secrecy::ExposeSecret;
+    let accepted = |secret: &SecretString| {
         Ok(Ok(
             json!({ "action": "accept", "name": name, "secret": secret.expose_secret() }),
         ))
@@ -862,9 +862,9 @@ fn excerpt(bytes: &[u8], truncated: bool) -> String {
 }
 
 /// A new signing secret: `whsec_` + base64 of 32 random bytes.
-pub fn new_secret() -> String {
-    let key: [u8; 32] = rand::random();
-    format!("{SECRET_PREFIX}{}", BASE64.encode(key))
+pub fn new_secret() -> SecretString {
+    let key = Zeroizing::new(rand::random::<[u8; 32]>());
+    SecretString::from(format!("{SECRET_PREFIX}{}", BASE64.encode(*key)))
 }
 
 /// The Standard Webhooks signature header value, `v1,<base64 HMAC-SHA256>` over
@@ -872,9 +872,9 @@ pub fn new_secret() -> String {
 /// prefix; a secret without the prefix is taken as plain base64).
 pub fn sign(secret: &str, msg_id: &str, timestamp: i64, body: &[u8]) -> Result<String, String> {
     let encoded = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
-    let key = BASE64.decode(encoded).map_err(|e| {
+    let key = Zeroizing::new(BASE64.decode(encoded).map_err(|e| {
         format!("the webhook secret is not valid base64 after {SECRET_PREFIX}: {e}")
-    })?;
+    })?);
     if key.is_empty() {
         return Err("the webhook secret is empty".to_string());
     }

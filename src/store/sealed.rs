@@ -1,0 +1,89 @@
+//! `SealedValueStore` over the same `Any` pool: every column that holds a sealed value (or a JSON
+//! document holding one), read in key order in batches and replaced only if unchanged
+//! (compare-and-set), so that re-sealing under a new key never loses a concurrent write.
+
+use sqlx::Row;
+
+use super::{SealedColumn, SealedRow, SealedValueStore, SqlStore, StoreError};
+
+/// (select in key order after `($1, $2)`, limit `$3`; compare-and-set `$3` → `$4` at `($1, $2)`).
+fn sql(column: SealedColumn) -> (&'static str, &'static str) {
+    match column {
+        SealedColumn::SigningKeys => (
+            "SELECT tenant, kid AS id, private_key AS text FROM oauth_signing_keys \
+             WHERE (tenant, kid) > ($1, $2) ORDER BY tenant, kid LIMIT $3",
+            "UPDATE oauth_signing_keys SET private_key = $4 \
+             WHERE tenant = $1 AND kid = $2 AND private_key = $3",
+        ),
+        SealedColumn::OidcClientSecrets => (
+            // One row per tenant: its id is always empty.
+            "SELECT slug AS tenant, '' AS id, auth AS text FROM tenants \
+             WHERE (slug, '') > ($1, $2) AND auth LIKE '%client_secret_sealed%' \
+             ORDER BY slug LIMIT $3",
+            "UPDATE tenants SET auth = $4 WHERE slug = $1 AND $2 = '' AND auth = $3",
+        ),
+        SealedColumn::WebhookSecrets => (
+            "SELECT tenant, name AS id, body AS text FROM catalog_entries \
+             WHERE kind = 'tool' AND (tenant, name) > ($1, $2) ORDER BY tenant, name LIMIT $3",
+            "UPDATE catalog_entries SET body = $4 \
+             WHERE tenant = $1 AND kind = 'tool' AND name = $2 AND body = $3",
+        ),
+        SealedColumn::ElicitationSecrets => (
+            "SELECT tenant, id, secret_sealed AS text FROM elicitations \
+             WHERE secret_sealed IS NOT NULL AND (tenant, id) > ($1, $2) \
+             ORDER BY tenant, id LIMIT $3",
+            "UPDATE elicitations SET secret_sealed = $4 \
+             WHERE tenant = $1 AND id = $2 AND secret_sealed = $3",
+        ),
+        SealedColumn::RoundStates => (
+            "SELECT tenant, id, state AS text FROM mrtr_rounds \
+             WHERE (tenant, id) > ($1, $2) ORDER BY tenant, id LIMIT $3",
+            "UPDATE mrtr_rounds SET state = $4 WHERE tenant = $1 AND id = $2 AND state = $3",
+        ),
+    }
+}
+
+impl SealedValueStore for SqlStore {
+    #[tracing::instrument(level = "debug", name = "db", skip(self, after), fields(otel.name = "db sealed_rows", otel.kind = "client", db.operation.name = "sealed_rows"))]
+    async fn sealed_rows(
+        &self,
+        column: SealedColumn,
+        after: Option<(&str, &str)>,
+        limit: u32,
+    ) -> Result<Vec<SealedRow>, StoreError> {
+        // Every row sorts after ("", ""): tenants have non-empty slugs.
+        let (tenant, id) = after.unwrap_or(("", ""));
+        let rows = sqlx::query(sql(column).0)
+            .bind(tenant)
+            .bind(id)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(SealedRow {
+                    tenant: r.try_get("tenant")?,
+                    id: r.try_get("id")?,
+                    text: r.try_get("text")?,
+                })
+            })
+            .collect()
+    }
+
+    #[tracing::instrument(level = "debug", name = "db", skip(self, row, text), fields(otel.name = "db replace_sealed", otel.kind = "client", db.operation.name = "replace_sealed", tenant = %row.tenant))]
+    async fn replace_sealed(
+        &self,
+        column: SealedColumn,
+        row: &SealedRow,
+        text: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(sql(column).1)
+            .bind(&row.tenant)
+            .bind(&row.id)
+            .bind(&row.text)
+            .bind(text)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
