@@ -18,7 +18,9 @@ async fn mcp(body: web::Bytes) -> HttpResponse {
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(_) => {
-            return json_rpc(json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}))
+            return json_rpc(
+                json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}),
+            )
         }
     };
     let Some(id) = request.get("id").cloned() else {
@@ -51,7 +53,9 @@ async fn mcp(body: web::Bytes) -> HttpResponse {
             }
             response
         }
-        _ => json_rpc(json!({"jsonrpc":"2.0","id":id,"error":{"code":-32601,"message":"method not found"}})),
+        _ => json_rpc(
+            json!({"jsonrpc":"2.0","id":id,"error":{"code":-32601,"message":"method not found"}}),
+        ),
     }
 }
 

@@ -5,6 +5,7 @@
 //! Usage: `rmcp-echo [PORT]` (0, the default, lets the kernel pick). `ECHO_THREADS` (1) tokio
 //! worker threads; 1 runs a current-thread runtime, like one actix worker.
 
+use axum::serve::ListenerExt;
 use rmcp::{
     handler::server::{router::tool::ToolRouter, wrapper::Parameters},
     model::{ServerCapabilities, ServerConfig},
@@ -81,6 +82,11 @@ async fn serve(port: u16) -> std::io::Result<()> {
         "rmcp-echo: serving MCP at http://{}/mcp",
         listener.local_addr()?
     );
+    // TCP_NODELAY as actix-web and mcp-harbor set it: without it the SSE answers (several
+    // writes) stall on Nagle + delayed ACK, about 40 ms per request.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
