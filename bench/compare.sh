@@ -121,6 +121,8 @@ for round in $(seq 1 "$rounds"); do
             --connections 16 --bearer-token-env BENCH_ACCESS_TOKEN
         phase_run "$name-inits" "$round" 's/^inits: .* ([0-9.]+) inits\/s, .*errors 0$/\1/p' \
             --phase inits --duration "$duration" --connections 16
+        value=$(sed -nE 's/^inits cpu: server ([0-9.]+) us\/init.*/\1/p' "$log_dir/$name-inits-$round.out")
+        [[ -n $value ]] && echo "$name-initcpu $value" >>"$results"
         stop_server
         [[ $name == echo ]] && continue # no sessions, no GET streams
         start "$name" "$round-memory" || {
@@ -197,6 +199,7 @@ for kind in "c1:1 conn" "c16:16 conns" "modern:2026-07-28, 16 conns"; do
     line "server CPU us/req ($label)" "$suffix" 5
 done
 line "session inits/s (16 conns)" inits 2
+line "server CPU us/init (16 conns)" initcpu 2
 line "bytes per idle session" idle 2
 line "bytes per session + open GET stream" streams 2
 oauth_cpu=$(med harbor-oauth 5)
@@ -230,6 +233,7 @@ target "CPU/tools/call 2026-07-28: harbor / bare echo" "$(ratio "$(med harbor-mo
 target "CPU/tools/call 2026-07-28: harbor / rmcp" "$(ratio "$(med harbor-modern 5)" "$(med rmcp-modern 5)")" '<=' 0.3
 target "CPU/tools/call OAuth tenant (JWT per request) / bare echo" "$(ratio "$oauth_cpu" "$(med echo-c16 5)")" '<=' 1.25
 target "session inits/s: harbor / rmcp" "$(ratio "$(med harbor-inits)" "$(med rmcp-inits)")" '>=' 4
+target "(info) server CPU per init: harbor / rmcp, inverse of >= 4x" "$(ratio "$(med harbor-initcpu)" "$(med rmcp-initcpu)")" '<=' 0.25
 target "bytes per idle session (harbor)" "$(med harbor-idle)" '<=' 4096 " B"
 target "bytes per session holding a GET stream (harbor)" "$(med harbor-streams)" '<=' 8192 " B"
 target "CPU/tools/call Redis event log / in-process" "$redis_cpu_ratio" '<=' 1.3

@@ -407,10 +407,17 @@ async fn call_loop(
 /// Opens sessions as fast as possible for duration/2 seconds (at most `--max-inits`). Returns
 /// false on errors.
 async fn inits_phase(args: &Args, target: &Arc<Target>, conns: usize) -> bool {
+    let cpu_before = args.server_pid.map(read_cpu_ticks);
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(args.duration / 2.0);
     let (_, stats) = open_sessions(target, args.max_inits as usize, conns, deadline, false).await;
     let elapsed = start.elapsed().as_secs_f64();
+    let cpu = match (cpu_before, args.server_pid) {
+        (Some(Ok(before)), Some(pid)) => read_cpu_ticks(pid)
+            .ok()
+            .map(|after| after.saturating_sub(before)),
+        _ => None,
+    };
     println!(
         "inits: {conns} connections, {:.1} s, {} inits, {:.0} inits/s, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, errors {}",
         elapsed,
@@ -422,6 +429,14 @@ async fn inits_phase(args: &Args, target: &Arc<Target>, conns: usize) -> bool {
         stats.errors
     );
     report_first_error("inits", &stats);
+    if let (Some(ticks), true) = (cpu, stats.ok > 0) {
+        let seconds = ticks as f64 / clock_ticks_per_second();
+        println!(
+            "inits cpu: server {:.1} us/init, {:.0}% of a core",
+            seconds * 1e6 / stats.ok as f64,
+            seconds * 100.0 / elapsed
+        );
+    }
     stats.errors == 0
 }
 
