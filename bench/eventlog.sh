@@ -43,12 +43,6 @@ results=$log_dir/results
 : >"$results"
 status=0
 
-busy_note() {
-    local busy
-    busy=$(ps -eo pid=,comm= | awk '$2 ~ /^(cargo|rustc|cc|ld|rust-lld|clippy-driver)$/ { printf "%s%s", sep, $1; sep = "," }')
-    echo "load: $(uptime | sed 's/.*load average/load average/')${busy:+; compilers running (pids $busy): figures are unreliable}"
-}
-
 record() { echo "$1 $2 $3 $4" >>"$results"; }
 
 redis_used_memory() {
@@ -73,6 +67,8 @@ run_phase() {
         figures=$(sed -nE 's/^calls: .* ([0-9.]+) req\/s, p50 ([0-9.]+) ms, p99 ([0-9.]+) ms, .*errors 0$/\1 \2 \3/p' "$out")
         [[ -n $figures ]] && set -- $figures && record "$backend" "$round" calls_rps "$1" &&
             record "$backend" "$round" calls_p50 "$2" && record "$backend" "$round" calls_p99 "$3"
+        figures=$(sed -nE 's/^calls cpu: server ([0-9.]+) us\/req.*/\1/p' "$out")
+        [[ -n $figures ]] && record "$backend" "$round" calls_cpu "$figures"
         ;;
     replay | resume)
         figures=$(sed -nE "s/^$phase: .*runs, p50 ([0-9.]+) ms, p99 ([0-9.]+) ms, max ([0-9.]+) ms, errors 0\$/\\1 \\2 \\3/p" "$out")
@@ -143,6 +139,7 @@ row() {
 row "tools/call throughput (req/s)" calls_rps
 row "tools/call p50 (ms)" calls_p50
 row "tools/call p99 (ms)" calls_p99
+row "tools/call server CPU (us/req)" calls_cpu
 row "replay 1000 events p50 (ms)" replay_p50
 row "replay 1000 events p99 (ms)" replay_p99
 row "resume, first event p50 (ms)" resume_p50
@@ -162,6 +159,8 @@ echo
 echo "== targets"
 calls_ratio=$(ratio "$(median redis calls_rps)" "$(median memory calls_rps)")
 echo "Redis costs <= 30% of tools/call throughput (redis/memory >= 0.70): $calls_ratio -> $(verdict "$calls_ratio" '>=' 0.70)"
+cpu_ratio=$(ratio "$(median redis calls_cpu)" "$(median memory calls_cpu)")
+echo "Redis costs <= 30% more server CPU per tools/call (redis/memory <= 1.30): $cpu_ratio -> $(verdict "$cpu_ratio" '<=' 1.30)"
 replay_redis=$(median redis replay_p50)
 echo "1000-event replay p50 <= 20 ms (Redis backend): $replay_redis ms -> $(verdict "$replay_redis" '<=' 20)"
 for backend in memory redis; do

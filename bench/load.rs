@@ -7,6 +7,7 @@
 //!   with `--modern`, stateless 2026-07-28 requests instead (no session, `_meta` and headers);
 //! * `inits`: session opening (`initialize` + `notifications/initialized`) as fast as possible;
 //! * `idle`:  the server's resident memory per idle session (needs `--server-pid`);
+//! * `streams`: the same per session holding its standalone `GET` SSE stream open;
 //! * `replay`: resuming (`GET` + `Last-Event-ID`) a finished 1000-event SSE stream in full;
 //! * `resume`: the latency to the first replayed event of a short resumption;
 //! * `soak`: a mixed load held for a long time while the server's memory, descriptors and
@@ -43,6 +44,8 @@ const STREAM_TIMEOUT: Duration = Duration::from_secs(30);
 const STREAM_PHASE_LIMIT: Duration = Duration::from_secs(300);
 /// Largest session count any phase creates.
 const MAX_SESSIONS: u64 = 100_000;
+/// Largest count of GET streams the `streams` phase holds open (one connection each).
+const MAX_STREAMS: u64 = 10_000;
 /// Largest response accepted (headers + body).
 const MAX_RESPONSE: usize = 16 * 1024 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -85,6 +88,14 @@ struct Args {
     /// Idle sessions the `idle` phase opens to measure memory per session.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=MAX_SESSIONS))]
     idle_sessions: u64,
+    /// More processes whose CPU time the `calls` phase adds to the server's (the other replicas
+    /// of a cluster), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    cpu_pids: Vec<u32>,
+    /// Sessions the `streams` phase opens, each holding its standalone GET stream (and one
+    /// connection) open.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=MAX_STREAMS))]
+    stream_sessions: u64,
     /// The server's process id, to read its resident memory (VmRSS in /proc/PID/status).
     #[arg(long)]
     server_pid: Option<u32>,
@@ -124,6 +135,8 @@ enum Phase {
     Calls,
     Inits,
     Idle,
+    /// Memory per session holding an open standalone GET stream (needs --server-pid).
+    Streams,
     Replay,
     Resume,
     /// A mixed load for `--duration` seconds, sampling the server (see bench/soak.rs).
@@ -205,6 +218,12 @@ async fn run(args: Args, target: Arc<Target>) -> Result<(), String> {
         (Phase::All, None) => println!("idle: skipped (needs --server-pid)"),
         _ => {}
     }
+    if args.phase == Phase::Streams {
+        let pid = args
+            .server_pid
+            .ok_or("the streams phase needs --server-pid")?;
+        failed |= !streams_phase(&args, &target, conns, pid).await?;
+    }
     if args.phase == Phase::Replay {
         failed |= !replay_phase(&args, &target).await?;
     }
@@ -251,12 +270,20 @@ async fn calls_phase(args: &Args, target: &Arc<Target>, conns: usize) -> Result<
     let deadline = measure_from + Duration::from_secs_f64(args.duration);
     // The server's CPU time over the measured window (user + system, from /proc/PID/stat).
     let cpu = args.server_pid.map(|pid| {
+        let pids: Vec<u32> = std::iter::once(pid)
+            .chain(args.cpu_pids.iter().copied())
+            .collect();
+        let ticks = move || {
+            pids.iter()
+                .map(|&p| read_cpu_ticks(p))
+                .sum::<Result<u64, String>>()
+        };
         tokio::spawn(async move {
             tokio::time::sleep_until(measure_from.into()).await;
-            let before = read_cpu_ticks(pid)?;
+            let before = ticks()?;
             let from = Instant::now();
             tokio::time::sleep_until(deadline.into()).await;
-            let after = read_cpu_ticks(pid)?;
+            let after = ticks()?;
             Ok::<_, String>((after.saturating_sub(before), from.elapsed()))
         })
     });
@@ -380,10 +407,17 @@ async fn call_loop(
 /// Opens sessions as fast as possible for duration/2 seconds (at most `--max-inits`). Returns
 /// false on errors.
 async fn inits_phase(args: &Args, target: &Arc<Target>, conns: usize) -> bool {
+    let cpu_before = args.server_pid.map(read_cpu_ticks);
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(args.duration / 2.0);
     let (_, stats) = open_sessions(target, args.max_inits as usize, conns, deadline, false).await;
     let elapsed = start.elapsed().as_secs_f64();
+    let cpu = match (cpu_before, args.server_pid) {
+        (Some(Ok(before)), Some(pid)) => read_cpu_ticks(pid)
+            .ok()
+            .map(|after| after.saturating_sub(before)),
+        _ => None,
+    };
     println!(
         "inits: {conns} connections, {:.1} s, {} inits, {:.0} inits/s, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, errors {}",
         elapsed,
@@ -395,6 +429,14 @@ async fn inits_phase(args: &Args, target: &Arc<Target>, conns: usize) -> bool {
         stats.errors
     );
     report_first_error("inits", &stats);
+    if let (Some(ticks), true) = (cpu, stats.ok > 0) {
+        let seconds = ticks as f64 / clock_ticks_per_second();
+        println!(
+            "inits cpu: server {:.1} us/init, {:.0}% of a core",
+            seconds * 1e6 / stats.ok as f64,
+            seconds * 100.0 / elapsed
+        );
+    }
     stats.errors == 0
 }
 
@@ -417,23 +459,157 @@ async fn idle_phase(
     drop(sessions);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = read_rss(pid)?;
+    let opened = format!("idle: {created} sessions");
+    Ok(report_rss_per(
+        &opened,
+        "per idle session",
+        created,
+        took,
+        before,
+        after,
+        &stats,
+    ))
+}
+
+/// Prints a memory phase's line (`opened`, then the RSS before and after and the growth per
+/// `count`, `per`) and its first error; returns false on errors.
+fn report_rss_per(
+    opened: &str,
+    per: &str,
+    count: u64,
+    took: f64,
+    before: u64,
+    after: u64,
+    stats: &Stats,
+) -> bool {
     let delta = after as i64 - before as i64;
-    let per_session = if created > 0 {
-        delta as f64 / created as f64
+    let per_item = if count > 0 {
+        delta as f64 / count as f64
     } else {
         0.0
     };
     println!(
-        "idle: {created} sessions (in {took:.1} s), RSS {:.1} MiB -> {:.1} MiB ({:+.1} MiB), {:.0} bytes ({:.2} KiB) per idle session, errors {}",
+        "{opened} (in {took:.1} s), RSS {:.1} MiB -> {:.1} MiB ({:+.1} MiB), {:.0} bytes ({:.2} KiB) {per}, errors {}",
         mib(before as f64),
         mib(after as f64),
         mib(delta as f64),
-        per_session,
-        per_session / 1024.0,
+        per_item,
+        per_item / 1024.0,
         stats.errors
     );
-    report_first_error("idle", &stats);
-    Ok(stats.errors == 0)
+    let phase = opened.split(':').next().unwrap_or(opened);
+    report_first_error(phase, stats);
+    stats.errors == 0
+}
+
+/// Reads the server's RSS, opens `--stream-sessions` sessions, each with its standalone `GET`
+/// SSE stream held open on a connection of its own, reads the RSS again. Returns false on errors.
+async fn streams_phase(
+    args: &Args,
+    target: &Arc<Target>,
+    conns: usize,
+    pid: u32,
+) -> Result<bool, String> {
+    let wanted = args.stream_sessions as usize;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = read_rss(pid)?;
+    let start = Instant::now();
+    let deadline = start + SETUP_LIMIT;
+    let (sessions, mut stats) = open_sessions(target, wanted, conns, deadline, true).await;
+    let sessions = Arc::new(sessions);
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::with_capacity(conns);
+    for _ in 0..conns.min(wanted) {
+        let target = Arc::clone(target);
+        let sessions = Arc::clone(&sessions);
+        let next = Arc::clone(&next);
+        tasks.push(tokio::spawn(async move {
+            let mut held = Vec::new();
+            let mut stats = Stats::new();
+            while Instant::now() < deadline {
+                let Some(session) = sessions.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                    break;
+                };
+                match tokio::time::timeout(GRACE, open_stream(&target, session)).await {
+                    Ok(Ok(stream)) => held.push(stream),
+                    Ok(Err(e)) => stats.error(e),
+                    Err(_) => stats.error("GET stream: no response head in time".into()),
+                }
+            }
+            (held, stats)
+        }));
+    }
+    let mut held = Vec::with_capacity(sessions.len());
+    for task in tasks {
+        match task.await {
+            Ok((streams, s)) => {
+                held.extend(streams);
+                stats.merge(s);
+            }
+            Err(e) => stats.error(format!("a connection task failed: {e}")),
+        }
+    }
+    let took = start.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = read_rss(pid)?;
+    let opened = format!("streams: {} sessions with an open GET stream", held.len());
+    let ok = report_rss_per(
+        &opened,
+        "per session holding a stream",
+        held.len() as u64,
+        took,
+        before,
+        after,
+        &stats,
+    );
+    drop(held);
+    Ok(ok)
+}
+
+/// Opens the standalone `GET` SSE stream of `session` on a new connection and returns the
+/// connection once the response head (200, `text/event-stream`) has arrived.
+async fn open_stream(target: &Target, session: &str) -> Result<TcpStream, String> {
+    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(target.addr))
+        .await
+        .map_err(|_| "GET stream: connect timed out".to_string())?
+        .map_err(|e| format!("GET stream: connect: {e}"))?;
+    stream
+        .set_nodelay(true)
+        .map_err(|e| format!("GET stream: {e}"))?;
+    let mut request = target.get_head.clone();
+    let _ = write!(
+        request,
+        "mcp-session-id: {session}\r\nmcp-protocol-version: {PROTOCOL_VERSION}\r\n\r\n"
+    );
+    stream
+        .write_all(&request)
+        .await
+        .map_err(|e| format!("GET stream: {e}"))?;
+    let mut buf = Vec::with_capacity(1024);
+    let head_end = loop {
+        if let Some(p) = find(&buf, b"\r\n\r\n") {
+            break p + 4;
+        }
+        if buf.len() > 16 * 1024 {
+            return Err("GET stream: response head too large".into());
+        }
+        fill(&mut stream, &mut buf)
+            .await
+            .map_err(|e| format!("GET stream: {e}"))?;
+    };
+    let head = parse_head(&buf[..head_end]).map_err(|e| format!("GET stream: {e}"))?;
+    let event_stream = buf[..head_end]
+        .to_ascii_lowercase()
+        .windows(b"text/event-stream".len())
+        .any(|w| w == b"text/event-stream");
+    if head.status != 200 || !event_stream {
+        return Err(format!(
+            "GET stream: HTTP {} (expected 200 text/event-stream): {}",
+            head.status,
+            String::from_utf8_lossy(&buf[..buf.len().min(300)])
+        ));
+    }
+    Ok(stream)
 }
 
 /// Resumes a finished call's 1000-event stream from its priming event, `--runs` times, timing
@@ -842,12 +1018,13 @@ async fn check_echo(target: &Arc<Target>, session: &str) -> Result<(), String> {
         .await
         .map_err(|_| "calls: the first tools/call was not answered".to_string())?
         .map_err(|e| format!("calls: first tools/call: {e}"))?;
-    let body: serde_json::Value = serde_json::from_slice(conn.body()).map_err(|e| {
-        format!(
-            "calls: first tools/call answered HTTP {status} with non-JSON ({e}): {}",
-            conn.body_snippet()
-        )
-    })?;
+    let body: serde_json::Value =
+        serde_json::from_slice(&answer_json(conn.body())).map_err(|e| {
+            format!(
+                "calls: first tools/call answered HTTP {status} with non-JSON ({e}): {}",
+                conn.body_snippet()
+            )
+        })?;
     let text = body
         .pointer("/result/content/0/text")
         .and_then(|t| t.as_str());
@@ -858,6 +1035,20 @@ async fn check_echo(target: &Arc<Target>, session: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A JSON-RPC answer body as JSON: the body itself, or the last JSON `data:` of an SSE body
+/// (servers may stream even a single answer, with a priming event first).
+fn answer_json(body: &[u8]) -> Vec<u8> {
+    match body.first() {
+        Some(b'{') => body.to_vec(),
+        _ => parse_sse(body)
+            .into_iter()
+            .rev()
+            .find(|e| e.data.starts_with('{'))
+            .map(|e| e.data.into_bytes())
+            .unwrap_or_default(),
+    }
 }
 
 async fn join_stats(tasks: Vec<tokio::task::JoinHandle<Stats>>) -> Stats {
@@ -1822,6 +2013,14 @@ mod tests {
             b"event: message\nid: 3-2\ndata: {}\n\n",
             &mut 0
         ));
+    }
+
+    #[test]
+    fn answers_in_json_or_sse() {
+        assert_eq!(answer_json(br#"{"id":1}"#), br#"{"id":1}"#);
+        let sse = b"data: \nid: 0\nretry: 3000\n\ndata: {\"id\":2}\nid: 1/0\n\n";
+        assert_eq!(answer_json(sse), br#"{"id":2}"#);
+        assert!(answer_json(b"data: \n\n").is_empty());
     }
 
     #[test]

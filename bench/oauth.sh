@@ -23,25 +23,9 @@ fi
 # shellcheck source=bench/server.sh
 source bench/server.sh
 
-admin_token="bench-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
-export MCP_HARBOR__ADMIN__TOKEN=$admin_token MCP_HARBOR__AUTH__ACCESS_TOKEN_TTL_SECS=3600
+oauth_env
 start_server oauth memory
-base=${url%/t/demo/mcp}
-
-admin() { # METHOD PATH [BODY]
-    curl -fsS -X "$1" -H "Authorization: Bearer $admin_token" -H 'Content-Type: application/json' \
-        "$base/admin/v1$2" ${3:+-d "$3"}
-}
-admin POST /tenants '{"slug":"open","catalogs":["reference","demo"],"auth":{"mode":"none"}}' >/dev/null
-admin POST /tenants '{"slug":"locked","catalogs":["reference","demo"],"auth":{"mode":"oauth"}}' >/dev/null
-client=$(admin POST /tenants/locked/oauth-clients \
-    '{"client_name":"bench","grant_types":["client_credentials"],"token_endpoint_auth_method":"client_secret_post"}')
-client_id=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["client_id"])' <<<"$client")
-client_secret=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["client_secret"])' <<<"$client")
-BENCH_ACCESS_TOKEN=$(curl -fsS "$base/t/locked/oauth/token" -d grant_type=client_credentials \
-    --data-urlencode "client_id=$client_id" --data-urlencode "client_secret=$client_secret" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
-export BENCH_ACCESS_TOKEN
+oauth_tenants
 
 echo "== oauth: $rounds rounds x (open, protected), ${duration}s of tools/call each, one server (pid $server_pid)"
 for round in $(seq 1 "$rounds"); do

@@ -52,6 +52,40 @@ compare() { # A B
         printf '%-22s %12s %12s %10s\n' "tools/call $name" "$a" "$b" "$(ratio "$b" "$a")"
     done
 }
+# The load average and any running compiler: figures measured during a build are unreliable.
+busy_note() {
+    local busy
+    busy=$(ps -eo pid=,comm= | awk '$2 ~ /^(cargo|rustc|cc|ld|rust-lld|clippy-driver)$/ { printf "%s%s", sep, $1; sep = "," }')
+    echo "load: $(uptime | sed 's/.*load average/load average/')${busy:+; compilers running (pids $busy): figures are unreliable}"
+}
+
+# An OAuth-protected tenant (bench/oauth.sh, bench/compare.sh). `oauth_env` before start_server
+# (an admin token, one-hour access tokens); `oauth_tenants` after it creates the tenants `open`
+# (no auth) and `locked` (OAuth, a client_credentials client), sets $base (the server's root URL)
+# and exports BENCH_ACCESS_TOKEN, an access token for `locked` (for --bearer-token-env).
+oauth_env() {
+    admin_token="bench-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+    export MCP_HARBOR__ADMIN__TOKEN=$admin_token MCP_HARBOR__AUTH__ACCESS_TOKEN_TTL_SECS=3600
+}
+admin() { # METHOD PATH [BODY]
+    curl -fsS -X "$1" -H "Authorization: Bearer $admin_token" -H 'Content-Type: application/json' \
+        "$base/admin/v1$2" ${3:+-d "$3"}
+}
+oauth_tenants() {
+    base=${url%/t/demo/mcp}
+    admin POST /tenants '{"slug":"open","catalogs":["reference","demo"],"auth":{"mode":"none"}}' >/dev/null
+    admin POST /tenants '{"slug":"locked","catalogs":["reference","demo"],"auth":{"mode":"oauth"}}' >/dev/null
+    local client client_id client_secret
+    client=$(admin POST /tenants/locked/oauth-clients \
+        '{"client_name":"bench","grant_types":["client_credentials"],"token_endpoint_auth_method":"client_secret_post"}')
+    client_id=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["client_id"])' <<<"$client")
+    client_secret=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["client_secret"])' <<<"$client")
+    BENCH_ACCESS_TOKEN=$(curl -fsS "$base/t/locked/oauth/token" -d grant_type=client_credentials \
+        --data-urlencode "client_id=$client_id" --data-urlencode "client_secret=$client_secret" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+    export BENCH_ACCESS_TOKEN
+}
+
 server_pid=""
 url=""
 # The key prefix of the running server's Redis state ("" with the in-process backend).

@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# mcp-harbor beside its peers, in one run: a minimal rmcp 3.x echo server
+# (bench/compare/rmcp-echo) and a bare actix-web JSON-RPC echo with no MCP behind it, the ceiling
+# (bench/compare/actix-echo). In each of ROUNDS rounds the three servers take turns (each pinned to
+# SERVER_CPU, the load generator on BENCH_CPU) under the same mcp-harbor-bench phases: tools/call
+# at 1 and 16 connections, stateless 2026-07-28 calls, session inits, then on a fresh server the
+# memory per idle session and per session holding an open GET stream; mcp-harbor also serves an
+# OAuth-protected tenant. Then the extras: bench/eventlog.sh (in-process vs Redis state,
+# 1000-event replay) and 3 replicas behind nginx (deploy/cluster.sh). Prints the medians, their
+# ratios and each target as met/missed, and writes it all with a machine description to
+# bench/results/<date>-compare.txt.
+#
+#   bench/compare.sh                              # about 10 minutes
+#   ROUNDS=1 DURATION=2 EXTRAS= bench/compare.sh  # a quick check, no extras
+#
+# Environment: ROUNDS (3), DURATION (5 measured seconds per tools/call run; inits run half of
+# it), IDLE_SESSIONS (5000), STREAM_SESSIONS (1000), RUNS (20 replays), EXTRAS ("eventlog
+# cluster"), OUT (bench/results/<UTC date>-compare.txt), NOTE (a line for the header, e.g. "busy
+# machine"), COMPARE_TARGET_DIR (~/.cache/mcp-harbor/compare-target, the peers' builds), and
+# those of bench/server.sh. Exits 1 when a request failed or a server did not start.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+rounds=${ROUNDS:-3}
+duration=${DURATION:-5}
+idle_sessions=${IDLE_SESSIONS:-5000}
+stream_sessions=${STREAM_SESSIONS:-1000}
+runs=${RUNS:-20}
+extras=${EXTRAS-eventlog cluster}
+out_file=${OUT:-bench/results/$(date -u +%F)-compare.txt}
+peer_target=${COMPARE_TARGET_DIR:-$HOME/.cache/mcp-harbor/compare-target}
+if ! [[ $rounds =~ ^[0-9]+$ ]] || ((rounds < 1 || rounds > 20)); then
+    echo "ROUNDS must be an integer from 1 to 20" >&2
+    exit 2
+fi
+for extra in $extras; do
+    [[ $extra == eventlog || $extra == cluster ]] || {
+        echo "EXTRAS may only name eventlog and cluster" >&2
+        exit 2
+    }
+done
+
+echo "building mcp-harbor (release) and the peers (into $peer_target)..." >&2
+cargo build --release --bins --quiet
+for peer in rmcp-echo actix-echo; do
+    (cd "bench/compare/$peer" && CARGO_TARGET_DIR=$peer_target cargo build --release --locked --quiet)
+done
+
+# shellcheck source=bench/server.sh
+source bench/server.sh
+
+mkdir -p "$(dirname "$out_file")"
+exec 3>&1 4>&2
+exec > >(tee "$log_dir/report.txt") 2>&1
+tee_pid=$!
+
+echo "# bench/compare.sh, $(date -u '+%F %T') UTC${NOTE:+ -- $NOTE}"
+echo "machine: $(lscpu | sed -nE 's/^Model name: +//p' | head -n 1), $(nproc) cores, $(free -g | awk '/^Mem:/ { print $2 }') GiB RAM"
+echo "kernel:  $(uname -srm)"
+echo "rustc:   $(rustc -V)"
+echo "commit:  $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench Cargo.toml Cargo.lock || echo ' (with uncommitted changes)')"
+echo "peers:   rmcp $(sed -nE 's/^rmcp = \{ version = "=([0-9.]+)".*/\1/p' bench/compare/rmcp-echo/Cargo.toml) (stateful sessions, axum, one-thread runtime), actix-web $(awk '/^name = "actix-web"$/ { getline; print $3 }' bench/compare/actix-echo/Cargo.lock | tr -d '"') bare echo (one worker)"
+echo "setup:   server on CPU ${SERVER_CPU:-0}, load on CPU ${BENCH_CPU:-1} (${pin_server[*]:-not pinned}); $rounds rounds x ${duration}s per run; $idle_sessions idle sessions, $stream_sessions sessions with a GET stream"
+busy_note
+
+# start NAME TAG: starts the server NAME (harbor, rmcp, echo) and sets $server_pid and $url;
+# mcp-harbor (with its own data directory per TAG) also gets the OAuth tenants of oauth_tenants.
+start() {
+    local name=$1 tag=$2
+    if [[ $name == harbor ]]; then
+        start_server "harbor-$tag" memory && oauth_tenants
+        return
+    fi
+    local bin=$peer_target/release/rmcp-echo log=$log_dir/server-$name-$tag.log
+    [[ $name == echo ]] && bin=$peer_target/release/actix-echo
+    : >"$log"
+    "${pin_server[@]}" "$bin" >"$log" 2>&1 &
+    server_pid=$!
+    url=""
+    for _ in $(seq 1 100); do
+        url=$(sed -nE 's#^.*serving.* at (http://[^ ]*)$#\1#p' "$log" | head -n 1)
+        [[ -n $url ]] && return 0
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "$name did not start:" >&2
+    cat "$log" >&2
+    stop_server
+    return 1
+}
+
+# phase_run NAME ROUND SED-EXPR ARGS...: runs one mcp-harbor-bench phase, shows its output and
+# appends "NAME <value picked by SED-EXPR>" to $results.
+phase_run() {
+    local name=$1 round=$2 expr=$3 out=$log_dir/$1-$2.out
+    shift 3
+    if ! "${pin_bench[@]}" "$bench_bin" --url "$url" --server-pid "$server_pid" "$@" >"$out" 2>&1; then
+        status=1
+        echo "  ERROR: $name failed (round $round)"
+    fi
+    sed "s/^/  $name: /" "$out"
+    local value
+    value=$(sed -nE "$expr" "$out")
+    [[ -n $value ]] && echo "$name $value" >>"$results"
+    return 0
+}
+
+oauth_env
+for round in $(seq 1 "$rounds"); do
+    for name in harbor rmcp echo; do
+        start "$name" "$round" || {
+            status=1
+            continue
+        }
+        echo "== round $round/$rounds: $name (pid $server_pid, $url)"
+        bench_run "$name-c1" "$round" --url "$url" --connections 1
+        bench_run "$name-c16" "$round" --url "$url" --connections 16
+        bench_run "$name-modern" "$round" --url "$url" --connections 16 --modern
+        [[ $name == harbor ]] && bench_run harbor-oauth "$round" --url "$base/t/locked/mcp" \
+            --connections 16 --bearer-token-env BENCH_ACCESS_TOKEN
+        phase_run "$name-inits" "$round" 's/^inits: .* ([0-9.]+) inits\/s, .*errors 0$/\1/p' \
+            --phase inits --duration "$duration" --connections 16
+        value=$(sed -nE 's/^inits cpu: server ([0-9.]+) us\/init.*/\1/p' "$log_dir/$name-inits-$round.out")
+        [[ -n $value ]] && echo "$name-initcpu $value" >>"$results"
+        stop_server
+        [[ $name == echo ]] && continue # no sessions, no GET streams
+        start "$name" "$round-memory" || {
+            status=1
+            continue
+        }
+        phase_run "$name-idle" "$round" 's/^idle: .*, (-?[0-9]+) bytes \(.*errors 0$/\1/p' \
+            --phase idle --idle-sessions "$idle_sessions" --connections 16
+        phase_run "$name-streams" "$round" 's/^streams: .*, (-?[0-9]+) bytes \(.*errors 0$/\1/p' \
+            --phase streams --stream-sessions "$stream_sessions" --connections 16
+        stop_server
+    done
+done
+
+# The extras' figures, "-" when not measured.
+redis_cpu_ratio=- replay_memory=- replay_redis=- cluster_note="not run (EXTRAS)"
+if [[ " $extras " == *" eventlog "* ]]; then
+    echo
+    echo "== extra: in-process vs Redis session state (bench/eventlog.sh, $rounds rounds)"
+    ROUNDS=$rounds DURATION=$duration RUNS=$runs IDLE_SESSIONS=$idle_sessions \
+        bash bench/eventlog.sh | tee "$log_dir/eventlog.out" || status=1
+    row_of() { sed -nE "s/^$1 +([0-9.-]+) +([0-9.-]+) +([0-9.-]+) .*/\\$2/p" "$log_dir/eventlog.out"; }
+    redis_cpu_ratio=$(row_of 'tools\/call server CPU \(us\/req\)' 3)
+    replay_memory=$(row_of 'replay 1000 events p50 \(ms\)' 1)
+    replay_redis=$(row_of 'replay 1000 events p50 \(ms\)' 2)
+fi
+
+if [[ " $extras " == *" cluster "* ]]; then
+    echo
+    echo "== extra: 3 replicas behind nginx (deploy/cluster.sh: PostgreSQL + Redis state, unpinned), $rounds rounds"
+    export CLUSTER_DIR=$log_dir/cluster CLUSTER_LOG=warn MCP_HARBOR_BIN=$PWD/$server_bin
+    if timeout 180 bash deploy/cluster.sh up --replicas 3 --lb hash; then
+        # shellcheck disable=SC1091
+        . "$CLUSTER_DIR/cluster.env"
+        curl -fsS -X POST -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
+            "$NGINX_URL/admin/v1/tenants" -d '{"slug":"bench","catalogs":["reference","demo"],"auth":{"mode":"none"}}' >/dev/null
+        replica_pids=($(cat "$CLUSTER_DIR"/replica-*.pid))
+        others=$(IFS=,; echo "${replica_pids[*]:1}")
+        first_port=${PORTS%% *}
+        for round in $(seq 1 "$rounds"); do
+            # CPU: all three replicas' time over the window (--cpu-pids), so us/req is replica
+            # CPU per request; 1e6 / it is the throughput per replica core.
+            bench_pid=${replica_pids[0]} bench_run cluster "$round" --url "$NGINX_URL/t/bench/mcp" \
+                --connections 16 --cpu-pids "$others"
+            bench_pid=${replica_pids[0]} bench_run replica "$round" \
+                --url "http://127.0.0.1:$first_port/t/bench/mcp" --connections 16
+        done
+        cluster_note=""
+    else
+        status=1
+        cluster_note="deploy/cluster.sh up failed"
+    fi
+    bash deploy/cluster.sh down || true
+fi
+busy_note
+
+# ---------------------------------------------------------------------------------------------
+# Summary
+
+med() { median "$1" "${2:-2}"; }
+echo
+echo "== medians of $rounds rounds (CPU: the server's user + system time per request, /proc/PID/stat)"
+printf '%-40s %11s %11s %11s %12s %12s\n' figure mcp-harbor rmcp echo harbor/rmcp harbor/echo
+line() { # LABEL NAME-SUFFIX COLUMN
+    local h r e
+    h=$(med "harbor-$2" "$3") r=$(med "rmcp-$2" "$3") e=$(med "echo-$2" "$3")
+    printf '%-40s %11s %11s %11s %12s %12s\n' "$1" "$h" "$r" "$e" "$(ratio "$h" "$r")" "$(ratio "$h" "$e")"
+}
+for kind in "c1:1 conn" "c16:16 conns" "modern:2026-07-28, 16 conns"; do
+    suffix=${kind%%:*} label=${kind#*:}
+    line "tools/call req/s ($label)" "$suffix" 2
+    line "tools/call p50 ms ($label)" "$suffix" 3
+    line "tools/call p99 ms ($label)" "$suffix" 4
+    line "server CPU us/req ($label)" "$suffix" 5
+done
+line "session inits/s (16 conns)" inits 2
+line "server CPU us/init (16 conns)" initcpu 2
+line "bytes per idle session" idle 2
+line "bytes per session + open GET stream" streams 2
+oauth_cpu=$(med harbor-oauth 5)
+printf '%-40s %11s %11s %11s %12s %12s\n' "OAuth tenant CPU us/req (16)" "$oauth_cpu" - - - "$(ratio "$oauth_cpu" "$(med echo-c16 5)")"
+printf '%-40s %11s\n' "OAuth tenant req/s (16 conns)" "$(med harbor-oauth 2)"
+if [[ -z $cluster_note ]]; then
+    echo
+    printf '%-42s %11s %11s %11s\n' "3 replicas behind nginx (16 conns)" req/s "CPU us/req" "req/s/core"
+    for name in cluster replica; do
+        cpu=$(med "$name" 5)
+        printf '%-42s %11s %11s %11s\n' "$([[ $name == cluster ]] && echo "through nginx, 3 replicas" || echo "one replica of it, direct")" \
+            "$(med "$name" 2)" "$cpu" "$(ratio 1000000 "$cpu")"
+    done
+fi
+
+# target LABEL VALUE OP LIMIT [UNIT]: met/missed and by how much (relative to the limit).
+target() {
+    awk -v label="$1" -v v="$2" -v op="$3" -v l="$4" -v unit="${5:-}" 'BEGIN {
+        if (v == "-" || v == "") { printf "%-62s %10s   n/a (not measured)\n", label, "-"; exit }
+        ok = (op == ">=") ? (v + 0 >= l + 0) : (v + 0 <= l + 0)
+        margin = (l + 0 == 0) ? 0 : 100 * ((op == ">=") ? (v - l) / l : (l - v) / l)
+        word = (op == ">=") ? (ok ? "above" : "below") : (ok ? "under" : "over")
+        printf "%-62s %10s   %s (%s %s%s: %s by %.0f%%)\n", label, v unit, ok ? "met" : "MISSED", op, l, unit, word, margin < 0 ? -margin : margin
+    }'
+}
+echo
+echo "== targets (ratios of medians in this run)"
+target "CPU/tools/call session-era: harbor / bare echo" "$(ratio "$(med harbor-c16 5)" "$(med echo-c16 5)")" '<=' 1.1
+target "CPU/tools/call session-era: harbor / rmcp" "$(ratio "$(med harbor-c16 5)" "$(med rmcp-c16 5)")" '<=' 0.3
+target "CPU/tools/call 2026-07-28: harbor / bare echo" "$(ratio "$(med harbor-modern 5)" "$(med echo-modern 5)")" '<=' 1.1
+target "CPU/tools/call 2026-07-28: harbor / rmcp" "$(ratio "$(med harbor-modern 5)" "$(med rmcp-modern 5)")" '<=' 0.3
+target "CPU/tools/call OAuth tenant (JWT per request) / bare echo" "$(ratio "$oauth_cpu" "$(med echo-c16 5)")" '<=' 1.25
+target "session inits/s: harbor / rmcp" "$(ratio "$(med harbor-inits)" "$(med rmcp-inits)")" '>=' 4
+target "(info) server CPU per init: harbor / rmcp, inverse of >= 4x" "$(ratio "$(med harbor-initcpu)" "$(med rmcp-initcpu)")" '<=' 0.25
+target "bytes per idle session (harbor)" "$(med harbor-idle)" '<=' 4096 " B"
+target "bytes per session holding a GET stream (harbor)" "$(med harbor-streams)" '<=' 8192 " B"
+target "CPU/tools/call Redis event log / in-process" "$redis_cpu_ratio" '<=' 1.3
+target "1000-event Last-Event-ID replay p50, in-process" "$replay_memory" '<=' 20 " ms"
+target "1000-event Last-Event-ID replay p50, Redis" "$replay_redis" '<=' 20 " ms"
+cluster_ratio=-
+[[ -z $cluster_note ]] && cluster_ratio=$(ratio "$(med harbor-c16 5)" "$(med cluster 5)")
+target "3 replicas/nginx req/s per replica core vs single server" "$cluster_ratio" '>=' 0.7
+[[ -n $cluster_note ]] && echo "  (3 replicas: $cluster_note)"
+echo "TLS: not measured (mcp-harbor-bench speaks plain HTTP only)"
+((status == 0)) || echo "errors: some requests failed or a server did not start (see above)"
+
+exec 1>&3 2>&4
+wait "$tee_pid" 2>/dev/null || true
+cp "$log_dir/report.txt" "$out_file"
+echo "written to $out_file" >&2
+exit "$status"
