@@ -111,6 +111,17 @@ async fn a_dead_owners_session_is_taken_over_and_its_stream_resumes_exactly_once
         return;
     };
     let c = a.open_session("demo", "2025-11-25", json!({})).await;
+    // b forwards a request to the owner first, so it holds a kept connection to it when it dies.
+    let resp = post_to(
+        &b,
+        &c.session,
+        &json!({ "jsonrpc": "2.0", "id": 6, "method": "ping" }),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(replica_of(&resp), a.replica_id, "forwarded to the owner");
     let call = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
         "name": "slow_count", "arguments": { "steps": 6, "interval_ms": 150 },
         "_meta": { "progressToken": "p7" } } });
