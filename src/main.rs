@@ -8,7 +8,9 @@ use clap::{Parser, Subcommand};
 use mcp_harbor::{telemetry, Application, Config};
 
 /// mimalloc: the request path allocates many small JSON values; glibc malloc spent ~20% of a
-/// core on them under load.
+/// core on them under load. (`--features system-allocator` keeps glibc's, so that heap
+/// profilers such as valgrind's massif see every allocation.)
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

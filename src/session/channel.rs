@@ -9,32 +9,38 @@
 //! again by reconnecting with `Last-Event-ID`. A replay is exempt (`send_replayed`): it is a burst
 //! the client asked for, bounded by the event log's own capacity.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio::sync::mpsc;
+use futures_util::task::AtomicWaker;
+use parking_lot::Mutex;
 
 use super::core::StreamItem;
 
-struct Budget {
+/// Shared by the senders and the receiver. A queue that allocates nothing until an item waits in
+/// it (an open stream that is idle, such as a standalone GET stream, holds no buffer; a tokio
+/// channel allocates a block of 32 slots, ~2 KB, per stream).
+struct Shared {
+    /// Each item with what it counts against the budget.
+    queue: Mutex<VecDeque<(StreamItem, usize)>>,
+    waker: AtomicWaker,
+    senders: AtomicUsize,
+    receiver_gone: AtomicBool,
     queued: AtomicUsize,
     limit: usize,
     overflowed: AtomicBool,
 }
 
 /// The session's end: cloned into the outbox for logged events.
-#[derive(Clone)]
 pub struct StreamSink {
-    /// Each item with what it counts against the budget.
-    tx: mpsc::UnboundedSender<(StreamItem, usize)>,
-    budget: Arc<Budget>,
+    shared: Arc<Shared>,
 }
 
 /// The body's end.
 pub struct StreamReceiver {
-    rx: mpsc::UnboundedReceiver<(StreamItem, usize)>,
-    budget: Arc<Budget>,
+    shared: Arc<Shared>,
 }
 
 /// The item could not be queued: the body is gone or the stream went over its budget.
@@ -43,18 +49,20 @@ pub struct StreamClosed;
 
 /// A stream holding at most `limit` unread bytes (at least one item, whatever its size).
 pub fn stream_channel(limit: usize) -> (StreamSink, StreamReceiver) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let budget = Arc::new(Budget {
+    let shared = Arc::new(Shared {
+        queue: Mutex::new(VecDeque::new()),
+        waker: AtomicWaker::new(),
+        senders: AtomicUsize::new(1),
+        receiver_gone: AtomicBool::new(false),
         queued: AtomicUsize::new(0),
         limit,
         overflowed: AtomicBool::new(false),
     });
     (
         StreamSink {
-            tx,
-            budget: budget.clone(),
+            shared: shared.clone(),
         },
-        StreamReceiver { rx, budget },
+        StreamReceiver { shared },
     )
 }
 
@@ -82,68 +90,119 @@ fn weight(item: &StreamItem) -> usize {
         }
 }
 
+impl Clone for StreamSink {
+    fn clone(&self) -> Self {
+        self.shared.senders.fetch_add(1, Ordering::Relaxed);
+        StreamSink {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for StreamSink {
+    fn drop(&mut self) {
+        if self.shared.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // The last sender: the receiver ends once it has taken what is queued.
+            self.shared.waker.wake();
+        }
+    }
+}
+
 impl StreamSink {
     pub fn send(&self, item: StreamItem) -> Result<(), StreamClosed> {
-        let budget = &self.budget;
-        if budget.overflowed.load(Ordering::Acquire) {
+        let shared = &self.shared;
+        if self.is_closed() {
             return Err(StreamClosed);
         }
         let size = weight(&item);
-        let before = budget.queued.fetch_add(size, Ordering::AcqRel);
-        if before > 0 && before.saturating_add(size) > budget.limit {
-            budget.queued.fetch_sub(size, Ordering::AcqRel);
-            budget.overflowed.store(true, Ordering::Release);
+        let before = shared.queued.fetch_add(size, Ordering::AcqRel);
+        if before > 0 && before.saturating_add(size) > shared.limit {
+            shared.queued.fetch_sub(size, Ordering::AcqRel);
+            shared.overflowed.store(true, Ordering::Release);
             crate::metrics::stream_overflowed();
+            shared.waker.wake();
             return Err(StreamClosed);
         }
-        self.tx.send((item, size)).map_err(|_| {
-            budget.queued.fetch_sub(size, Ordering::AcqRel);
-            StreamClosed
-        })
+        self.push(item, size);
+        Ok(())
     }
 
     /// An event of a replay the client asked for: not counted against the budget.
     pub fn send_replayed(&self, item: StreamItem) -> Result<(), StreamClosed> {
-        if self.budget.overflowed.load(Ordering::Acquire) {
+        if self.is_closed() {
             return Err(StreamClosed);
         }
-        self.tx.send((item, 0)).map_err(|_| StreamClosed)
+        self.push(item, 0);
+        Ok(())
+    }
+
+    fn push(&self, item: StreamItem, size: usize) {
+        self.shared.queue.lock().push_back((item, size));
+        self.shared.waker.wake();
     }
 
     /// The body is gone, or the stream was closed for going over its budget.
     pub fn is_closed(&self) -> bool {
-        self.tx.is_closed() || self.budget.overflowed.load(Ordering::Acquire)
+        self.shared.receiver_gone.load(Ordering::Acquire)
+            || self.shared.overflowed.load(Ordering::Acquire)
     }
 }
 
 impl std::fmt::Debug for StreamReceiver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StreamReceiver")
-            .field("queued", &self.budget.queued.load(Ordering::Relaxed))
+            .field("queued", &self.shared.queued.load(Ordering::Relaxed))
             .finish()
     }
 }
 
+impl Drop for StreamReceiver {
+    fn drop(&mut self) {
+        self.shared.receiver_gone.store(true, Ordering::Release);
+        // What was queued goes now, not with the last sender.
+        std::mem::take(&mut *self.shared.queue.lock());
+    }
+}
+
 impl StreamReceiver {
-    fn taken(&self, item: Option<(StreamItem, usize)>) -> Option<StreamItem> {
-        let (item, size) = item?;
-        self.budget.queued.fetch_sub(size, Ordering::AcqRel);
+    /// The next queued item (and a smaller queue once a burst has been taken).
+    fn pop(&self) -> Option<StreamItem> {
+        let mut queue = self.shared.queue.lock();
+        let (item, size) = queue.pop_front()?;
+        if queue.is_empty() && queue.capacity() > 16 {
+            queue.shrink_to(4);
+        }
+        drop(queue);
+        self.shared.queued.fetch_sub(size, Ordering::AcqRel);
         Some(item)
     }
 
     fn overflowed(&self) -> bool {
-        self.budget.overflowed.load(Ordering::Acquire)
+        self.shared.overflowed.load(Ordering::Acquire)
     }
 
-    /// The next item; `None` once every sender is gone or the stream went over its budget.
+    /// The next item; `None` once every sender is gone and the queue is empty, or once the
+    /// stream went over its budget.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<StreamItem>> {
         if self.overflowed() {
             return Poll::Ready(None);
         }
-        match self.rx.poll_recv(cx) {
-            Poll::Ready(item) => Poll::Ready(self.taken(item)),
-            Poll::Pending => Poll::Pending,
+        if let Some(item) = self.pop() {
+            return Poll::Ready(Some(item));
         }
+        self.shared.waker.register(cx.waker());
+        // Checked again after registering, so an item or the last sender's drop in between is
+        // not missed.
+        if self.overflowed() {
+            return Poll::Ready(None);
+        }
+        if let Some(item) = self.pop() {
+            return Poll::Ready(Some(item));
+        }
+        if self.shared.senders.load(Ordering::Acquire) == 0 {
+            return Poll::Ready(self.pop());
+        }
+        Poll::Pending
     }
 
     pub async fn recv(&mut self) -> Option<StreamItem> {
@@ -155,8 +214,7 @@ impl StreamReceiver {
         if self.overflowed() {
             return None;
         }
-        let item = self.rx.try_recv().ok();
-        self.taken(item)
+        self.pop()
     }
 }
 
@@ -206,6 +264,35 @@ mod tests {
         assert_eq!(rx.try_recv(), Some(json(10_000)));
         tx.send(json(10_000)).unwrap();
         assert_eq!(tx.send(json(10)), Err(StreamClosed));
+    }
+
+    #[tokio::test]
+    async fn the_receiver_wakes_for_items_and_ends_with_the_last_sender() {
+        let (tx, mut rx) = stream_channel(1 << 20);
+        let tx2 = tx.clone();
+        let sender = tokio::spawn(async move {
+            for i in 0..100 {
+                tx2.send(json(i)).unwrap();
+                tokio::task::yield_now().await;
+            }
+        });
+        for i in 0..100 {
+            assert_eq!(rx.recv().await, Some(json(i)));
+        }
+        sender.await.unwrap();
+        assert!(!tx.is_closed());
+        drop(tx);
+        assert_eq!(rx.recv().await, None, "ends once every sender is gone");
+    }
+
+    #[test]
+    fn a_dropped_receiver_closes_the_stream_and_frees_what_it_held() {
+        let (tx, rx) = stream_channel(1 << 20);
+        tx.send(json(10)).unwrap();
+        drop(rx);
+        assert!(tx.is_closed());
+        assert_eq!(tx.send(json(10)), Err(StreamClosed));
+        assert!(tx.shared.queue.lock().is_empty());
     }
 
     #[test]
