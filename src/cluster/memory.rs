@@ -348,7 +348,18 @@ impl Quotas for MemoryCluster {
     ) -> Result<SessionAdmission, BackendError> {
         let (mut state, now) = self.state();
         let sessions = state.live.entry(key.tenant.clone()).or_default();
-        sessions.retain(|_, s| now < s.expires);
+        // Expired sessions are forgotten when they could make a difference (not on every open:
+        // that would walk every live session of the tenant each time).
+        let full = |sessions: &HashMap<Arc<str>, LiveSession>| {
+            caps.per_tenant
+                .is_some_and(|cap| sessions.len() >= cap as usize)
+                || caps
+                    .per_principal
+                    .is_some_and(|cap| sessions.len() >= cap as usize)
+        };
+        if full(sessions) {
+            sessions.retain(|_, s| now < s.expires);
+        }
         if caps
             .per_tenant
             .is_some_and(|cap| sessions.len() >= cap as usize)

@@ -265,6 +265,14 @@ pub struct SessionCaps {
     pub per_principal: Option<u32>,
 }
 
+impl SessionCaps {
+    /// No cap: new sessions need not be counted when they open (the sweep's `touch` still
+    /// records the active ones, so a cap set later sees them).
+    pub fn is_unlimited(&self) -> bool {
+        self.per_tenant.is_none() && self.per_principal.is_none()
+    }
+}
+
 /// What [`Quotas::open_session`] decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionAdmission {

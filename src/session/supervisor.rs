@@ -218,10 +218,16 @@ impl TenantSessions {
             .map(|binding| crate::auth::quota_id(&binding));
         let caps = *self.caps.read();
         let quotas = &self.replica.backends.quotas;
-        match quotas
-            .open_session(&key, owner.as_deref(), caps, self.ttl())
-            .await?
-        {
+        // An uncapped tenant's sessions are not counted as they open: no shared-state round
+        // trip on every initialize.
+        let admission = if caps.is_unlimited() {
+            SessionAdmission::Opened
+        } else {
+            quotas
+                .open_session(&key, owner.as_deref(), caps, self.ttl())
+                .await?
+        };
+        match admission {
             SessionAdmission::Opened => {}
             SessionAdmission::TenantFull => {
                 return Err(SessionError::AtCapacity(
