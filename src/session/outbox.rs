@@ -51,6 +51,8 @@ pub enum OutboxItem {
     Release,
 }
 
+type Slot = Arc<parking_lot::Mutex<Option<mpsc::UnboundedSender<OutboxItem>>>>;
+
 /// The sending side, owned by the session. The worker starts with the first item.
 pub struct Outbox {
     key: SessionKey,
@@ -58,7 +60,10 @@ pub struct Outbox {
     backends: Backends,
     ttl: Duration,
     on_fenced: Arc<dyn Fn() + Send + Sync>,
-    tx: Option<mpsc::UnboundedSender<OutboxItem>>,
+    /// The running worker's queue, shared with forks. The worker empties the slot when it
+    /// stops, so an idle session holds no channel (a tokio channel keeps ~2 KB allocated for as
+    /// long as any sender lives).
+    tx: Slot,
     /// Held by the running worker: a new one starts only when the previous one is done.
     turn: Arc<tokio::sync::Mutex<()>>,
     /// Set once a write was fenced: nothing more is written for this copy of the session.
@@ -82,7 +87,7 @@ impl Outbox {
             backends,
             ttl,
             on_fenced,
-            tx: None,
+            tx: Slot::default(),
             turn: Arc::new(tokio::sync::Mutex::new(())),
             fenced: Arc::new(AtomicBool::new(false)),
         }
@@ -129,7 +134,8 @@ impl Outbox {
             }
             return;
         }
-        let item = match &self.tx {
+        let mut slot = self.tx.lock();
+        let item = match slot.as_ref() {
             Some(tx) => match tx.send(item) {
                 Ok(()) => return,
                 // The worker stopped (idle, or fenced): start another.
@@ -152,9 +158,9 @@ impl Outbox {
             tracing::debug!(session = %self.key.session, "outbox write after the runtime stopped; dropped");
             return;
         };
-        runtime.spawn(worker.run(rx, self.turn.clone()));
+        runtime.spawn(worker.run(rx, self.turn.clone(), self.tx.clone()));
         let _ = tx.send(item);
-        self.tx = Some(tx);
+        *slot = Some(tx);
     }
 
     /// Resolves once everything queued so far is written.
@@ -181,10 +187,21 @@ const RETRY_MAX: Duration = Duration::from_secs(2);
 impl Worker {
     async fn run(
         mut self,
-        mut rx: mpsc::UnboundedReceiver<OutboxItem>,
+        rx: mpsc::UnboundedReceiver<OutboxItem>,
         turn: Arc<tokio::sync::Mutex<()>>,
+        slot: Slot,
     ) {
         let _turn = turn.lock().await;
+        self.work(rx).await;
+        // Stopped with its queue closed: the session's sender goes too (unless a newer worker's
+        // is in the slot already), so nothing of the channel stays allocated while idle.
+        let mut slot = slot.lock();
+        if slot.as_ref().is_some_and(|tx| tx.is_closed()) {
+            *slot = None;
+        }
+    }
+
+    async fn work(&mut self, mut rx: mpsc::UnboundedReceiver<OutboxItem>) {
         let mut batch: Vec<OutboxItem> = Vec::new();
         loop {
             let first = match tokio::time::timeout(IDLE, rx.recv()).await {
