@@ -23,6 +23,40 @@ use crate::store::{
 
 /// Rows read (and re-sealed) per batch.
 const BATCH: u32 = 100;
+
+/// A sealed column read in key order, `BATCH` rows at a time.
+struct Batches {
+    column: SealedColumn,
+    /// The last row read (tenant, id); `None` before the first batch.
+    after: Option<(String, String)>,
+    done: bool,
+}
+
+impl Batches {
+    fn new(column: SealedColumn) -> Self {
+        Batches {
+            column,
+            after: None,
+            done: false,
+        }
+    }
+
+    /// The next batch; `None` once the column has been read to its end.
+    async fn next(&mut self, store: &SqlStore) -> Result<Option<Vec<SealedRow>>, StoreError> {
+        if self.done {
+            return Ok(None);
+        }
+        let after = self.after.as_ref().map(|(t, i)| (t.as_str(), i.as_str()));
+        let rows = store.sealed_rows(self.column, after, BATCH).await?;
+        match rows.last() {
+            Some(last) if rows.len() == BATCH as usize => {
+                self.after = Some((last.tenant.clone(), last.id.clone()));
+            }
+            _ => self.done = true,
+        }
+        Ok((!rows.is_empty()).then_some(rows))
+    }
+}
 /// The pause between batches, so the job never crowds out serving traffic.
 const PAUSE: Duration = Duration::from_millis(10);
 /// Passes over the database at most: a value changed while the job ran is looked at again.
@@ -211,16 +245,8 @@ impl Rotation {
     pub async fn usage(&self) -> Result<KeyUsage, StoreError> {
         let mut usage = KeyUsage::default();
         for column in SealedColumn::ALL {
-            let mut after: Option<(String, String)> = None;
-            loop {
-                let rows = self
-                    .store
-                    .sealed_rows(
-                        column,
-                        after.as_ref().map(|(t, i)| (t.as_str(), i.as_str())),
-                        BATCH,
-                    )
-                    .await?;
+            let mut batches = Batches::new(column);
+            while let Some(rows) = batches.next(&self.store).await? {
                 for row in &rows {
                     match held(column, row) {
                         Ok(Held::Sealed(id)) => *usage.sealed.entry(id).or_default() += 1,
@@ -228,12 +254,6 @@ impl Rotation {
                         Ok(Held::Nothing) => {}
                         Err(_) => usage.unreadable += 1,
                     }
-                }
-                match rows.last() {
-                    Some(last) if rows.len() == BATCH as usize => {
-                        after = Some((last.tenant.clone(), last.id.clone()))
-                    }
-                    _ => break,
                 }
             }
         }
@@ -304,24 +324,10 @@ impl Rotation {
     /// One pass over every sealed column (failures are recorded in the first).
     async fn pass(&self, first: bool) -> Result<(), StoreError> {
         for column in SealedColumn::ALL {
-            let mut after: Option<(String, String)> = None;
-            loop {
-                let rows = self
-                    .store
-                    .sealed_rows(
-                        column,
-                        after.as_ref().map(|(t, i)| (t.as_str(), i.as_str())),
-                        BATCH,
-                    )
-                    .await?;
+            let mut batches = Batches::new(column);
+            while let Some(rows) = batches.next(&self.store).await? {
                 for row in &rows {
                     self.reseal_row(column, row, first).await?;
-                }
-                match rows.last() {
-                    Some(last) if rows.len() == BATCH as usize => {
-                        after = Some((last.tenant.clone(), last.id.clone()))
-                    }
-                    _ => break,
                 }
                 tokio::time::sleep(PAUSE).await;
             }

@@ -275,16 +275,7 @@ const METRICS_TOKEN: &str = "quota-test-metrics-token";
 
 /// `mcp_harbor_quota_unchecked_total` of `tenant`, read from `/metrics`.
 async fn unchecked(app: &TestApp, tenant: &str) -> f64 {
-    let text = app
-        .http
-        .get(format!("{}/metrics", app.base))
-        .bearer_auth(METRICS_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics_text(METRICS_TOKEN).await;
     let series = format!("mcp_harbor_quota_unchecked_total{{tenant=\"{tenant}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&series))
