@@ -138,6 +138,14 @@ async fn discovery_lists_results_and_errors_of_the_stateless_revision() {
     .await;
     assert_eq!(call["resultType"], "complete");
     assert_eq!(call["content"][0]["type"], "text");
+    // Every result names the server (written once, the same each time).
+    for r in [&call, &tools] {
+        assert_eq!(
+            r["_meta"],
+            json!({ "io.modelcontextprotocol/serverInfo": discovered["_meta"]["io.modelcontextprotocol/serverInfo"] }),
+            "{r}"
+        );
+    }
     assert!(
         call.get("ttlMs").is_none(),
         "tool results carry no cache hint"

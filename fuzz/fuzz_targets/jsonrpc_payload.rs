@@ -14,10 +14,25 @@ use libfuzzer_sys::fuzz_target;
 use mcp_harbor::protocol::jsonrpc::{
     classify, encode_response, parse_payload, INVALID_REQUEST, PARSE_ERROR,
 };
+use mcp_harbor::protocol::modern::WireMeta;
 use mcp_harbor::protocol::{Message, Payload};
 use serde_json::{json, Map, Value};
 
-/// A message as the server writes it (params omitted when absent).
+/// A message's params as the client wrote them: with the stateless revision's `_meta` keys
+/// (set apart by the parser) put back.
+fn wire_params(params: &Option<Value>, meta: Option<&WireMeta>) -> Option<Value> {
+    let Some(meta) = meta else {
+        return params.clone();
+    };
+    let mut params = match params {
+        Some(Value::Object(p)) => p.clone(),
+        _ => Map::new(),
+    };
+    meta.restore(&mut params);
+    Some(Value::Object(params))
+}
+
+/// A message as a client writes it (params omitted when absent).
 fn encode(m: &Message) -> Value {
     let mut out = Map::new();
     out.insert("jsonrpc".into(), json!("2.0"));
@@ -25,14 +40,14 @@ fn encode(m: &Message) -> Value {
         Message::Request(r) => {
             out.insert("id".into(), r.id.to_value());
             out.insert("method".into(), json!(r.method));
-            if let Some(p) = &r.params {
-                out.insert("params".into(), p.clone());
+            if let Some(p) = wire_params(&r.params, r.meta.as_deref()) {
+                out.insert("params".into(), p);
             }
         }
         Message::Notification(n) => {
             out.insert("method".into(), json!(n.method));
-            if let Some(p) = &n.params {
-                out.insert("params".into(), p.clone());
+            if let Some(p) = wire_params(&n.params, n.meta.as_deref()) {
+                out.insert("params".into(), p);
             }
         }
         Message::Response(r) => {

@@ -175,6 +175,7 @@ fn run(method: &str, params: Value) -> Option<Result<Value, RpcError>> {
         id: id.clone(),
         method: method.to_string(),
         params: Some(params),
+        meta: None,
     };
     let params = match req.take_params() {
         Ok(p) => p,

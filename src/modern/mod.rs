@@ -39,6 +39,8 @@ pub struct ModernSettings {
     pub instructions: Option<String>,
     /// `{"name": …, "version": …}` as JSON text, written once (every result carries it).
     pub(crate) server_info_json: OnceLock<Box<serde_json::value::RawValue>>,
+    /// The `_meta` of a result that has none of its own: `{"…/serverInfo": {…}}`, written once.
+    pub(crate) result_meta_json: OnceLock<Box<serde_json::value::RawValue>>,
 }
 
 impl ModernSettings {
@@ -48,6 +50,16 @@ impl ModernSettings {
                 "name": self.server_name,
                 "version": self.server_version,
             }))
+            .unwrap_or_else(|_| serde_json::value::RawValue::NULL.to_owned())
+        })
+    }
+
+    fn result_meta_json(&self) -> &serde_json::value::RawValue {
+        self.result_meta_json.get_or_init(|| {
+            serde_json::value::to_raw_value(&MetaWithServerInfo {
+                meta: None,
+                settings: self,
+            })
             .unwrap_or_else(|_| serde_json::value::RawValue::NULL.to_owned())
         })
     }
@@ -63,6 +75,7 @@ impl Default for ModernSettings {
             server_version: env!("CARGO_PKG_VERSION").into(),
             instructions: None,
             server_info_json: OnceLock::new(),
+            result_meta_json: OnceLock::new(),
         }
     }
 }
@@ -297,13 +310,17 @@ impl serde::Serialize for Completed<'_> {
             }
         }
         map.serialize_entry("resultType", "complete")?;
-        map.serialize_entry(
-            "_meta",
-            &MetaWithServerInfo {
-                meta: self.object.get("_meta").and_then(Value::as_object),
-                settings: self.settings,
-            },
-        )?;
+        match self.object.get("_meta").and_then(Value::as_object) {
+            // Most results: the same `_meta` every time, as JSON text.
+            None => map.serialize_entry("_meta", self.settings.result_meta_json())?,
+            meta => map.serialize_entry(
+                "_meta",
+                &MetaWithServerInfo {
+                    meta,
+                    settings: self.settings,
+                },
+            )?,
+        }
         if let Some((ttl, scope)) = self.cache {
             map.serialize_entry("ttlMs", &ttl)?;
             map.serialize_entry("cacheScope", scope)?;

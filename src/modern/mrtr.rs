@@ -68,13 +68,13 @@ struct Round {
 fn new_round_id() -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = rand::random::<[u8; 16]>();
-    let mut hex = Vec::with_capacity(32);
-    for b in bytes {
-        hex.push(HEX[usize::from(b >> 4)]);
-        hex.push(HEX[usize::from(b & 0xf)]);
+    let mut hex = [0u8; 32];
+    for (pair, b) in hex.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 0xf)];
     }
     // Always ASCII.
-    String::from_utf8(hex).unwrap_or_default()
+    std::str::from_utf8(&hex).unwrap_or_default().to_string()
 }
 
 /// `parts` joined, in one allocation (what `format!` does, without its machinery: this is on
@@ -523,5 +523,18 @@ mod tests {
         let b = json!({ "a": { "x": null, "y": [1, { "c": 3, "d": 2 }] }, "b": 1 });
         assert_eq!(canonical(&a), canonical(&b));
         assert_ne!(canonical(&a), canonical(&json!({ "b": 2 })));
+    }
+
+    #[test]
+    fn round_ids_are_128_random_bits_in_lower_case_hex() {
+        let (a, b) = (new_round_id(), new_round_id());
+        assert_ne!(a, b);
+        for id in [a, b] {
+            assert_eq!(id.len(), 32, "{id}");
+            assert!(
+                id.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')),
+                "{id}"
+            );
+        }
     }
 }

@@ -5,6 +5,9 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::fmt;
 
+use super::modern::WireMeta;
+use super::read;
+
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
@@ -126,6 +129,9 @@ pub struct Request {
     pub id: RequestId,
     pub method: String,
     pub params: Option<Value>,
+    /// The stateless revision's keys of `params._meta`, set apart from `params` when it was
+    /// read (`None`: no `_meta` object).
+    pub meta: Option<Box<WireMeta>>,
 }
 
 impl Request {
@@ -152,6 +158,8 @@ impl Request {
 pub struct Notification {
     pub method: String,
     pub params: Option<Value>,
+    /// As [`Request::meta`].
+    pub meta: Option<Box<WireMeta>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -177,18 +185,43 @@ pub enum Payload {
 }
 
 /// Parses a body. `Err` means the whole body is unusable (parse error or an invalid lone message)
-/// and carries the JSON-RPC error to answer with `id: null`.
+/// and carries the JSON-RPC error to answer with `id: null`. Read in one pass (`read`): each
+/// message as [`classify`] would see it as a `Value`.
 pub fn parse_payload(body: &[u8]) -> Result<Payload, RpcError> {
-    let value: Value =
+    let body: read::Body =
         serde_json::from_slice(body).map_err(|e| RpcError::parse(format!("Parse error: {e}")))?;
-    match value {
-        Value::Array(items) => {
+    match body {
+        read::Body::One(element) => element.classify().map(Payload::Single),
+        read::Body::Batch(items) => {
+            if items.is_empty() {
+                return Err(RpcError::invalid_request("Invalid Request: empty batch"));
+            }
+            Ok(Payload::Batch(
+                items.into_iter().map(read::Element::classify).collect(),
+            ))
+        }
+        read::Body::Value(Value::Array(items)) => {
             if items.is_empty() {
                 return Err(RpcError::invalid_request("Invalid Request: empty batch"));
             }
             Ok(Payload::Batch(items.into_iter().map(classify).collect()))
         }
-        other => classify(other).map(Payload::Single),
+        read::Body::Value(other) => classify(other).map(Payload::Single),
+    }
+}
+
+impl read::Element {
+    fn classify(self) -> Result<Message, RpcError> {
+        match self {
+            read::Element::Object {
+                fields,
+                params,
+                meta,
+                reserved,
+            } => classify_parts(fields, params, meta, reserved),
+            read::Element::Value(v) => classify(v),
+            read::Element::NotObject => Err(not_an_object()),
+        }
     }
 }
 
@@ -198,7 +231,7 @@ pub fn parse_payload(body: &[u8]) -> Result<Payload, RpcError> {
 /// snapshot holding its params could not be restored. Found by fuzzing (`fuzz/`).
 pub const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
 
-fn holds_raw_value_key(v: &Value) -> bool {
+pub(super) fn holds_raw_value_key(v: &Value) -> bool {
     match v {
         Value::Object(m) => m.contains_key(RAW_VALUE_KEY) || m.values().any(holds_raw_value_key),
         Value::Array(items) => items.iter().any(holds_raw_value_key),
@@ -206,15 +239,35 @@ fn holds_raw_value_key(v: &Value) -> bool {
     }
 }
 
+fn not_an_object() -> RpcError {
+    RpcError::invalid_request("Invalid Request: a message must be a JSON object")
+}
+
 /// Classifies one JSON value as a request, notification or response (taking its parts: the
-/// params and results are moved, not copied).
+/// params and results are moved, not copied). The stateless revision's keys of `params._meta`
+/// are set apart in the message's `meta`.
 pub fn classify(v: Value) -> Result<Message, RpcError> {
     let Value::Object(mut obj) = v else {
-        return Err(RpcError::invalid_request(
-            "Invalid Request: a message must be a JSON object",
-        ));
+        return Err(not_an_object());
     };
-    if obj.contains_key(RAW_VALUE_KEY) || obj.values().any(holds_raw_value_key) {
+    let reserved = obj.contains_key(RAW_VALUE_KEY) || obj.values().any(holds_raw_value_key);
+    let mut params = obj.remove("params");
+    let meta = match params.as_mut() {
+        Some(Value::Object(p)) => WireMeta::split(p).map(Box::new),
+        _ => None,
+    };
+    classify_parts(obj, params, meta, reserved)
+}
+
+/// A message from its members (`params` and its `meta` apart); `reserved`: it holds
+/// [`RAW_VALUE_KEY`] somewhere.
+fn classify_parts(
+    mut obj: Map<String, Value>,
+    params: Option<Value>,
+    meta: Option<Box<WireMeta>>,
+    reserved: bool,
+) -> Result<Message, RpcError> {
+    if reserved {
         return Err(RpcError::invalid_request(format!(
             "Invalid Request: the object key {RAW_VALUE_KEY:?} is reserved"
         )));
@@ -224,7 +277,7 @@ pub fn classify(v: Value) -> Result<Message, RpcError> {
             "Invalid Request: \"jsonrpc\" must be exactly \"2.0\"",
         ));
     }
-    let params = match obj.remove("params") {
+    let params = match params {
         None => None,
         Some(p @ (Value::Object(_) | Value::Array(_))) => Some(p),
         Some(_) => {
@@ -247,8 +300,17 @@ pub fn classify(v: Value) -> Result<Message, RpcError> {
             })?
             .to_string();
         return Ok(match id {
-            Some(id) => Message::Request(Request { id, method, params }),
-            None => Message::Notification(Notification { method, params }),
+            Some(id) => Message::Request(Request {
+                id,
+                method,
+                params,
+                meta,
+            }),
+            None => Message::Notification(Notification {
+                method,
+                params,
+                meta,
+            }),
         });
     }
     let id = id.ok_or_else(|| {
@@ -404,6 +466,89 @@ mod tests {
             }
             _ => panic!("expected a batch"),
         }
+    }
+
+    /// The one-pass reader gives what `classify` gives for the body read as a `Value`, and
+    /// errors where reading a `Value` errors.
+    #[test]
+    fn one_pass_reading_equals_classifying_a_value() {
+        let pv = "io.modelcontextprotocol/protocolVersion";
+        let caps = "io.modelcontextprotocol/clientCapabilities";
+        let info = "io.modelcontextprotocol/clientInfo";
+        let raw = RAW_VALUE_KEY;
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        let bodies = [
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"e","_meta":{{"{pv}":"2026-07-28","{caps}":{{}},"{info}":{{"name":"c","version":"1"}}}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"_meta":{{"{pv}":"a","progressToken":3,"{pv}":"b"}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"_meta":{{"{pv}":"a"}},"_meta":5}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"_meta":5,"_meta":{{"{caps}":{{"x":[1,2.5]}}}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"_meta":{{"{info}":{{"a":{{"{raw}":"1"}}}}}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"_meta":{{"{info}":{{"a":{{"b":1,"{raw}":"1"}},"a":2}}}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"_meta":{{"{info}":{{"a":{{"b":1,"{raw}":"1"}}}}}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"{raw}":"{{\"_meta\":{{\"{pv}\":\"x\"}}}}"}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"_meta":{{"{raw}":"{{\"{pv}\":\"x\"}}"}}}}}}"#
+            ),
+            format!(r#"{{"{raw}":"[{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"}}]"}}"#),
+            format!(r#"{{"{raw}":"{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"}}"}}"#),
+            format!(r#"{{"{raw}":"1","jsonrpc":"2.0"}}"#),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"_meta":{{"{info}":{deep}}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"_meta":{{"{info}":"\ud800"}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"_me\u0074a":{{"{pv}":"2026-07-28"}}}}}}"#
+            ),
+            format!(
+                r#"[{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"_meta":{{"{pv}":"v"}}}}}},[1],{{"{raw}":"2"}},7]"#
+            ),
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[{"_meta":{}}]}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{}},"params":{"a":1}}"#
+                .to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"x":1e400}}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":"a","result":{"_meta":{}}}"#.to_string(),
+        ];
+        for body in &bodies {
+            let expected = match serde_json::from_slice::<Value>(body.as_bytes()) {
+                Err(_) => None,
+                Ok(Value::Array(items)) if items.is_empty() => None,
+                Ok(Value::Array(items)) => Some(Ok(Payload::Batch(
+                    items.into_iter().map(classify).collect(),
+                ))),
+                Ok(v) => Some(classify(v).map(Payload::Single)),
+            };
+            let got = parse_payload(body.as_bytes());
+            match expected {
+                None => assert!(got.is_err(), "{body}: {got:?}"),
+                Some(expected) => assert_eq!(got, expected, "{body}"),
+            }
+        }
+        // What the first body holds, set apart.
+        let Ok(Payload::Single(Message::Request(r))) = parse_payload(bodies[0].as_bytes()) else {
+            panic!("a request");
+        };
+        assert_eq!(r.params, Some(json!({ "name": "e" })));
+        let meta = r.meta.expect("meta");
+        assert_eq!(meta.protocol_version, Some(json!("2026-07-28")));
+        assert_eq!(meta.client_capabilities, Some(json!({})));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod jsonrpc;
 pub mod mcp;
 pub mod modern;
+mod read;
 pub mod version;
 
 pub use jsonrpc::{Message, Notification, Payload, Request, RequestId, Response, RpcError};

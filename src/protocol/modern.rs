@@ -10,7 +10,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use super::jsonrpc::RpcError;
+use super::jsonrpc::{Request, RpcError};
 use super::mcp::LogLevel;
 use super::ProtocolVersion;
 
@@ -49,45 +49,148 @@ pub fn missing_capability(message: impl Into<String>, required: Value) -> RpcErr
         .with_data(json!({ "requiredCapabilities": required }))
 }
 
+/// The keys of `params._meta` this revision defines, as the JSON-RPC parser reads them: apart
+/// from the rest of the params (`jsonrpc::parse_payload` fills this while it reads the body),
+/// so a stateless request's `_meta` costs no map and no copies of its long key names. A field
+/// is `None` when the key was absent. `clientInfo` is checked as JSON like the rest of the body
+/// and not kept: nothing reads the client's self-description.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WireMeta {
+    pub protocol_version: Option<Value>,
+    pub client_capabilities: Option<Value>,
+    pub log_level: Option<Value>,
+}
+
+/// Where a key of `params._meta` goes.
+pub(crate) enum MetaKey {
+    ProtocolVersion,
+    ClientCapabilities,
+    ClientInfo,
+    LogLevel,
+    /// Any other key stays in `params._meta`.
+    Other,
+}
+
+impl MetaKey {
+    pub(crate) fn of(key: &str) -> MetaKey {
+        match key {
+            META_PROTOCOL_VERSION => MetaKey::ProtocolVersion,
+            META_CLIENT_CAPABILITIES => MetaKey::ClientCapabilities,
+            META_CLIENT_INFO => MetaKey::ClientInfo,
+            META_LOG_LEVEL => MetaKey::LogLevel,
+            _ => MetaKey::Other,
+        }
+    }
+}
+
+impl WireMeta {
+    /// The slot a key of this revision is kept in (`None`: `clientInfo`, not kept).
+    pub(crate) fn slot(&mut self, key: &MetaKey) -> Option<&mut Option<Value>> {
+        match key {
+            MetaKey::ProtocolVersion => Some(&mut self.protocol_version),
+            MetaKey::ClientCapabilities => Some(&mut self.client_capabilities),
+            MetaKey::LogLevel => Some(&mut self.log_level),
+            MetaKey::ClientInfo | MetaKey::Other => None,
+        }
+    }
+
+    /// Moves this revision's keys out of `params._meta` when it is an object (dropping
+    /// `_meta` if nothing else is left in it): what the parser does while reading, done to a
+    /// message already read as a `Value`. `None` when there is no `_meta` object.
+    pub fn split(params: &mut Map<String, Value>) -> Option<WireMeta> {
+        let Some(Value::Object(meta)) = params.get_mut("_meta") else {
+            return None;
+        };
+        let mut wire = WireMeta::default();
+        meta.retain(|key, value| match MetaKey::of(key) {
+            MetaKey::Other => true,
+            MetaKey::ClientInfo => false,
+            known => {
+                if let Some(slot) = wire.slot(&known) {
+                    *slot = Some(std::mem::take(value));
+                }
+                false
+            }
+        });
+        if meta.is_empty() {
+            params.remove("_meta");
+        }
+        Some(wire)
+    }
+
+    /// Puts the keys back into `params._meta` (as a client writes them).
+    pub fn restore(&self, params: &mut Map<String, Value>) {
+        let meta = params
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            for (key, value) in [
+                (META_PROTOCOL_VERSION, &self.protocol_version),
+                (META_CLIENT_CAPABILITIES, &self.client_capabilities),
+                (META_LOG_LEVEL, &self.log_level),
+            ] {
+                if let Some(v) = value {
+                    meta.insert(key.into(), v.clone());
+                }
+            }
+        }
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Value> {
+        [
+            &self.protocol_version,
+            &self.client_capabilities,
+            &self.log_level,
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
 /// What a stateless request says about itself in `params._meta`.
 #[derive(Debug, Clone)]
 pub struct RequestMeta {
     pub version: ProtocolVersion,
     pub client_capabilities: Arc<Value>,
-    pub client_info: Option<Value>,
     /// `None`: the client did not opt in to log messages for this request.
     pub log_level: Option<LogLevel>,
     /// `_meta.progressToken` (a string or an integer), when the client wants progress.
     pub progress_token: Option<Value>,
 }
 
-/// The protocol version a request's `_meta` names, if any.
-pub fn meta_version(params: Option<&Value>) -> Option<&Value> {
-    params?.get("_meta")?.get(META_PROTOCOL_VERSION)
+/// The protocol version a message's `_meta` names, if any.
+pub fn meta_version(meta: Option<&WireMeta>) -> Option<&Value> {
+    meta?.protocol_version.as_ref()
 }
 
 impl RequestMeta {
-    /// Takes the `_meta` out of a request's params (its parts are moved, not copied) and reads
-    /// it. Errors: no or unknown protocol version (-32022), missing or malformed capabilities
-    /// or log level (-32602).
-    pub fn take(params: Option<&mut Value>) -> Result<RequestMeta, RpcError> {
-        let meta = match params
-            .and_then(Value::as_object_mut)
-            .and_then(|p| p.remove("_meta"))
-        {
-            Some(Value::Object(meta)) => meta,
-            _ => {
-                return Err(RpcError::invalid_params(format!(
-                    "params._meta is required and must name {META_PROTOCOL_VERSION} and \
-                     {META_CLIENT_CAPABILITIES}"
-                )))
-            }
+    /// Reads a request's `_meta`: this revision's keys (as the parser set them apart) and the
+    /// progress token, taken out of the params (moved, not copied). Errors: no or unknown
+    /// protocol version (-32022), missing or malformed capabilities or log level (-32602).
+    pub fn take(request: &mut Request) -> Result<RequestMeta, RpcError> {
+        let Some(wire) = request.meta.take() else {
+            return Err(RpcError::invalid_params(format!(
+                "params._meta is required and must name {META_PROTOCOL_VERSION} and \
+                 {META_CLIENT_CAPABILITIES}"
+            )));
         };
-        Self::read(meta)
+        let progress_token = match request.params.as_mut() {
+            Some(Value::Object(params)) => match params.get_mut("_meta") {
+                Some(Value::Object(meta)) => meta
+                    .remove("progressToken")
+                    .filter(|t| t.is_string() || t.is_i64() || t.is_u64()),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(Value::Object(params)) = request.params.as_mut() {
+            params.remove("_meta");
+        }
+        Self::read(*wire, progress_token)
     }
 
-    fn read(mut meta: Map<String, Value>) -> Result<RequestMeta, RpcError> {
-        let requested = match meta.get(META_PROTOCOL_VERSION) {
+    fn read(wire: WireMeta, progress_token: Option<Value>) -> Result<RequestMeta, RpcError> {
+        let requested = match &wire.protocol_version {
             Some(Value::String(s)) => s.as_str(),
             Some(_) => {
                 return Err(RpcError::invalid_params(format!(
@@ -102,7 +205,7 @@ impl RequestMeta {
         };
         let version = ProtocolVersion::parse_modern(requested)
             .ok_or_else(|| unsupported_version(requested))?;
-        let client_capabilities = match meta.remove(META_CLIENT_CAPABILITIES) {
+        let client_capabilities = match wire.client_capabilities {
             Some(v @ Value::Object(_)) => Arc::new(v),
             Some(_) => {
                 return Err(RpcError::invalid_params(format!(
@@ -115,7 +218,7 @@ impl RequestMeta {
                 )))
             }
         };
-        let log_level = match meta.get(META_LOG_LEVEL) {
+        let log_level = match &wire.log_level {
             None | Some(Value::Null) => None,
             Some(v) => Some(v.as_str().and_then(LogLevel::parse).ok_or_else(|| {
                 RpcError::invalid_params(format!(
@@ -126,11 +229,8 @@ impl RequestMeta {
         Ok(RequestMeta {
             version,
             client_capabilities,
-            client_info: meta.remove(META_CLIENT_INFO),
             log_level,
-            progress_token: meta
-                .remove("progressToken")
-                .filter(|t| t.is_string() || t.is_i64() || t.is_u64()),
+            progress_token,
         })
     }
 }
@@ -274,31 +374,84 @@ mod tests {
 
     #[test]
     fn meta_is_read_and_checked() {
-        let params = json!({ "_meta": {
+        let request = |params: Value| -> Request {
+            let body =
+                json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
+            match super::super::jsonrpc::parse_payload(body.to_string().as_bytes()) {
+                Ok(super::super::Payload::Single(super::super::Message::Request(r))) => r,
+                other => panic!("not a request: {other:?}"),
+            }
+        };
+        let mut taken = request(json!({ "_meta": {
             META_PROTOCOL_VERSION: "2026-07-28",
             META_CLIENT_CAPABILITIES: { "elicitation": {} },
+            META_CLIENT_INFO: { "name": "c", "version": "1" },
             META_LOG_LEVEL: "info",
             "progressToken": 7,
-        }, "name": "echo" });
-        let mut taken = params.clone();
-        let meta = RequestMeta::take(Some(&mut taken)).expect("valid meta");
+            "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        }, "name": "echo" }));
+        let meta = RequestMeta::take(&mut taken).expect("valid meta");
         assert_eq!(meta.version, ProtocolVersion::V2026_07_28);
         assert_eq!(meta.log_level, Some(LogLevel::Info));
         assert_eq!(meta.progress_token, Some(json!(7)));
         assert_eq!(*meta.client_capabilities, json!({ "elicitation": {} }));
         // The _meta is taken out of the params; the rest stays.
-        assert_eq!(taken, json!({ "name": "echo" }));
-        let old = json!({ "_meta": { META_PROTOCOL_VERSION: "2025-11-25", META_CLIENT_CAPABILITIES: {} } });
-        let e = RequestMeta::take(Some(&mut old.clone())).expect_err("session-era version");
+        assert_eq!(taken.params, Some(json!({ "name": "echo" })));
+        let mut old = request(
+            json!({ "_meta": { META_PROTOCOL_VERSION: "2025-11-25", META_CLIENT_CAPABILITIES: {} } }),
+        );
+        let e = RequestMeta::take(&mut old).expect_err("session-era version");
         assert_eq!(e.code, UNSUPPORTED_PROTOCOL_VERSION);
         assert_eq!(e.data.as_ref().expect("data")["requested"], "2025-11-25");
-        let no_caps = json!({ "_meta": { META_PROTOCOL_VERSION: "2026-07-28" } });
+        for (params, why) in [
+            (
+                json!({ "_meta": { META_PROTOCOL_VERSION: "2026-07-28" } }),
+                "is required",
+            ),
+            (
+                json!({ "_meta": { META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: [] } }),
+                "must be an object",
+            ),
+            (
+                json!({ "_meta": { META_PROTOCOL_VERSION: 20260728, META_CLIENT_CAPABILITIES: {} } }),
+                "must be a string",
+            ),
+            (
+                json!({ "_meta": { META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {}, META_LOG_LEVEL: "loud" } }),
+                "logging level",
+            ),
+            (json!({ "_meta": 5 }), "params._meta is required"),
+            (json!({ "name": "echo" }), "params._meta is required"),
+        ] {
+            let e = RequestMeta::take(&mut request(params.clone())).expect_err("invalid");
+            assert_eq!(e.code, super::super::jsonrpc::INVALID_PARAMS, "{params}");
+            assert!(e.message.contains(why), "{params}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn split_and_restore_are_inverse() {
+        let params = json!({ "name": "x", "_meta": {
+            META_PROTOCOL_VERSION: "2026-07-28",
+            META_CLIENT_CAPABILITIES: { "roots": {} },
+            META_LOG_LEVEL: "debug",
+            "progressToken": "p",
+        }});
+        let mut map = params.as_object().expect("object").clone();
+        let wire = WireMeta::split(&mut map).expect("a _meta object");
+        assert_eq!(wire.protocol_version, Some(json!("2026-07-28")));
         assert_eq!(
-            RequestMeta::take(Some(&mut no_caps.clone()))
-                .expect_err("caps")
-                .code,
-            super::super::jsonrpc::INVALID_PARAMS
+            Value::Object(map.clone()),
+            json!({ "name": "x", "_meta": { "progressToken": "p" } })
         );
+        wire.restore(&mut map);
+        assert_eq!(Value::Object(map), params);
+        // Nothing else in _meta: it goes.
+        let mut only = json!({ "_meta": { META_CLIENT_INFO: { "name": "c" } } });
+        let only = only.as_object_mut().expect("object");
+        assert_eq!(WireMeta::split(only), Some(WireMeta::default()));
+        assert!(only.is_empty());
+        assert_eq!(WireMeta::split(&mut Map::new()), None);
     }
 
     #[test]

@@ -459,6 +459,7 @@ impl Session {
                     id: record.id,
                     method: record.method,
                     params,
+                    meta: None,
                 };
                 self.dispatch(req, key, port, &mut jobs);
             } else {
@@ -506,6 +507,7 @@ impl Session {
             id: record.id.clone(),
             method: record.method.clone(),
             params: Some(record.params.clone()),
+            meta: None,
         };
         let catalog = self.catalog.current();
         let ctx = self

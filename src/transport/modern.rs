@@ -43,10 +43,10 @@ pub fn is_modern(req: &HttpRequest, payload: &Payload) -> bool {
     header_modern
         || match payload {
             Payload::Single(Message::Request(r)) => {
-                rules::meta_version(r.params.as_ref()).is_some()
+                rules::meta_version(r.meta.as_deref()).is_some()
             }
             Payload::Single(Message::Notification(n)) => {
-                rules::meta_version(n.params.as_ref()).is_some()
+                rules::meta_version(n.meta.as_deref()).is_some()
             }
             _ => false,
         }
@@ -107,7 +107,7 @@ pub async fn post(
     if let Err(e) = check_headers(req.headers(), &request, &catalog) {
         return Ok(refuse(StatusCode::BAD_REQUEST, Some(&request.id), &e));
     }
-    let meta = match RequestMeta::take(request.params.as_mut()) {
+    let meta = match RequestMeta::take(&mut request) {
         Ok(meta) => meta,
         Err(e) => return Ok(refuse(StatusCode::BAD_REQUEST, Some(&request.id), &e)),
     };
@@ -202,7 +202,7 @@ fn check_headers(
         Ok(first.map(|v| v.as_bytes()))
     };
     let params = request.params.as_ref();
-    let body_version = rules::meta_version(params);
+    let body_version = rules::meta_version(request.meta.as_deref());
     match (header(&VERSION)?, body_version) {
         (None, _) => {
             return Err(rules::header_mismatch(
