@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::Payload as DevPayload;
-use actix_web::http::header::{self, HeaderMap};
+use actix_web::http::header::{self, HeaderMap, HeaderName};
 use actix_web::http::StatusCode;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse, ResponseError};
 use futures_util::future::LocalBoxFuture;
@@ -38,6 +38,11 @@ pub const FORWARDED_HEADER: &str = "x-harbor-forwarded";
 pub const REPLICA_HEADER: &str = "x-harbor-replica";
 /// On a 503: this replica is draining and holds no session any more (another one takes over).
 pub const DRAINING_HEADER: &str = "x-harbor-draining";
+// The names above as `HeaderName`s, looked up without parsing a name per request.
+pub(crate) const SESSION: HeaderName = HeaderName::from_static(SESSION_HEADER);
+pub(crate) const VERSION: HeaderName = HeaderName::from_static(VERSION_HEADER);
+const FORWARDED: HeaderName = HeaderName::from_static(FORWARDED_HEADER);
+
 /// JSON-RPC code for an unknown or ended session (implementation-defined server error).
 pub const SESSION_NOT_FOUND: i64 = -32001;
 
@@ -351,7 +356,7 @@ impl FromRequest for Admitted {
             Ok(Admitted {
                 tenant,
                 principal,
-                forwarded: req.headers().contains_key(FORWARDED_HEADER),
+                forwarded: req.headers().contains_key(FORWARDED),
             })
         })
     }
@@ -453,21 +458,33 @@ fn is_loopback_name(name: &str) -> bool {
     matches!(name, "localhost" | "127.0.0.1" | "[::1]")
 }
 
-/// Does the `Accept` header admit `wanted` (`application/json`, `text/event-stream`)?
+/// Does the `Accept` header admit `wanted` (`application/json`, `text/event-stream`)? Read as
+/// bytes in one pass (this is on every request); a value that is not visible ASCII (what
+/// `HeaderValue::to_str` refuses) admits nothing.
 pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
-    let kind = wanted.split('/').next().unwrap_or(wanted);
-    headers
-        .get_all(header::ACCEPT)
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|item| {
-            let media = item.split(';').next().unwrap_or("").trim();
-            media.eq_ignore_ascii_case(wanted)
-                || media == "*/*"
-                || media
-                    .strip_suffix("/*")
-                    .is_some_and(|k| k.eq_ignore_ascii_case(kind))
-        })
+    let wanted = wanted.as_bytes();
+    let kind = wanted.split(|&b| b == b'/').next().unwrap_or(wanted);
+    headers.get_all(header::ACCEPT).any(|v| {
+        let v = v.as_bytes();
+        visible_ascii(v)
+            && v.split(|&b| b == b',').any(|item| {
+                let media = item
+                    .split(|&b| b == b';')
+                    .next()
+                    .unwrap_or_default()
+                    .trim_ascii();
+                media.eq_ignore_ascii_case(wanted)
+                    || media == b"*/*"
+                    || media
+                        .strip_suffix(b"/*")
+                        .is_some_and(|k| k.eq_ignore_ascii_case(kind))
+            })
+    })
+}
+
+/// The bytes `HeaderValue::to_str` accepts: visible ASCII, space and tab.
+fn visible_ascii(v: &[u8]) -> bool {
+    v.iter().all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
 }
 
 /// A POST must list JSON (and, on Streamable HTTP, SSE) in `Accept` (406).
@@ -486,16 +503,15 @@ pub fn check_content_type(req: &HttpRequest) -> Result<(), HttpError> {
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if content_type
-        .split(';')
+        .map(|v| v.as_bytes())
+        .filter(|v| visible_ascii(v))
+        .unwrap_or_default();
+    let media = content_type
+        .split(|&b| b == b';')
         .next()
-        .map(str::trim)
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-        == Some("application/json")
-    {
+        .unwrap_or_default()
+        .trim_ascii();
+    if media.eq_ignore_ascii_case(b"application/json") {
         return Ok(());
     }
     Err(HttpError::new(
@@ -522,7 +538,7 @@ pub fn check_sse_accept(req: &HttpRequest) -> Result<(), HttpError> {
 /// UnsupportedProtocolVersion, listing what is served). GET and DELETE do not exist in the
 /// stateless revision (405).
 pub fn check_version_header(req: &HttpRequest) -> Result<Option<ProtocolVersion>, HttpError> {
-    match req.headers().get(VERSION_HEADER) {
+    match req.headers().get(VERSION) {
         None => Ok(None),
         Some(v) => {
             let text = String::from_utf8_lossy(v.as_bytes());
@@ -643,7 +659,7 @@ pub fn respond_with_first(
         Some(_) => HttpResponse::Ok(),
     };
     if let Some(id) = session_id {
-        builder.insert_header((SESSION_HEADER, id));
+        builder.insert_header((SESSION, id));
     }
     match first {
         None => builder.finish(),

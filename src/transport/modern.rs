@@ -21,7 +21,7 @@ use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;
 
-use super::{sse, sse_response, Admitted, EdgePolicy, HttpError, VERSION_HEADER};
+use super::{sse, sse_response, Admitted, EdgePolicy, HttpError, VERSION};
 use crate::auth::AuthService;
 use crate::catalog::TenantCatalog;
 use crate::modern::listen::Listener;
@@ -180,7 +180,6 @@ pub async fn post(
 }
 
 // Looked up without parsing a name per request.
-const VERSION: HeaderName = HeaderName::from_static(VERSION_HEADER);
 const METHOD: HeaderName = HeaderName::from_static(METHOD_HEADER);
 const NAME: HeaderName = HeaderName::from_static(NAME_HEADER);
 

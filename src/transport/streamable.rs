@@ -17,9 +17,11 @@ use super::modern;
 use super::{
     check_content_type, check_post_accept, check_sse_accept, check_version_header, parse_body,
     read_tenant_body, respond_with_first, session_not_found, sse, sse_response, Admitted,
-    EdgePolicy, HttpError, SESSION_HEADER,
+    EdgePolicy, HttpError,
 };
 use crate::cluster::EventId;
+
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 use crate::protocol::{Message, Payload, RpcError};
 use crate::session::actor::{OpenStream, Post, Terminate};
 use crate::session::locate::{self, Located};
@@ -116,9 +118,7 @@ async fn initialize(
             let mut response = json_response(body);
             if let Some(id) = session {
                 if let Ok(value) = HeaderValue::from_str(id) {
-                    response
-                        .headers_mut()
-                        .insert(HeaderName::from_static(SESSION_HEADER), value);
+                    response.headers_mut().insert(super::SESSION, value);
                 }
             }
             response
@@ -150,7 +150,7 @@ pub async fn get(
     check_sse_accept(&req)?;
     check_version_header(&req)?;
     let id = required_session_header(&req)?;
-    let last_event_id = match req.headers().get("last-event-id") {
+    let last_event_id = match req.headers().get(LAST_EVENT_ID) {
         None => None,
         Some(v) => Some(
             v.to_str()
@@ -262,7 +262,7 @@ async fn reach(
 }
 
 fn session_header(req: &HttpRequest) -> Result<Option<&str>, HttpError> {
-    match req.headers().get(SESSION_HEADER) {
+    match req.headers().get(super::SESSION) {
         None => Ok(None),
         Some(v) => v
             .to_str()
