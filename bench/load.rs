@@ -1734,41 +1734,39 @@ impl Conn {
 
     async fn exchange(&mut self, first_event: Option<&mut Option<Instant>>) -> io::Result<u16> {
         self.connect().await?;
+        // Out of `self` for the exchange, back unless the server closes it (or on error).
+        let mut stream = self.stream.take().expect("connected above");
         // One arm per stream type, each compiled for its own (the plain one as before TLS).
-        let (status, close) = match self.stream.as_mut().expect("connected above") {
-            Stream::Plain(stream) => {
-                stream.write_all(&self.out).await?;
-                read_response(
-                    stream,
-                    &mut self.buf,
-                    &mut self.dechunked,
-                    &mut self.body,
-                    &mut self.session,
-                    &mut self.consumed,
-                    first_event,
-                )
-                .await?
-            }
-            Stream::Tls(stream) => {
-                let stream = stream.as_mut();
-                stream.write_all(&self.out).await?;
-                stream.flush().await?;
-                read_response(
-                    stream,
-                    &mut self.buf,
-                    &mut self.dechunked,
-                    &mut self.body,
-                    &mut self.session,
-                    &mut self.consumed,
-                    first_event,
-                )
-                .await?
-            }
+        let (status, close) = match &mut stream {
+            Stream::Plain(s) => self.exchange_on(s, first_event).await?,
+            Stream::Tls(s) => self.exchange_on(s.as_mut(), first_event).await?,
         };
-        if close {
-            self.stream = None;
+        if !close {
+            self.stream = Some(stream);
         }
         Ok(status)
+    }
+
+    /// Writes `out` to `stream` and reads the response: its status and whether the server
+    /// closes the connection.
+    async fn exchange_on<S: AsyncRead + AsyncWrite + Unpin>(
+        &mut self,
+        stream: &mut S,
+        first_event: Option<&mut Option<Instant>>,
+    ) -> io::Result<(u16, bool)> {
+        stream.write_all(&self.out).await?;
+        // A no-op on TCP; TLS may hold the last record until flushed.
+        stream.flush().await?;
+        read_response(
+            stream,
+            &mut self.buf,
+            &mut self.dechunked,
+            &mut self.body,
+            &mut self.session,
+            &mut self.consumed,
+            first_event,
+        )
+        .await
     }
 }
 
