@@ -5,15 +5,18 @@
 # SERVER_CPU, the load generator on BENCH_CPU) under the same mcp-harbor-bench phases: tools/call
 # at 1 and 16 connections, stateless 2026-07-28 calls, session inits, then on a fresh server the
 # memory per idle session and per session holding an open GET stream; mcp-harbor also serves an
-# OAuth-protected tenant. Then the extras: bench/eventlog.sh (in-process vs Redis state,
+# OAuth-protected tenant. In the same rounds mcp-harbor over HTTPS (harbor-tls: rustls, a
+# certificate made with openssl; calls at 1 and 16 connections, inits, idle and streams) for its
+# cost against plain HTTP. Then the extras: bench/eventlog.sh (in-process vs Redis state,
 # 1000-event replay) and 3 replicas behind nginx (deploy/cluster.sh). Prints the medians, their
 # ratios and each target as met/missed, and writes it all with a machine description to
 # bench/results/<date>-compare.txt.
 #
 #   bench/compare.sh                              # about 10 minutes
 #   ROUNDS=1 DURATION=2 EXTRAS= bench/compare.sh  # a quick check, no extras
+#   PEERS="harbor harbor-tls" EXTRAS= bench/compare.sh  # HTTPS vs plain only
 #
-# Environment: ROUNDS (3), DURATION (5 measured seconds per tools/call run; inits run half of
+# Environment: PEERS (the servers of each round, "harbor harbor-tls rmcp echo"), ROUNDS (3), DURATION (5 measured seconds per tools/call run; inits run half of
 # it), IDLE_SESSIONS (5000), STREAM_SESSIONS (1000), RUNS (20 replays), EXTRAS ("eventlog
 # cluster"), OUT (bench/results/<UTC date>-compare.txt), NOTE (a line for the header, e.g. "busy
 # machine"), COMPARE_TARGET_DIR (~/.cache/mcp-harbor/compare-target, the peers' builds), and
@@ -28,12 +31,19 @@ idle_sessions=${IDLE_SESSIONS:-5000}
 stream_sessions=${STREAM_SESSIONS:-1000}
 runs=${RUNS:-20}
 extras=${EXTRAS-eventlog cluster}
+peers=${PEERS-harbor harbor-tls rmcp echo}
 out_file=${OUT:-bench/results/$(date -u +%F)-compare.txt}
 peer_target=${COMPARE_TARGET_DIR:-$HOME/.cache/mcp-harbor/compare-target}
 if ! [[ $rounds =~ ^[0-9]+$ ]] || ((rounds < 1 || rounds > 20)); then
     echo "ROUNDS must be an integer from 1 to 20" >&2
     exit 2
 fi
+for peer in $peers; do
+    [[ $peer =~ ^(harbor|harbor-tls|rmcp|echo)$ ]] || {
+        echo "PEERS may only name harbor, harbor-tls, rmcp and echo" >&2
+        exit 2
+    }
+done
 for extra in $extras; do
     [[ $extra == eventlog || $extra == cluster ]] || {
         echo "EXTRAS may only name eventlog and cluster" >&2
@@ -43,7 +53,9 @@ done
 
 echo "building mcp-harbor (release) and the peers (into $peer_target)..." >&2
 cargo build --release --bins --quiet
-for peer in rmcp-echo actix-echo; do
+for pair in rmcp:rmcp-echo echo:actix-echo; do
+    peer=${pair#*:}
+    [[ " $peers " == *" ${pair%%:*} "* ]] || continue
     (cd "bench/compare/$peer" && CARGO_TARGET_DIR=$peer_target cargo build --release --locked --quiet)
 done
 
@@ -51,6 +63,7 @@ done
 source bench/server.sh
 
 mkdir -p "$(dirname "$out_file")"
+[[ " $peers " == *" harbor-tls "* ]] && make_tls_cert
 exec 3>&1 4>&2
 exec > >(tee "$log_dir/report.txt") 2>&1
 tee_pid=$!
@@ -61,15 +74,21 @@ echo "kernel:  $(uname -srm)"
 echo "rustc:   $(rustc -V)"
 echo "commit:  $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench Cargo.toml Cargo.lock || echo ' (with uncommitted changes)')"
 echo "peers:   rmcp $(sed -nE 's/^rmcp = \{ version = "=([0-9.]+)".*/\1/p' bench/compare/rmcp-echo/Cargo.toml) (stateful sessions, axum, one-thread runtime), actix-web $(awk '/^name = "actix-web"$/ { getline; print $3 }' bench/compare/actix-echo/Cargo.lock | tr -d '"') bare echo (one worker)"
+echo "https:   harbor-tls: mcp-harbor with tls.cert_path/key_path (rustls, ring); the load generator trusts the certificate with --ca and keeps its connections alive (handshakes only as connections open, not per request)"
 echo "setup:   server on CPU ${SERVER_CPU:-0}, load on CPU ${BENCH_CPU:-1} (${pin_server[*]:-not pinned}); $rounds rounds x ${duration}s per run; $idle_sessions idle sessions, $stream_sessions sessions with a GET stream"
 busy_note
 
-# start NAME TAG: starts the server NAME (harbor, rmcp, echo) and sets $server_pid and $url;
-# mcp-harbor (with its own data directory per TAG) also gets the OAuth tenants of oauth_tenants.
+# start NAME TAG: starts the server NAME (harbor, harbor-tls, rmcp, echo) and sets $server_pid
+# and $url; mcp-harbor (with its own data directory per TAG) also gets the OAuth tenants of
+# oauth_tenants, harbor-tls is mcp-harbor over HTTPS.
 start() {
     local name=$1 tag=$2
     if [[ $name == harbor ]]; then
         start_server "harbor-$tag" memory && oauth_tenants
+        return
+    fi
+    if [[ $name == harbor-tls ]]; then
+        start_server "harbor-tls-$tag" memory tls
         return
     fi
     local bin=$peer_target/release/rmcp-echo log=$log_dir/server-$name-$tag.log
@@ -108,19 +127,22 @@ phase_run() {
 
 oauth_env
 for round in $(seq 1 "$rounds"); do
-    for name in harbor rmcp echo; do
+    for name in $peers; do
         start "$name" "$round" || {
             status=1
             continue
         }
+        # The certificate to trust over HTTPS.
+        ca=()
+        [[ $name == harbor-tls ]] && ca=(--ca "$tls_cert")
         echo "== round $round/$rounds: $name (pid $server_pid, $url)"
-        bench_run "$name-c1" "$round" --url "$url" --connections 1
-        bench_run "$name-c16" "$round" --url "$url" --connections 16
-        bench_run "$name-modern" "$round" --url "$url" --connections 16 --modern
+        bench_run "$name-c1" "$round" --url "$url" "${ca[@]}" --connections 1
+        bench_run "$name-c16" "$round" --url "$url" "${ca[@]}" --connections 16
+        [[ $name == harbor-tls ]] || bench_run "$name-modern" "$round" --url "$url" --connections 16 --modern
         [[ $name == harbor ]] && bench_run harbor-oauth "$round" --url "$base/t/locked/mcp" \
             --connections 16 --bearer-token-env BENCH_ACCESS_TOKEN
         phase_run "$name-inits" "$round" 's/^inits: .* ([0-9.]+) inits\/s, .*errors 0$/\1/p' \
-            --phase inits --duration "$duration" --connections 16
+            --phase inits --duration "$duration" --connections 16 "${ca[@]}"
         value=$(sed -nE 's/^inits cpu: server ([0-9.]+) us\/init.*/\1/p' "$log_dir/$name-inits-$round.out")
         [[ -n $value ]] && echo "$name-initcpu $value" >>"$results"
         stop_server
@@ -130,9 +152,9 @@ for round in $(seq 1 "$rounds"); do
             continue
         }
         phase_run "$name-idle" "$round" 's/^idle: .*, (-?[0-9]+) bytes \(.*errors 0$/\1/p' \
-            --phase idle --idle-sessions "$idle_sessions" --connections 16
+            --phase idle --idle-sessions "$idle_sessions" --connections 16 "${ca[@]}"
         phase_run "$name-streams" "$round" 's/^streams: .*, (-?[0-9]+) bytes \(.*errors 0$/\1/p' \
-            --phase streams --stream-sessions "$stream_sessions" --connections 16
+            --phase streams --stream-sessions "$stream_sessions" --connections 16 "${ca[@]}"
         stop_server
     done
 done
@@ -205,6 +227,26 @@ line "bytes per session + open GET stream" streams 2
 oauth_cpu=$(med harbor-oauth 5)
 printf '%-40s %11s %11s %11s %12s %12s\n' "OAuth tenant CPU us/req (16)" "$oauth_cpu" - - - "$(ratio "$oauth_cpu" "$(med echo-c16 5)")"
 printf '%-40s %11s\n' "OAuth tenant req/s (16 conns)" "$(med harbor-oauth 2)"
+if [[ " $peers " == *" harbor-tls "* ]]; then
+    echo
+    echo "mcp-harbor over HTTPS (harbor-tls) vs plain HTTP, same rounds (connections kept alive: handshakes only as they open)"
+    printf '%-40s %11s %11s %11s\n' figure plain https https/plain
+    tls_line() { # LABEL NAME-SUFFIX COLUMN
+        local p t
+        p=$(med "harbor-$2" "$3") t=$(med "harbor-tls-$2" "$3")
+        printf '%-40s %11s %11s %11s\n' "$1" "$p" "$t" "$(ratio "$t" "$p")"
+    }
+    for kind in "c1:1 conn" "c16:16 conns"; do
+        suffix=${kind%%:*} label=${kind#*:}
+        tls_line "tools/call req/s ($label)" "$suffix" 2
+        tls_line "tools/call p50 ms ($label)" "$suffix" 3
+        tls_line "server CPU us/req ($label)" "$suffix" 5
+    done
+    tls_line "session inits/s (16 conns)" inits 2
+    tls_line "server CPU us/init (16 conns)" initcpu 2
+    tls_line "bytes per idle session" idle 2
+    tls_line "bytes per session + open GET stream" streams 2
+fi
 if [[ -z $cluster_note ]]; then
     echo
     printf '%-42s %11s %11s %11s\n' "3 replicas behind nginx (16 conns)" req/s "CPU us/req" "req/s/core"
@@ -243,7 +285,11 @@ cluster_ratio=-
 [[ -z $cluster_note ]] && cluster_ratio=$(ratio "$(med harbor-c16 5)" "$(med cluster 5)")
 target "3 replicas/nginx req/s per replica core vs single server" "$cluster_ratio" '>=' 0.7
 [[ -n $cluster_note ]] && echo "  (3 replicas: $cluster_note)"
-echo "TLS: not measured (mcp-harbor-bench speaks plain HTTP only)"
+# info LABEL VALUE: a figure the issue sets no target for.
+info() { printf '%-62s %10s   info (no target)\n' "$1" "${2:--}"; }
+info "(info) HTTPS / plain: server CPU per tools/call, 16 conns" "$(ratio "$(med harbor-tls-c16 5)" "$(med harbor-c16 5)")"
+info "(info) HTTPS / plain: server CPU per tools/call, 1 conn" "$(ratio "$(med harbor-tls-c1 5)" "$(med harbor-c1 5)")"
+info "(info) HTTPS / plain: req/s, 16 conns" "$(ratio "$(med harbor-tls-c16 2)" "$(med harbor-c16 2)")"
 ((status == 0)) || echo "errors: some requests failed or a server did not start (see above)"
 
 exec 1>&3 2>&4

@@ -1,7 +1,8 @@
 //! `mcp-harbor-bench`: a load generator for the Streamable HTTP endpoint (`/t/{tenant}/mcp`).
 //!
 //! It speaks just enough HTTP/1.1 (keep-alive, `Content-Length` and chunked bodies) over plain
-//! tokio `TcpStream`s to stay far cheaper per request than the server, and measures:
+//! tokio `TcpStream`s to stay far cheaper per request than the server, or over TLS (rustls, an
+//! `https://` URL and `--ca`), and measures:
 //!
 //! * `calls`: `tools/call` on the `echo` tool from C connections over N sessions (req/s, latency);
 //!   with `--modern`, stateless 2026-07-28 requests instead (no session, `_meta` and headers);
@@ -13,21 +14,27 @@
 //! * `soak`: a mixed load held for a long time while the server's memory, descriptors and
 //!   tasks are sampled (`bench/soak.rs`, `bench/soak.sh`).
 //!
-//! Only loopback targets are accepted, and every loop is bounded in time and count.
+//! Only loopback targets are accepted, and every loop is bounded in time and count. Connections
+//! are kept alive, so over TLS the handshakes happen only as connections open (set-up and warm-up,
+//! the C connections of `inits`, one per stream of `streams`), not per request.
 
 use std::collections::HashSet;
 use std::io::{self, Write as _};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 
 mod soak;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::rustls;
+use tokio_rustls::TlsConnector;
 
 const PROTOCOL_VERSION: &str = "2025-06-18";
 /// The stateless revision (`--modern`).
@@ -67,9 +74,13 @@ const INITIALIZED: &[u8] = br#"{"jsonrpc":"2.0","method":"notifications/initiali
     about = "Load generator for mcp-harbor's Streamable HTTP endpoint (loopback only)"
 )]
 struct Args {
-    /// MCP endpoint (http://127.0.0.1 or localhost only).
+    /// MCP endpoint (http:// or https://, 127.0.0.1, [::1] or localhost only).
     #[arg(long, default_value = "http://127.0.0.1:8080/t/demo/mcp")]
     url: String,
+    /// For an https:// URL: the PEM certificate(s) to trust (the server's self-signed
+    /// certificate or its CA); nothing else is trusted.
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
     /// Sessions the `calls` phase spreads its requests over.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=MAX_SESSIONS))]
     sessions: u64,
@@ -163,7 +174,7 @@ fn main() -> ExitCode {
             }
         },
     };
-    let target = match Target::parse(&args.url) {
+    let target = match Target::parse(&args.url, args.ca.as_deref()) {
         Ok(mut t) => {
             if let Some(token) = token {
                 t.authorize(&token);
@@ -232,6 +243,9 @@ async fn run(args: Args, target: Arc<Target>) -> Result<(), String> {
     }
     if args.phase == Phase::Soak {
         failed |= !soak::soak_phase(&args, &target).await?;
+    }
+    if let Some(tls) = &target.tls {
+        tls.report();
     }
     if failed {
         Err("some requests failed (see above)".into())
@@ -568,21 +582,34 @@ async fn streams_phase(
 
 /// Opens the standalone `GET` SSE stream of `session` on a new connection and returns the
 /// connection once the response head (200, `text/event-stream`) has arrived.
-async fn open_stream(target: &Target, session: &str) -> Result<TcpStream, String> {
-    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(target.addr))
+async fn open_stream(target: &Target, session: &str) -> Result<Stream, String> {
+    let mut stream = target
+        .connect()
         .await
-        .map_err(|_| "GET stream: connect timed out".to_string())?
         .map_err(|e| format!("GET stream: connect: {e}"))?;
-    stream
-        .set_nodelay(true)
-        .map_err(|e| format!("GET stream: {e}"))?;
     let mut request = target.get_head.clone();
     let _ = write!(
         request,
         "mcp-session-id: {session}\r\nmcp-protocol-version: {PROTOCOL_VERSION}\r\n\r\n"
     );
+    match &mut stream {
+        Stream::Plain(s) => stream_head(s, &request).await?,
+        Stream::Tls(s) => stream_head(s.as_mut(), &request).await?,
+    }
+    Ok(stream)
+}
+
+/// Sends the GET of a standalone stream and reads its response head (200 `text/event-stream`).
+async fn stream_head<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    request: &[u8],
+) -> Result<(), String> {
     stream
-        .write_all(&request)
+        .write_all(request)
+        .await
+        .map_err(|e| format!("GET stream: {e}"))?;
+    stream
+        .flush()
         .await
         .map_err(|e| format!("GET stream: {e}"))?;
     let mut buf = Vec::with_capacity(1024);
@@ -593,7 +620,7 @@ async fn open_stream(target: &Target, session: &str) -> Result<TcpStream, String
         if buf.len() > 16 * 1024 {
             return Err("GET stream: response head too large".into());
         }
-        fill(&mut stream, &mut buf)
+        fill(stream, &mut buf)
             .await
             .map_err(|e| format!("GET stream: {e}"))?;
     };
@@ -609,7 +636,7 @@ async fn open_stream(target: &Target, session: &str) -> Result<TcpStream, String
             String::from_utf8_lossy(&buf[..buf.len().min(300)])
         ));
     }
-    Ok(stream)
+    Ok(())
 }
 
 /// Resumes a finished call's 1000-event stream from its priming event, `--runs` times, timing
@@ -1258,6 +1285,99 @@ struct Target {
     head: Vec<u8>,
     /// The same for `GET` (opening or resuming an SSE stream).
     get_head: Vec<u8>,
+    /// TLS for an `https://` URL.
+    tls: Option<Tls>,
+}
+
+/// A connection to the server: TCP, or TLS over it. The request loops match on it once per
+/// exchange and run the code for that stream type (no dynamic dispatch on the plain path).
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+/// TLS towards the server (rustls with the ring provider, as the server): only the `--ca`
+/// certificates are trusted, ALPN offers http/1.1 only. Counts the handshakes for the report.
+struct Tls {
+    connector: TlsConnector,
+    name: rustls::pki_types::ServerName<'static>,
+    handshakes: AtomicU64,
+    /// Their total time, TCP connect included.
+    handshake_nanos: AtomicU64,
+    /// What the first handshake negotiated.
+    negotiated: OnceLock<String>,
+}
+
+impl Tls {
+    fn new(host: &str, ca: &Path) -> Result<Tls, String> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, ServerName};
+        let certs = CertificateDer::pem_file_iter(ca)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("--ca {}: {e}", ca.display()))?;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|e| format!("--ca {}: {e}", ca.display()))?;
+        }
+        if roots.is_empty() {
+            return Err(format!("--ca {}: no certificate in the file", ca.display()));
+        }
+        let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS configuration: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let name = ServerName::try_from(host.to_string())
+            .map_err(|e| format!("TLS server name {host:?}: {e}"))?;
+        Ok(Tls {
+            connector: TlsConnector::from(Arc::new(config)),
+            name,
+            handshakes: AtomicU64::new(0),
+            handshake_nanos: AtomicU64::new(0),
+            negotiated: OnceLock::new(),
+        })
+    }
+
+    fn record(&self, took: Duration, stream: &TlsStream<TcpStream>) {
+        self.handshakes.fetch_add(1, Ordering::Relaxed);
+        self.handshake_nanos
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        self.negotiated.get_or_init(|| {
+            let session = stream.get_ref().1;
+            let alpn = session
+                .alpn_protocol()
+                .map(|p| String::from_utf8_lossy(p).into_owned());
+            format!(
+                "{:?} {:?}, ALPN {}",
+                session
+                    .protocol_version()
+                    .unwrap_or(rustls::ProtocolVersion::Unknown(0)),
+                session
+                    .negotiated_cipher_suite()
+                    .map_or(rustls::CipherSuite::Unknown(0), |c| c.suite()),
+                alpn.as_deref().unwrap_or("none")
+            )
+        });
+    }
+
+    /// `tls: …` after the phases: what was negotiated and the handshakes made.
+    fn report(&self) {
+        let n = self.handshakes.load(Ordering::Relaxed);
+        let mean = if n == 0 {
+            0.0
+        } else {
+            self.handshake_nanos.load(Ordering::Relaxed) as f64 / n as f64 / 1e6
+        };
+        println!(
+            "tls: {}; {n} handshakes, mean {mean:.2} ms (TCP connect + handshake); connections are kept alive, so handshakes happen only as connections open (set-up and warm-up, not per request)",
+            self.negotiated.get().map_or("no handshake", |s| s.as_str())
+        );
+    }
 }
 
 impl Target {
@@ -1269,10 +1389,17 @@ impl Target {
         self.auth_header = header;
     }
 
-    fn parse(url: &str) -> Result<Target, String> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("--url {url:?}: only http:// URLs are supported"))?;
+    /// Parses the URL; an `https://` one needs `ca`, the certificates to trust.
+    fn parse(url: &str, ca: Option<&Path>) -> Result<Target, String> {
+        let (https, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (false, rest),
+            (_, Some(rest)) => (true, rest),
+            _ => {
+                return Err(format!(
+                    "--url {url:?}: only http:// and https:// URLs are supported"
+                ))
+            }
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
@@ -1293,6 +1420,7 @@ impl Target {
             Some(p) => p
                 .parse::<u16>()
                 .map_err(|_| format!("--url {url:?}: bad port {p:?}"))?,
+            None if https => 443,
             None => 80,
         };
         let ip = match host {
@@ -1307,6 +1435,12 @@ impl Target {
         if path.contains(|c: char| c.is_ascii_whitespace() || c.is_ascii_control()) {
             return Err(format!("--url {url:?}: bad path"));
         }
+        let tls = match (https, ca) {
+            (true, Some(ca)) => Some(Tls::new(host, ca)?),
+            (true, None) => return Err(format!("--url {url:?}: https:// needs --ca FILE")),
+            (false, Some(_)) => return Err("--ca is only for https:// URLs".into()),
+            (false, None) => None,
+        };
         let head = format!(
             "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
         )
@@ -1327,8 +1461,45 @@ impl Target {
             auth_header: String::new(),
             head,
             get_head,
+            tls,
         })
     }
+
+    /// A new connection (TCP, then the TLS handshake for https://), within `CONNECT_TIMEOUT`.
+    async fn connect(&self) -> io::Result<Stream> {
+        let started = Instant::now();
+        let timed_out =
+            |what: &str| io::Error::new(io::ErrorKind::TimedOut, format!("{what} timed out"));
+        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(self.addr))
+            .await
+            .map_err(|_| timed_out("connect"))??;
+        tcp.set_nodelay(true)?;
+        let Some(tls) = &self.tls else {
+            return Ok(Stream::Plain(tcp));
+        };
+        let handshake = tls.connector.connect(tls.name.clone(), tcp);
+        let stream = tokio::time::timeout_at((started + CONNECT_TIMEOUT).into(), handshake)
+            .await
+            .map_err(|_| timed_out("TLS handshake"))?
+            .map_err(explain_handshake_error)?;
+        tls.record(started.elapsed(), &stream);
+        Ok(Stream::Tls(Box::new(stream)))
+    }
+}
+
+/// Adds the way out to the refusal a self-signed certificate made with `openssl req -x509`'s
+/// defaults (CA:TRUE) meets as the server's own certificate.
+fn explain_handshake_error(e: io::Error) -> io::Error {
+    if !e.to_string().contains("CaUsedAsEndEntity") {
+        return e;
+    }
+    io::Error::new(
+        e.kind(),
+        format!(
+            "{e} (the server's certificate is marked CA:TRUE, which webpki refuses for a server: \
+             make it with `-addext basicConstraints=critical,CA:FALSE`, or sign it with a CA given to --ca)"
+        ),
+    )
 }
 
 /// Gives every connection its own JSON-RPC id range.
@@ -1344,7 +1515,7 @@ enum Body {
 
 struct Conn {
     target: Arc<Target>,
-    stream: Option<TcpStream>,
+    stream: Option<Stream>,
     /// Bytes read; the last response starts at 0 and spans `consumed` bytes.
     buf: Vec<u8>,
     consumed: usize,
@@ -1469,11 +1640,7 @@ impl Conn {
 
     async fn connect(&mut self) -> io::Result<()> {
         if self.stream.is_none() {
-            let stream =
-                tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(self.target.addr))
-                    .await
-                    .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-            stream.set_nodelay(true)?;
+            let stream = self.target.connect().await?;
             self.buf.clear();
             self.consumed = 0;
             self.stream = Some(stream);
@@ -1567,9 +1734,30 @@ impl Conn {
 
     async fn exchange(&mut self, first_event: Option<&mut Option<Instant>>) -> io::Result<u16> {
         self.connect().await?;
-        let stream = self.stream.as_mut().expect("connected above");
+        // Out of `self` for the exchange, back unless the server closes it (or on error).
+        let mut stream = self.stream.take().expect("connected above");
+        // One arm per stream type, each compiled for its own (the plain one as before TLS).
+        let (status, close) = match &mut stream {
+            Stream::Plain(s) => self.exchange_on(s, first_event).await?,
+            Stream::Tls(s) => self.exchange_on(s.as_mut(), first_event).await?,
+        };
+        if !close {
+            self.stream = Some(stream);
+        }
+        Ok(status)
+    }
+
+    /// Writes `out` to `stream` and reads the response: its status and whether the server
+    /// closes the connection.
+    async fn exchange_on<S: AsyncRead + AsyncWrite + Unpin>(
+        &mut self,
+        stream: &mut S,
+        first_event: Option<&mut Option<Instant>>,
+    ) -> io::Result<(u16, bool)> {
         stream.write_all(&self.out).await?;
-        let (status, close) = read_response(
+        // A no-op on TCP; TLS may hold the last record until flushed.
+        stream.flush().await?;
+        read_response(
             stream,
             &mut self.buf,
             &mut self.dechunked,
@@ -1578,19 +1766,15 @@ impl Conn {
             &mut self.consumed,
             first_event,
         )
-        .await?;
-        if close {
-            self.stream = None;
-        }
-        Ok(status)
+        .await
     }
 }
 
 /// Reads one response into `buf` (which starts empty or with bytes of this response): returns
 /// its status and whether the server closes the connection. With `first_event`, a streamed body
 /// is decoded as it arrives and `first_event` set when its first SSE event with an id is complete.
-async fn read_response(
-    stream: &mut TcpStream,
+async fn read_response<S: AsyncRead + Unpin>(
+    stream: &mut S,
     buf: &mut Vec<u8>,
     dechunked: &mut Vec<u8>,
     body: &mut Body,
@@ -1674,7 +1858,7 @@ async fn read_response(
     Ok((head.status, head.close))
 }
 
-async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
+async fn fill<S: AsyncRead + Unpin>(stream: &mut S, buf: &mut Vec<u8>) -> io::Result<()> {
     if buf.len() > MAX_RESPONSE {
         return Err(invalid("response too large"));
     }
@@ -2112,15 +2296,18 @@ mod tests {
 
     #[test]
     fn urls() {
-        let t = Target::parse("http://127.0.0.1:9000/t/demo/mcp").unwrap();
+        let t = Target::parse("http://127.0.0.1:9000/t/demo/mcp", None).unwrap();
         assert_eq!(t.addr, "127.0.0.1:9000".parse().unwrap());
         assert!(t
             .head
             .starts_with(b"POST /t/demo/mcp HTTP/1.1\r\nHost: 127.0.0.1:9000\r\n"));
-        assert!(Target::parse("http://localhost:80/x").is_ok());
-        assert!(Target::parse("http://[::1]:8080/x").is_ok());
-        assert!(Target::parse("http://10.0.0.1:8080/x").is_err());
-        assert!(Target::parse("https://127.0.0.1/x").is_err());
+        assert!(Target::parse("http://localhost:80/x", None).is_ok());
+        assert!(Target::parse("http://[::1]:8080/x", None).is_ok());
+        assert!(Target::parse("http://10.0.0.1:8080/x", None).is_err());
+        // https:// needs the certificates to trust, and --ca goes only with it.
+        assert!(Target::parse("https://127.0.0.1/x", None).is_err());
+        assert!(Target::parse("http://127.0.0.1/x", Some(Path::new("ca.pem"))).is_err());
+        assert!(Target::parse("https://127.0.0.1/x", Some(Path::new("/nonexistent.pem"))).is_err());
     }
 
     #[test]

@@ -86,6 +86,22 @@ oauth_tenants() {
     export BENCH_ACCESS_TOKEN
 }
 
+# HTTPS (bench/compare.sh): `make_tls_cert` writes a self-signed P-256 certificate for 127.0.0.1
+# and localhost to $tls_cert / $tls_key (CA:FALSE: webpki, in the load generator, refuses a CA
+# certificate as a server's); `start_server NAME BACKEND tls` serves it; pass `--ca "$tls_cert"`
+# to mcp-harbor-bench.
+tls_cert=$log_dir/tls.crt
+tls_key=$log_dir/tls.key
+make_tls_cert() {
+    command -v openssl >/dev/null 2>&1 || {
+        echo "HTTPS needs the openssl command (to make a certificate)" >&2
+        return 1
+    }
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj "/CN=mcp-harbor-bench" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+        -addext "basicConstraints=critical,CA:FALSE" -keyout "$tls_key" -out "$tls_cert" 2>/dev/null
+}
+
 server_pid=""
 url=""
 # The key prefix of the running server's Redis state ("" with the in-process backend).
@@ -138,12 +154,13 @@ stop_server() {
     redis_cleanup
 }
 
-# start_server NAME BACKEND: starts the server (one HTTP worker, a session cap of 200 000, an
-# SQLite file in its own directory, EVENT_LOG_CAPACITY events per stream) with session state
+# start_server NAME BACKEND [tls]: starts the server (one HTTP worker, a session cap of 200 000,
+# an SQLite file in its own directory, EVENT_LOG_CAPACITY events per stream) with session state
 # in-process (BACKEND memory) or in Redis under a fresh key prefix (BACKEND redis), on port 0
-# (the kernel picks a free one), and reads the URL it prints into $url.
+# (the kernel picks a free one), over HTTPS with `tls` (make_tls_cert first), and reads the URL
+# it prints into $url.
 start_server() {
-    local name=$1 backend=$2
+    local name=$1 backend=$2 tls=${3:-}
     local log=$log_dir/server-$name.log data=$log_dir/data-$name
     local env=(
         MCP_HARBOR__SERVER__HOST=127.0.0.1
@@ -165,12 +182,13 @@ start_server() {
         return 1
         ;;
     esac
+    [[ $tls == tls ]] && env+=(MCP_HARBOR__TLS__CERT_PATH="$tls_cert" MCP_HARBOR__TLS__KEY_PATH="$tls_key")
     mkdir -p "$data"
     "${pin_server[@]}" env "${env[@]}" "$server_bin" serve >"$log" 2>&1 &
     server_pid=$!
     url=""
     for _ in $(seq 1 100); do
-        url=$(sed -n 's#^mcp-harbor: tenant demo serving MCP at \(http://[^ ]*\)$#\1#p' "$log" | head -n 1)
+        url=$(sed -n 's#^mcp-harbor: tenant demo serving MCP at \(https\{0,1\}://[^ ]*\)$#\1#p' "$log" | head -n 1)
         [[ -n $url ]] && break
         if ! kill -0 "$server_pid" 2>/dev/null; then
             echo "the server exited during start-up:" >&2

@@ -143,3 +143,69 @@ async fn unusable_certificates_stop_the_server_at_start() {
     config.tls.cert_path = "/nonexistent/cert.pem".into();
     assert!(config.validate().is_err(), "a key path is needed too");
 }
+
+/// The load generator (`mcp-harbor-bench`, bench/load.rs) against the HTTPS server: it trusts
+/// only its `--ca` file, and calls, stateless calls and inits run over TLS without an error.
+#[actix_rt::test]
+async fn load_generator_speaks_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key, _) = certificate("harbor bench");
+    write_pair(dir.path(), &cert, &key);
+    let (other, _, _) = certificate("not the server");
+    std::fs::write(dir.path().join("other.pem"), other).unwrap();
+    let cert_path = dir.path().join("cert.pem").display().to_string();
+    let key_path = dir.path().join("key.pem").display().to_string();
+    let app = spawn_app_with(|c| {
+        c.tls.cert_path = cert_path.clone();
+        c.tls.key_path = key_path.clone();
+    })
+    .await;
+    let url = format!("https://127.0.0.1:{}/t/demo/mcp", app.port);
+    let bench = |ca: &str, extra: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-harbor-bench"));
+        cmd.args([
+            "--url",
+            &url,
+            "--ca",
+            ca,
+            "--connections",
+            "2",
+            "--sessions",
+            "4",
+        ])
+        .args(["--duration", "0.6", "--warmup", "0.1"])
+        .args(extra);
+        // The server answers on this runtime's threads: wait for the bench off them.
+        actix_rt::task::spawn_blocking(move || cmd.output().expect("mcp-harbor-bench runs"))
+    };
+    let ca = dir.path().join("cert.pem").display().to_string();
+    for (phase, line) in [
+        (
+            &["--phase", "calls"][..],
+            "calls: 2 connections, 4 sessions",
+        ),
+        (
+            &["--phase", "calls", "--modern"][..],
+            "calls: 2 connections, stateless",
+        ),
+        (&["--phase", "inits"][..], "inits: 2 connections"),
+    ] {
+        let out = bench(&ca, phase).await.unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{phase:?}: {stdout}{stderr}");
+        let result = stdout.lines().find(|l| l.starts_with(line));
+        assert!(
+            result.is_some_and(|l| l.ends_with("errors 0") && !l.contains(" 0 requests")),
+            "{phase:?}: {stdout}"
+        );
+        assert!(stdout.contains("tls: TLSv1_3"), "{stdout}");
+    }
+
+    // A certificate it was not given is refused.
+    let other = dir.path().join("other.pem").display().to_string();
+    let out = bench(&other, &["--phase", "calls"]).await.unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("invalid peer certificate"), "{stderr}");
+}
