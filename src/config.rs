@@ -170,6 +170,10 @@ pub struct ClusterConfig {
     /// On SIGTERM: how long to wait for running requests before handing sessions over, and
     /// for connections to close, in seconds.
     pub drain_grace_secs: u64,
+    /// A label (1-32 letters, digits, `-`, `_`) that new session ids start with
+    /// (`r1.<32 hex>`), so a load balancer can send a session's requests to the replica that
+    /// created it; empty: plain ids (one process, or a balancer that hashes the whole id).
+    pub session_route: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -300,6 +304,7 @@ impl Default for Config {
                 heartbeat_ms: 1000,
                 liveness_ttl_ms: 3000,
                 drain_grace_secs: 20,
+                session_route: String::new(),
             },
             auth: AuthConfig {
                 public_url: String::new(),
@@ -468,6 +473,11 @@ impl Config {
                 "cluster.replica_id may hold only letters, digits, '-', '_' and '.'".into(),
             );
         }
+        if !self.cluster.session_route.is_empty() {
+            if let Err(e) = crate::session::id::check_route(&self.cluster.session_route) {
+                return bad(format!("cluster.session_route {e}"));
+            }
+        }
         let advertise = &self.cluster.advertise_url;
         if !(advertise.is_empty()
             || advertise.starts_with("http://")
@@ -591,6 +601,18 @@ mod tests {
         let mut c = Config::default();
         c.log.format = "xml".into();
         assert!(c.validate().unwrap_err().to_string().contains("log.format"));
+    }
+
+    #[test]
+    fn a_session_route_is_checked_at_start() {
+        let mut c = Config::default();
+        c.cluster.session_route = "r1".into();
+        c.validate().unwrap();
+        for bad in ["r.1", "r:1", "r 1", &"r".repeat(33)] {
+            c.cluster.session_route = bad.into();
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("cluster.session_route"), "{bad}: {e}");
+        }
     }
 
     #[test]
