@@ -474,7 +474,7 @@ impl Config {
             );
         }
         if !self.cluster.session_route.is_empty() {
-            if let Err(e) = crate::session::id::check_route(&self.cluster.session_route) {
+            if let Err(e) = check_session_route(&self.cluster.session_route) {
                 return bad(format!("cluster.session_route {e}"));
             }
         }
@@ -584,6 +584,27 @@ pub fn is_valid_slug(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
+/// The longest `cluster.session_route`.
+pub const MAX_SESSION_ROUTE_LEN: usize = 32;
+
+/// Whether `label` may prefix session ids (`cluster.session_route`, see `session::id`): 1 to 32
+/// ASCII letters, digits, `-` or `_` — visible ASCII as the spec asks of session ids, no `.` so
+/// the first dot of an id ends it, nothing a load balancer's pattern or a URL would escape.
+pub fn check_session_route(label: &str) -> Result<(), String> {
+    if label.is_empty() || label.len() > MAX_SESSION_ROUTE_LEN {
+        return Err(format!(
+            "must be 1 to {MAX_SESSION_ROUTE_LEN} characters long"
+        ));
+    }
+    if !label
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err("may hold only ASCII letters, digits, '-' and '_'".into());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -601,6 +622,27 @@ mod tests {
         let mut c = Config::default();
         c.log.format = "xml".into();
         assert!(c.validate().unwrap_err().to_string().contains("log.format"));
+    }
+
+    #[test]
+    fn route_labels_are_restricted_to_safe_characters() {
+        for ok in ["r1", "replica-7", "pod_0", "A"] {
+            assert_eq!(check_session_route(ok), Ok(()), "{ok}");
+        }
+        let too_long = "a".repeat(MAX_SESSION_ROUTE_LEN + 1);
+        for bad in [
+            "",
+            too_long.as_str(),
+            "r.1",
+            "r 1",
+            "r:1",
+            "r/1",
+            "r%31",
+            "é",
+            "r1\n",
+        ] {
+            assert!(check_session_route(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

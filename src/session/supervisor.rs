@@ -17,8 +17,8 @@ use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
 use super::actor::{ExpireIfIdle, HandOver, IsRunning, Recover, SessionActor, Terminate};
-use super::id::new_session_id;
 use super::core::{Session, SessionSettings, SessionSnapshot, TransportKind};
+use super::id::new_session_id;
 use super::locate::{Replica, SessionError};
 use super::outbox::Outbox;
 use crate::catalog::CatalogHandle;
