@@ -174,9 +174,9 @@ fi
 
 if [[ " $extras " == *" cluster "* ]]; then
     echo
-    echo "== extra: 3 replicas behind nginx (deploy/cluster.sh: PostgreSQL + Redis state, unpinned), $rounds rounds"
+    echo "== extra: 3 replicas behind nginx routing by session id (deploy/cluster.sh --lb route: PostgreSQL + Redis state, unpinned), $rounds rounds"
     export CLUSTER_DIR=$log_dir/cluster CLUSTER_LOG=warn MCP_HARBOR_BIN=$PWD/$server_bin
-    if timeout 180 bash deploy/cluster.sh up --replicas 3 --lb hash; then
+    if timeout 180 bash deploy/cluster.sh up --replicas 3 --lb route; then
         # shellcheck disable=SC1091
         . "$CLUSTER_DIR/cluster.env"
         curl -fsS -X POST -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \

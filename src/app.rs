@@ -158,6 +158,7 @@ impl Application {
             },
             backends,
             liveness_ttl,
+            Some(config.cluster.session_route.clone()).filter(|r| !r.is_empty()),
         ));
         // Alive before serving, so no other replica takes this one's sessions for dead.
         replica

@@ -170,6 +170,10 @@ pub struct ClusterConfig {
     /// On SIGTERM: how long to wait for running requests before handing sessions over, and
     /// for connections to close, in seconds.
     pub drain_grace_secs: u64,
+    /// A label (1-32 letters, digits, `-`, `_`) that new session ids start with
+    /// (`r1.<32 hex>`), so a load balancer can send a session's requests to the replica that
+    /// created it; empty: plain ids (one process, or a balancer that hashes the whole id).
+    pub session_route: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -300,6 +304,7 @@ impl Default for Config {
                 heartbeat_ms: 1000,
                 liveness_ttl_ms: 3000,
                 drain_grace_secs: 20,
+                session_route: String::new(),
             },
             auth: AuthConfig {
                 public_url: String::new(),
@@ -468,6 +473,11 @@ impl Config {
                 "cluster.replica_id may hold only letters, digits, '-', '_' and '.'".into(),
             );
         }
+        if !self.cluster.session_route.is_empty() {
+            if let Err(e) = check_session_route(&self.cluster.session_route) {
+                return bad(format!("cluster.session_route {e}"));
+            }
+        }
         let advertise = &self.cluster.advertise_url;
         if !(advertise.is_empty()
             || advertise.starts_with("http://")
@@ -574,6 +584,27 @@ pub fn is_valid_slug(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
+/// The longest `cluster.session_route`.
+pub const MAX_SESSION_ROUTE_LEN: usize = 32;
+
+/// Whether `label` may prefix session ids (`cluster.session_route`, see `session::id`): 1 to 32
+/// ASCII letters, digits, `-` or `_` — visible ASCII as the spec asks of session ids, no `.` so
+/// the first dot of an id ends it, nothing a load balancer's pattern or a URL would escape.
+pub fn check_session_route(label: &str) -> Result<(), String> {
+    if label.is_empty() || label.len() > MAX_SESSION_ROUTE_LEN {
+        return Err(format!(
+            "must be 1 to {MAX_SESSION_ROUTE_LEN} characters long"
+        ));
+    }
+    if !label
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err("may hold only ASCII letters, digits, '-' and '_'".into());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -591,6 +622,39 @@ mod tests {
         let mut c = Config::default();
         c.log.format = "xml".into();
         assert!(c.validate().unwrap_err().to_string().contains("log.format"));
+    }
+
+    #[test]
+    fn route_labels_are_restricted_to_safe_characters() {
+        for ok in ["r1", "replica-7", "pod_0", "A"] {
+            assert_eq!(check_session_route(ok), Ok(()), "{ok}");
+        }
+        let too_long = "a".repeat(MAX_SESSION_ROUTE_LEN + 1);
+        for bad in [
+            "",
+            too_long.as_str(),
+            "r.1",
+            "r 1",
+            "r:1",
+            "r/1",
+            "r%31",
+            "é",
+            "r1\n",
+        ] {
+            assert!(check_session_route(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_session_route_is_checked_at_start() {
+        let mut c = Config::default();
+        c.cluster.session_route = "r1".into();
+        c.validate().unwrap();
+        for bad in ["r.1", "r:1", "r 1", &"r".repeat(33)] {
+            c.cluster.session_route = bad.into();
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("cluster.session_route"), "{bad}: {e}");
+        }
     }
 
     #[test]

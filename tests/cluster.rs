@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::{
     shared_replicas, spawn_app_with, test_redis_url, SseEvent, SseReader, TestApp, ADMIN_TOKEN,
 };
+use mcp_harbor::session::id::route_of;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -182,6 +183,84 @@ async fn a_dead_owners_session_is_taken_over_and_its_stream_resumes_exactly_once
     .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(replica_of(&resp), b.replica_id);
+}
+
+#[actix_rt::test]
+async fn session_ids_name_their_replica_and_work_anywhere_even_once_it_is_gone() {
+    // Replica `a-…` starts its session ids with `a.`, `b-…` with `b.` (cluster.session_route).
+    let Some((apps, _db)) = shared_replicas(&["a", "b"], |c| {
+        c.cluster.session_route = c.cluster.replica_id.split('-').next().unwrap().to_string();
+    })
+    .await
+    else {
+        return;
+    };
+    let [a, b]: [TestApp; 2] = apps.try_into().ok().unwrap();
+    let on_a = a.open_session("demo", "2025-11-25", json!({})).await;
+    let on_b = b.open_session("demo", "2025-11-25", json!({})).await;
+    assert_eq!(route_of(&on_a.session), Some("a"), "{}", on_a.session);
+    assert_eq!(route_of(&on_b.session), Some("b"), "{}", on_b.session);
+    let random = on_a.session.split_once('.').unwrap().1;
+    assert_eq!(random.len(), 32, "128 random bits: {}", on_a.session);
+
+    // Through either replica: the named one answers (forwarded when needed).
+    for (via, session, owner) in [
+        (&a, &on_a.session, &a.replica_id),
+        (&b, &on_a.session, &a.replica_id),
+        (&a, &on_b.session, &b.replica_id),
+    ] {
+        let resp = post_to(
+            via,
+            session,
+            &json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" }),
+        )
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(resp.status(), 200, "{session} via {}", via.replica_id);
+        assert_eq!(&replica_of(&resp), owner, "{session}");
+    }
+    // The id's route is only a hint: another tenant, or a route with no such session, is 404.
+    let resp = b
+        .post(
+            "other",
+            Some(&on_a.session),
+            &json!({ "jsonrpc": "2.0", "id": 3, "method": "ping" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    let stranger = format!("zz.{random}");
+    let resp = post_to(
+        &b,
+        &stranger,
+        &json!({ "jsonrpc": "2.0", "id": 3, "method": "ping" }),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 404);
+
+    // The named replica dies: its session, id unchanged, goes on at the other one.
+    a.handle.stop(false).await;
+    for id in 4..6 {
+        let resp = post_to(
+            &b,
+            &on_a.session,
+            &json!({ "jsonrpc": "2.0", "id": id, "method": "tools/list" }),
+        )
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(replica_of(&resp), b.replica_id, "taken over by b");
+        let body: Value = resp.json().await.unwrap();
+        assert!(body["result"]["tools"].is_array(), "{body}");
+    }
+    // New sessions still name the replica that creates them.
+    let again = b.open_session("demo", "2025-11-25", json!({})).await;
+    assert_eq!(route_of(&again.session), Some("b"));
 }
 
 #[actix_rt::test]

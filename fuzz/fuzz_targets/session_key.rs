@@ -11,7 +11,11 @@
 //!   session state by choosing its session id);
 //! - a lease formats and parses back to itself (any replica id, any token), and a stored value
 //!   that parses re-formats to the same text when its token is canonical;
-//! - a stream entry id parses only as `0-<seq>`, to that seq.
+//! - a stream entry id parses only as `0-<seq>`, to that seq;
+//! - a session id made with a route label the config accepts (`session::id`,
+//!   `config::check_session_route`) is a valid header value, needs no escaping as a key segment
+//!   and names its label back; in any id from a client, a route is only found as
+//!   `<label>.<32 lowercase hex>`.
 #![no_main]
 
 use std::sync::Arc;
@@ -19,6 +23,8 @@ use std::sync::Arc;
 use libfuzzer_sys::fuzz_target;
 use mcp_harbor::cluster::redis::{lease_value, parse_entry_id, parse_lease, segment};
 use mcp_harbor::cluster::Lease;
+use mcp_harbor::config::check_session_route;
+use mcp_harbor::session::id::{new_session_id, route_of};
 
 /// The inverse of `segment`: `%25` → `%`, `%3A` → `:`; `None` for anything `segment` never
 /// writes.
@@ -74,6 +80,27 @@ fuzz_target!(|data: &[u8]| {
             ),
             (Some(t), Some(s))
         );
+    }
+
+    // Session ids with a route.
+    if let Some(id) = header_id(session) {
+        if let Some(route) = route_of(id) {
+            assert_eq!(check_session_route(route), Ok(()));
+            let random = id.strip_prefix(route).and_then(|r| r.strip_prefix('.'));
+            assert!(
+                random.is_some_and(|r| r.len() == 32
+                    && r.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))),
+                "{id:?}"
+            );
+        }
+    }
+    if let Ok(label) = std::str::from_utf8(third) {
+        if check_session_route(label).is_ok() {
+            let id = new_session_id(Some(label));
+            assert_eq!(header_id(id.as_bytes()), Some(id.as_str()));
+            assert_eq!(segment(&id), id);
+            assert_eq!(route_of(&id), Some(label));
+        }
     }
 
     // Leases.

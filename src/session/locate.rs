@@ -19,15 +19,23 @@ pub struct Replica {
     pub backends: Backends,
     /// How long a replica stays "alive" after its last heartbeat.
     pub liveness_ttl: Duration,
+    /// The label new session ids start with (`cluster.session_route`), if any.
+    pub session_route: Option<String>,
     draining: AtomicBool,
 }
 
 impl Replica {
-    pub fn new(info: ReplicaInfo, backends: Backends, liveness_ttl: Duration) -> Self {
+    pub fn new(
+        info: ReplicaInfo,
+        backends: Backends,
+        liveness_ttl: Duration,
+        session_route: Option<String>,
+    ) -> Self {
         Replica {
             info,
             backends,
             liveness_ttl,
+            session_route,
             draining: AtomicBool::new(false),
         }
     }

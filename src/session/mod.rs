@@ -1,11 +1,12 @@
 //! Sessions: the plain-Rust session state machine (`core`) and its ordered writer to shared state
 //! (`outbox`), the actor that hosts one session (`actor`), the per-tenant supervisor and index
-//! (`supervisor`), and the one way in for the HTTP edge (`locate`: start, find or restore,
-//! deliver).
+//! (`supervisor`), session ids (`id`), and the one way in for the HTTP edge (`locate`: start,
+//! find or restore, deliver).
 
 pub mod actor;
 pub mod channel;
 pub mod core;
+pub mod id;
 pub mod locate;
 pub mod outbox;
 pub mod supervisor;

@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use super::actor::{ExpireIfIdle, HandOver, IsRunning, Recover, SessionActor, Terminate};
 use super::core::{Session, SessionSettings, SessionSnapshot, TransportKind};
+use super::id::new_session_id;
 use super::locate::{Replica, SessionError};
 use super::outbox::Outbox;
 use crate::catalog::CatalogHandle;
@@ -210,7 +211,7 @@ impl TenantSessions {
     ) -> Result<(Arc<str>, Addr<SessionActor>), SessionError> {
         self.replica.admit_new()?;
         self.at_capacity()?;
-        let id: Arc<str> = new_session_id().into();
+        let id: Arc<str> = new_session_id(self.replica.session_route.as_deref()).into();
         let key = self.key(&id);
         let owner = principal
             .as_deref()
@@ -506,11 +507,6 @@ impl Actor for TenantSupervisor {
             .clamp(Duration::from_millis(50), Duration::from_secs(30));
         ctx.run_interval(every, |me, ctx| me.sweep(ctx));
     }
-}
-
-/// A cryptographically random session id: 128 bits from the OS RNG, as 32 hex characters.
-pub fn new_session_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// A change every session of the tenant should hear about.
