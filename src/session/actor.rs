@@ -50,14 +50,17 @@ impl SessionActor {
         }
     }
 
-    fn port(&self, ctx: &Context<Self>) -> Arc<dyn SessionPort> {
-        match &self.port {
-            Some(p) => p.clone(),
-            None => Arc::new(ActorPort {
-                addr: ctx.address(),
-                sessions: self.sessions.clone(),
-            }),
-        }
+    /// The port tool calls reach the session through, made on first use (an idle session
+    /// holds none: each address of the actor costs an allocation).
+    fn port(&mut self, ctx: &Context<Self>) -> Arc<dyn SessionPort> {
+        self.port
+            .get_or_insert_with(|| {
+                Arc::new(ActorPort {
+                    addr: ctx.address(),
+                    sessions: self.sessions.clone(),
+                })
+            })
+            .clone()
     }
 
     /// Runs `f` on the session; a panic stops this actor and restarts the session from its
@@ -143,10 +146,6 @@ impl Actor for SessionActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         let addr = ctx.address();
-        self.port = Some(Arc::new(ActorPort {
-            addr: addr.clone(),
-            sessions: self.sessions.clone(),
-        }));
         // Losing the lease (another replica took the session over) stops this copy.
         self.core
             .outbox()

@@ -279,7 +279,9 @@ pub struct Session {
     version: Option<ProtocolVersion>,
     initialized: bool,
     client_capabilities: Arc<Value>,
-    client_info: Value,
+    /// The client's `clientInfo` as JSON text: only snapshots read it, and a `Value` object
+    /// costs a B-tree node of ~600 bytes for as long as the session lives.
+    client_info: Box<str>,
     log_level: LogLevel,
     subscriptions: HashSet<String>,
     inflight: HashMap<RequestId, InFlight>,
@@ -321,7 +323,7 @@ impl Session {
             version: None,
             initialized: false,
             client_capabilities: Arc::new(json!({})),
-            client_info: Value::Null,
+            client_info: "null".into(),
             log_level: LogLevel::Info,
             subscriptions: HashSet::new(),
             inflight: HashMap::new(),
@@ -379,7 +381,7 @@ impl Session {
         s.version = snapshot.version.as_deref().and_then(ProtocolVersion::parse);
         s.initialized = snapshot.initialized;
         s.client_capabilities = Arc::new(snapshot.client_capabilities.clone());
-        s.client_info = snapshot.client_info.clone();
+        s.client_info = snapshot.client_info.to_string().into();
         s.log_level = LogLevel::parse(&snapshot.log_level).unwrap_or(LogLevel::Info);
         s.subscriptions = snapshot.subscriptions.iter().cloned().collect();
         s.next_server_request = snapshot.next_server_request;
@@ -577,7 +579,7 @@ impl Session {
             version: self.version.map(|v| v.as_str().to_string()),
             initialized: self.initialized,
             client_capabilities: (*self.client_capabilities).clone(),
-            client_info: self.client_info.clone(),
+            client_info: serde_json::from_str(&self.client_info).unwrap_or(Value::Null),
             log_level: self.log_level.as_str().to_string(),
             subscriptions,
             standalone_stream: self
@@ -606,14 +608,32 @@ impl Session {
 
     /// Queues a snapshot when something it holds changed (called after each message).
     pub fn save_if_changed(&mut self) {
+        self.release_emptied();
         if !self.dirty {
             return;
         }
         self.dirty = false;
         match serde_json::to_vec(&self.snapshot()) {
-            Ok(bytes) => self.outbox.push(OutboxItem::Snapshot(Bytes::from(bytes))),
+            // Copied to its exact length: the saved snapshot lives as long as the session, and
+            // `to_vec` leaves up to twice its length allocated.
+            Ok(bytes) => self
+                .outbox
+                .push(OutboxItem::Snapshot(Bytes::copy_from_slice(&bytes))),
             Err(e) => tracing::error!(session = %self.id, error = %e, "snapshot not serializable"),
         }
+    }
+
+    /// Gives back the room of request and stream tables that emptied: an idle session would
+    /// otherwise keep the room its initialize took (a few hundred bytes each) for good.
+    fn release_emptied(&mut self) {
+        fn release<K, V>(map: &mut HashMap<K, V>) {
+            if map.is_empty() && map.capacity() > 0 {
+                *map = HashMap::new();
+            }
+        }
+        release(&mut self.inflight);
+        release(&mut self.pending);
+        release(&mut self.streams);
     }
 
     /// The last seq given out on each SSE stream (for a restart of this session in place).
@@ -1013,7 +1033,9 @@ impl Session {
                 .filter(Value::is_object)
                 .unwrap_or_else(|| json!({})),
         );
-        self.client_info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
+        self.client_info = params
+            .get("clientInfo")
+            .map_or_else(|| "null".into(), |info| info.to_string().into());
         self.dirty = true;
         let mut server_info =
             json!({ "name": self.settings.server_name, "version": self.settings.server_version });

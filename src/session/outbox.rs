@@ -51,7 +51,17 @@ pub enum OutboxItem {
     Release,
 }
 
-type Slot = Arc<parking_lot::Mutex<Option<mpsc::UnboundedSender<OutboxItem>>>>;
+/// What the copies of an outbox (and their worker) share, in one allocation.
+#[derive(Default)]
+struct Shared {
+    /// The running worker's queue. The worker empties it when it stops, so an idle session
+    /// holds no channel (a tokio channel keeps ~2 KB allocated for as long as any sender lives).
+    tx: parking_lot::Mutex<Option<mpsc::UnboundedSender<OutboxItem>>>,
+    /// Held by the running worker: a new one starts only when the previous one is done.
+    turn: tokio::sync::Mutex<()>,
+    /// Set once a write was fenced: nothing more is written for this copy of the session.
+    fenced: AtomicBool,
+}
 
 /// The sending side, owned by the session. The worker starts with the first item.
 pub struct Outbox {
@@ -60,14 +70,8 @@ pub struct Outbox {
     backends: Backends,
     ttl: Duration,
     on_fenced: Arc<dyn Fn() + Send + Sync>,
-    /// The running worker's queue, shared with forks. The worker empties the slot when it
-    /// stops, so an idle session holds no channel (a tokio channel keeps ~2 KB allocated for as
-    /// long as any sender lives).
-    tx: Slot,
-    /// Held by the running worker: a new one starts only when the previous one is done.
-    turn: Arc<tokio::sync::Mutex<()>>,
-    /// Set once a write was fenced: nothing more is written for this copy of the session.
-    fenced: Arc<AtomicBool>,
+    /// The worker's queue, its turn and the fenced flag, shared with forks.
+    shared: Arc<Shared>,
 }
 
 /// How long a worker waits for more work before it stops.
@@ -87,9 +91,7 @@ impl Outbox {
             backends,
             ttl,
             on_fenced,
-            tx: Slot::default(),
-            turn: Arc::new(tokio::sync::Mutex::new(())),
-            fenced: Arc::new(AtomicBool::new(false)),
+            shared: Arc::default(),
         }
     }
 
@@ -120,21 +122,19 @@ impl Outbox {
             backends: self.backends.clone(),
             ttl: self.ttl,
             on_fenced: self.on_fenced.clone(),
-            tx: self.tx.clone(),
-            turn: self.turn.clone(),
-            fenced: self.fenced.clone(),
+            shared: self.shared.clone(),
         }
     }
 
     pub fn push(&mut self, item: OutboxItem) {
-        if self.fenced.load(Ordering::Acquire) {
+        if self.shared.fenced.load(Ordering::Acquire) {
             // Another replica owns the session: nothing may be written; flushes are answered.
             if let OutboxItem::Flush(done) = item {
                 let _ = done.send(());
             }
             return;
         }
-        let mut slot = self.tx.lock();
+        let mut slot = self.shared.tx.lock();
         let item = match slot.as_ref() {
             Some(tx) => match tx.send(item) {
                 Ok(()) => return,
@@ -150,7 +150,7 @@ impl Outbox {
             backends: self.backends.clone(),
             ttl: self.ttl,
             on_fenced: self.on_fenced.clone(),
-            fenced: self.fenced.clone(),
+            shared: self.shared.clone(),
         };
         // No runtime: the process is tearing down (the runtime dropping its tasks); nothing can
         // be written any more, so nothing is started.
@@ -158,7 +158,7 @@ impl Outbox {
             tracing::debug!(session = %self.key.session, "outbox write after the runtime stopped; dropped");
             return;
         };
-        runtime.spawn(worker.run(rx, self.turn.clone(), self.tx.clone()));
+        runtime.spawn(worker.run(rx));
         let _ = tx.send(item);
         *slot = Some(tx);
     }
@@ -177,7 +177,7 @@ struct Worker {
     backends: Backends,
     ttl: Duration,
     on_fenced: Arc<dyn Fn() + Send + Sync>,
-    fenced: Arc<AtomicBool>,
+    shared: Arc<Shared>,
 }
 
 /// Backoff between retries while the backend is unreachable.
@@ -185,17 +185,13 @@ const RETRY_MIN: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(2);
 
 impl Worker {
-    async fn run(
-        mut self,
-        rx: mpsc::UnboundedReceiver<OutboxItem>,
-        turn: Arc<tokio::sync::Mutex<()>>,
-        slot: Slot,
-    ) {
-        let _turn = turn.lock().await;
+    async fn run(mut self, rx: mpsc::UnboundedReceiver<OutboxItem>) {
+        let shared = self.shared.clone();
+        let _turn = shared.turn.lock().await;
         self.work(rx).await;
         // Stopped with its queue closed: the session's sender goes too (unless a newer worker's
         // is in the slot already), so nothing of the channel stays allocated while idle.
-        let mut slot = slot.lock();
+        let mut slot = shared.tx.lock();
         if slot.as_ref().is_some_and(|tx| tx.is_closed()) {
             *slot = None;
         }
@@ -245,7 +241,7 @@ impl Worker {
     }
 
     fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::Acquire)
+        self.shared.fenced.load(Ordering::Acquire)
     }
 
     async fn process(&mut self, items: Vec<OutboxItem>) {
@@ -303,7 +299,7 @@ impl Worker {
                 Err(BackendError::Fenced) => {
                     tracing::warn!(session = %self.key.session, tenant = %self.key.tenant,
                         "session taken over by another replica; this copy stops");
-                    self.fenced.store(true, Ordering::Release);
+                    self.shared.fenced.store(true, Ordering::Release);
                     return None;
                 }
                 Err(e) => {
