@@ -342,6 +342,9 @@ impl Application {
             .app_data(auth_data.clone())
             .app_data(oauth_state.clone())
             .app_data(elicitation_data.clone())
+            // /t/{tenant}/mcp (Streamable HTTP), /t/{tenant}/sse and /t/{tenant}/messages
+            // (legacy HTTP+SSE): first, the hot path is matched before anything else.
+            .configure(|cfg| transport::configure(cfg, &scope_replica))
             .route("/healthz", web::get().to(healthz))
             .route("/readyz", web::get().to(readyz))
             .configure(admin::configure)
@@ -349,9 +352,6 @@ impl Application {
             .configure(crate::oauth::configure)
             // The pages where users enter secrets tools ask for.
             .configure(crate::oauth::elicitation_page::configure)
-            // /t/{tenant}/mcp (Streamable HTTP), /t/{tenant}/sse and /t/{tenant}/messages
-            // (legacy HTTP+SSE).
-            .configure(|cfg| transport::configure(cfg, &scope_replica))
             .default_service(web::to(transport::not_found))
         })
         .on_connect(|conn, _| {

@@ -12,7 +12,7 @@ use crate::catalog::{CallFuture, TenantCatalog};
 use crate::protocol::jsonrpc::RESOURCE_NOT_FOUND;
 use crate::protocol::mcp::paginate;
 use crate::protocol::{ProtocolVersion, RequestId, RpcError};
-use crate::request::{RequestContext, SessionPort};
+use crate::request::{CallKey, RequestContext, SessionPort};
 
 /// Everything a method needs to know about the request it handles.
 pub struct RequestScope<'a> {
@@ -22,7 +22,7 @@ pub struct RequestScope<'a> {
     pub catalog: &'a TenantCatalog,
     pub page_size: usize,
     /// A stable identity of the call (see `RequestContext::call_key`).
-    pub call_key: Arc<str>,
+    pub call_key: CallKey,
     /// The session the request belongs to, if any.
     pub session: Option<&'a Arc<str>>,
     /// Where a running call sends notifications and server→client requests.

@@ -85,6 +85,9 @@ pub struct Metrics {
     pub rate_limited: Family<TenantLabels, Counter>,
     pub quota_unchecked: Family<TenantLabels, Counter>,
     pub http_requests: Family<HttpLabels, Counter>,
+    /// The series of `http_requests` nearly every request lands in (each route group with 200
+    /// and 202), found in the family once instead of on every request.
+    http_common: [OnceLock<Counter>; 8],
     pub event_log_appends: Family<TenantLabels, Counter>,
     pub event_log_replays: Family<OutcomeLabels, Counter>,
     pub pending_client_requests: Family<MethodLabels, Gauge>,
@@ -202,6 +205,7 @@ impl Metrics {
             rate_limited,
             quota_unchecked,
             http_requests,
+            http_common: Default::default(),
         }
     }
 
@@ -349,12 +353,28 @@ impl Metrics {
     }
 
     pub fn http_request(&self, route: &'static str, status: u16) {
-        self.http_requests
-            .get_or_create(&HttpLabels {
-                route: route.into(),
-                status,
-            })
-            .inc();
+        let series = || HttpLabels {
+            route: route.into(),
+            status,
+        };
+        let common = ROUTE_GROUPS
+            .iter()
+            .position(|group| *group == route)
+            .zip(match status {
+                200 => Some(0),
+                202 => Some(1),
+                _ => None,
+            });
+        match common {
+            Some((group, status_index)) => {
+                self.http_common[group * 2 + status_index]
+                    .get_or_init(|| self.http_requests.get_or_create(&series()).clone())
+                    .inc();
+            }
+            None => {
+                self.http_requests.get_or_create(&series()).inc();
+            }
+        }
         if let Some(o) = otel() {
             o.http_requests.add(
                 1,
@@ -559,6 +579,9 @@ pub fn export_to(provider: &opentelemetry_sdk::metrics::SdkMeterProvider) {
 }
 
 /// Which group of routes a path belongs to (the `route` label).
+/// What [`route_group`] answers.
+const ROUTE_GROUPS: [&str; 4] = ["mcp", "oauth", "admin", "other"];
+
 pub fn route_group(path: &str) -> &'static str {
     if path.starts_with("/admin/") {
         "admin"
@@ -607,3 +630,43 @@ pub async fn scrape() -> actix_web::HttpResponse {
 
 /// The configured metrics token (app data).
 pub struct MetricsToken(pub secrecy::SecretString);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_counted_through_the_common_series_show_in_the_family() {
+        let metrics = Metrics::new();
+        for group in [
+            "/t/a/mcp",
+            "/t/a/oauth/token",
+            "/admin/v1/tenants",
+            "/healthz",
+        ] {
+            assert!(ROUTE_GROUPS.contains(&route_group(group)), "{group}");
+        }
+        metrics.http_request("mcp", 200);
+        metrics.http_request("mcp", 200);
+        metrics.http_request("mcp", 202);
+        metrics.http_request("mcp", 404);
+        metrics.http_request("admin", 200);
+        let text = metrics.render();
+        let count = |route: &str, status: u16| {
+            let series =
+                format!("mcp_harbor_http_requests_total{{route=\"{route}\",status=\"{status}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&series))
+                .map(|v| v.trim().to_string())
+        };
+        assert_eq!(count("mcp", 200).as_deref(), Some("2"), "{text}");
+        assert_eq!(count("mcp", 202).as_deref(), Some("1"));
+        assert_eq!(count("mcp", 404).as_deref(), Some("1"));
+        assert_eq!(count("admin", 200).as_deref(), Some("1"));
+        assert_eq!(
+            count("oauth", 200),
+            None,
+            "no series before its first request"
+        );
+    }
+}

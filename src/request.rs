@@ -35,6 +35,33 @@ pub trait SessionPort: Send + Sync + 'static {
     fn resource_updated(&self, uri: &str);
 }
 
+/// What a call's stable identity is made of. A session's call is named by its tenant, session
+/// and request id, written out only when something asks (a webhook tool's message id), not for
+/// every call.
+#[derive(Debug, Clone)]
+pub enum CallKey {
+    InSession { tenant: Arc<str>, session: Arc<str> },
+    Given(Arc<str>),
+}
+
+impl From<Arc<str>> for CallKey {
+    fn from(key: Arc<str>) -> Self {
+        CallKey::Given(key)
+    }
+}
+
+impl From<String> for CallKey {
+    fn from(key: String) -> Self {
+        CallKey::Given(key.into())
+    }
+}
+
+impl From<&str> for CallKey {
+    fn from(key: &str) -> Self {
+        CallKey::Given(key.into())
+    }
+}
+
 /// Handed to each tool call.
 #[derive(Clone)]
 pub struct RequestContext {
@@ -46,8 +73,8 @@ pub struct RequestContext {
     /// open tenants.
     pub principal: Option<Arc<Value>>,
     /// A stable identity of this call (tenant, session, request id): the same after a failover
-    /// re-runs it, so a webhook endpoint can de-duplicate.
-    pub call_key: Arc<str>,
+    /// re-runs it, so a webhook endpoint can de-duplicate. Read it with [`Self::call_key`].
+    pub call_key: CallKey,
     /// The session the request belongs to (`None` for a request outside any session).
     pub session: Option<Arc<str>>,
     /// The tenant's URL-mode elicitations (a tool asking the user for a secret); `None` where
@@ -64,7 +91,7 @@ impl RequestContext {
         version: ProtocolVersion,
         client_capabilities: Arc<Value>,
         progress_token: Option<Value>,
-        call_key: Arc<str>,
+        call_key: CallKey,
         port: Arc<dyn SessionPort>,
     ) -> Self {
         RequestContext {
@@ -78,6 +105,17 @@ impl RequestContext {
             elicitations: None,
             port,
             used_port: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The call's stable identity as text (`{tenant}/{session}/{request id}` for a session's
+    /// call).
+    pub fn call_key(&self) -> String {
+        match &self.call_key {
+            CallKey::InSession { tenant, session } => {
+                format!("{tenant}/{session}/{}", self.request_id)
+            }
+            CallKey::Given(key) => key.to_string(),
         }
     }
 

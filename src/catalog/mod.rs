@@ -86,11 +86,11 @@ pub trait Catalog: Send + Sync + 'static {
 pub struct TenantCatalog {
     catalogs: Vec<Arc<dyn Catalog>>,
     /// Tool name → index of the catalog that serves it.
-    tool_owner: std::collections::HashMap<String, usize>,
+    tool_owner: crate::FastMap<String, usize>,
     /// Tools whose interrupted calls may run again after a failover.
-    rerunnable: std::collections::HashSet<String>,
+    rerunnable: crate::FastSet<String>,
     /// Tools with `x-mcp-header` parameters (mirrored into `Mcp-Param-*` headers), computed once.
-    param_headers: std::collections::HashMap<String, Vec<crate::protocol::modern::ParamHeader>>,
+    param_headers: crate::FastMap<String, Vec<crate::protocol::modern::ParamHeader>>,
     pub tools: Vec<Value>,
     pub resources: Vec<Value>,
     pub resource_templates: Vec<Value>,
@@ -102,9 +102,9 @@ impl TenantCatalog {
         let collect = |f: &dyn Fn(&dyn Catalog) -> Vec<Value>| {
             catalogs.iter().flat_map(|c| f(c.as_ref())).collect()
         };
-        let mut tool_owner = std::collections::HashMap::new();
-        let mut rerunnable = std::collections::HashSet::new();
-        let mut param_headers = std::collections::HashMap::new();
+        let mut tool_owner = crate::FastMap::default();
+        let mut rerunnable = crate::FastSet::default();
+        let mut param_headers = crate::FastMap::default();
         for (i, c) in catalogs.iter().enumerate() {
             for t in c.tools() {
                 let Some(name) = t["name"].as_str() else {

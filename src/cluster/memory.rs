@@ -5,6 +5,8 @@
 //! so state nobody asks for again does not pile up.
 
 use std::collections::{HashMap, VecDeque};
+
+use crate::FastMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -65,14 +67,14 @@ struct LiveSession {
 
 #[derive(Default)]
 struct State {
-    logs: HashMap<SessionKey, HashMap<StreamId, StreamLog>>,
-    snapshots: HashMap<SessionKey, Expiring<Bytes>>,
-    leases: HashMap<SessionKey, Expiring<Lease>>,
-    replicas: HashMap<Arc<str>, Expiring<String>>,
+    logs: FastMap<SessionKey, FastMap<StreamId, StreamLog>>,
+    snapshots: FastMap<SessionKey, Expiring<Bytes>>,
+    leases: FastMap<SessionKey, Expiring<Lease>>,
+    replicas: FastMap<Arc<str>, Expiring<String>>,
     /// Request rates: GCRA's theoretical arrival time (see [`micros`]) per tenant and principal.
-    rates: HashMap<(Arc<str>, Option<Box<str>>), u64>,
+    rates: FastMap<(Arc<str>, Option<Box<str>>), u64>,
     /// Each tenant's live sessions.
-    live: HashMap<Arc<str>, HashMap<Arc<str>, LiveSession>>,
+    live: FastMap<Arc<str>, FastMap<Arc<str>, LiveSession>>,
     /// Fencing tokens come from one counter for all sessions: every session's tokens still only
     /// grow, and nothing per session has to be remembered forever.
     last_token: u64,
@@ -350,7 +352,7 @@ impl Quotas for MemoryCluster {
         let sessions = state.live.entry(key.tenant.clone()).or_default();
         // Expired sessions are forgotten when they could make a difference (not on every open:
         // that would walk every live session of the tenant each time).
-        let full = |sessions: &HashMap<Arc<str>, LiveSession>| {
+        let full = |sessions: &FastMap<Arc<str>, LiveSession>| {
             caps.per_tenant
                 .is_some_and(|cap| sessions.len() >= cap as usize)
                 || caps

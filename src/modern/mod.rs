@@ -224,7 +224,7 @@ pub fn serve(env: Env, mut req: Request, mut meta: RequestMeta) -> Served {
                 principal: principal.as_ref(),
                 catalog,
                 page_size: env.settings.page_size,
-                call_key: Arc::from(""),
+                call_key: "".into(),
                 session: None,
                 port: &port,
             };

@@ -264,7 +264,7 @@ impl Call {
             self.meta.version,
             self.meta.client_capabilities.clone(),
             self.progress_token.clone(),
-            call_key(&tenant, &round_id, &origin),
+            call_key(&tenant, &round_id, &origin).into(),
             port.clone() as Arc<dyn SessionPort>,
         );
         ctx.principal = self.env.principal_value();

@@ -2,7 +2,7 @@
 //! content constructors and the server's advertised capabilities.
 
 use base64::Engine;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::jsonrpc::RpcError;
 use super::version::ProtocolVersion;
@@ -83,17 +83,28 @@ fn decode_cursor(list: &str, cursor: &str) -> Option<usize> {
 }
 
 pub fn text_content(text: impl Into<String>) -> Value {
-    json!({ "type": "text", "text": text.into() })
+    // Built directly: `json!` would copy an interpolated value through its serializer.
+    let mut item = Map::with_capacity(2);
+    item.insert("type".into(), Value::from("text"));
+    item.insert("text".into(), Value::String(text.into()));
+    Value::Object(item)
 }
 
 /// A `CallToolResult` with one text item.
 pub fn tool_text(text: impl Into<String>) -> Value {
-    json!({ "content": [text_content(text)], "isError": false })
+    tool_result(text_content(text), false)
 }
 
 /// A tool execution error: reported in the result so the model can see it and self-correct.
 pub fn tool_error(text: impl Into<String>) -> Value {
-    json!({ "content": [text_content(text)], "isError": true })
+    tool_result(text_content(text), true)
+}
+
+fn tool_result(item: Value, is_error: bool) -> Value {
+    let mut result = Map::with_capacity(2);
+    result.insert("content".into(), Value::Array(vec![item]));
+    result.insert("isError".into(), Value::Bool(is_error));
+    Value::Object(result)
 }
 
 /// What this server offers, per negotiated revision.

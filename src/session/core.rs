@@ -5,11 +5,12 @@
 //! (SSE framing is the transport's job) and writes shared state through its `Outbox`. The actor in
 //! `session::actor` only feeds it messages and runs the futures it hands back.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
@@ -23,6 +24,7 @@ use crate::protocol::mcp::{server_capabilities, LogLevel};
 use crate::protocol::{
     Message, Notification, Payload, ProtocolVersion, Request, RequestId, Response, RpcError,
 };
+use crate::{FastMap, FastSet};
 
 /// How the client reaches this session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,8 +149,10 @@ pub struct SessionSnapshot {
     pub transport: TransportKind,
     pub version: Option<String>,
     pub initialized: bool,
-    pub client_capabilities: Value,
-    pub client_info: Value,
+    /// Shared with the live session (a snapshot is taken after every change that matters).
+    pub client_capabilities: Arc<Value>,
+    /// As the client sent it, kept as text: nothing reads inside it.
+    pub client_info: Box<RawValue>,
     pub log_level: String,
     pub subscriptions: Vec<String>,
     pub standalone_stream: Option<u64>,
@@ -163,7 +167,7 @@ pub struct SessionSnapshot {
     pub awaiting: Vec<AwaitingRecord>,
     /// Who opened the session (protected tenants): only that principal may use it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub principal: Option<Value>,
+    pub principal: Option<Arc<Value>>,
 }
 
 impl SessionSnapshot {
@@ -281,13 +285,13 @@ pub struct Session {
     client_capabilities: Arc<Value>,
     /// The client's `clientInfo` as JSON text: only snapshots read it, and a `Value` object
     /// costs a B-tree node of ~600 bytes for as long as the session lives.
-    client_info: Box<str>,
+    client_info: Box<RawValue>,
     log_level: LogLevel,
-    subscriptions: HashSet<String>,
-    inflight: HashMap<RequestId, InFlight>,
-    pending: HashMap<RequestId, PendingRequest>,
+    subscriptions: FastSet<String>,
+    inflight: FastMap<RequestId, InFlight>,
+    pending: FastMap<RequestId, PendingRequest>,
     next_server_request: i64,
-    streams: HashMap<StreamKey, Stream>,
+    streams: FastMap<StreamKey, Stream>,
     next_stream: u64,
     /// Streams opened in this ownership epoch (the low bits of their ids).
     streams_opened: u64,
@@ -323,20 +327,22 @@ impl Session {
             version: None,
             initialized: false,
             client_capabilities: Arc::new(json!({})),
-            client_info: "null".into(),
+            client_info: RawValue::NULL.to_owned(),
             log_level: LogLevel::Info,
-            subscriptions: HashSet::new(),
-            inflight: HashMap::new(),
-            pending: HashMap::new(),
+            subscriptions: FastSet::default(),
+            inflight: FastMap::default(),
+            pending: FastMap::default(),
             next_server_request: 0,
-            streams: HashMap::new(),
+            streams: FastMap::default(),
             next_stream: 0,
             streams_opened: 0,
             standalone: None,
             finished: None,
             recovered: Vec::new(),
             recovered_awaiting: Vec::new(),
-            dirty: true,
+            // Nothing to save until its initialize: nobody knows the id before that answer (and
+            // a refused initialize ends the session).
+            dirty: false,
             catalog,
             outbox,
             settings,
@@ -380,8 +386,8 @@ impl Session {
         );
         s.version = snapshot.version.as_deref().and_then(ProtocolVersion::parse);
         s.initialized = snapshot.initialized;
-        s.client_capabilities = Arc::new(snapshot.client_capabilities.clone());
-        s.client_info = snapshot.client_info.to_string().into();
+        s.client_capabilities = snapshot.client_capabilities.clone();
+        s.client_info = snapshot.client_info.clone();
         s.log_level = LogLevel::parse(&snapshot.log_level).unwrap_or(LogLevel::Info);
         s.subscriptions = snapshot.subscriptions.iter().cloned().collect();
         s.next_server_request = snapshot.next_server_request;
@@ -394,7 +400,9 @@ impl Session {
         }
         s.recovered = snapshot.inflight.clone();
         s.recovered_awaiting = snapshot.awaiting.clone();
-        s.principal = snapshot.principal.clone().map(Arc::new);
+        s.principal = snapshot.principal.clone();
+        // Saved again under the lease it is restored with.
+        s.dirty = true;
         s
     }
 
@@ -513,7 +521,7 @@ impl Session {
         };
         let catalog = self.catalog.current();
         let ctx = self
-            .scope(version, &catalog, &record.id, port)
+            .scope(version, &catalog, port)
             .context(&record.id, request.progress_token());
         let (tx, rx) = oneshot::channel();
         let future = catalog.resume_call(name, arguments, ctx.clone(), rx)?;
@@ -578,8 +586,8 @@ impl Session {
             transport: self.transport,
             version: self.version.map(|v| v.as_str().to_string()),
             initialized: self.initialized,
-            client_capabilities: (*self.client_capabilities).clone(),
-            client_info: serde_json::from_str(&self.client_info).unwrap_or(Value::Null),
+            client_capabilities: self.client_capabilities.clone(),
+            client_info: self.client_info.clone(),
             log_level: self.log_level.as_str().to_string(),
             subscriptions,
             standalone_stream: self
@@ -589,7 +597,7 @@ impl Session {
                 .map(|s| s.0),
             streams_opened: self.streams_opened,
             next_server_request: self.next_server_request,
-            principal: self.principal.as_deref().cloned(),
+            principal: self.principal.clone(),
             inflight,
             awaiting: {
                 let mut awaiting: Vec<AwaitingRecord> = self
@@ -626,9 +634,9 @@ impl Session {
     /// Gives back the room of request and stream tables that emptied: an idle session would
     /// otherwise keep the room its initialize took (a few hundred bytes each) for good.
     fn release_emptied(&mut self) {
-        fn release<K, V>(map: &mut HashMap<K, V>) {
+        fn release<K, V>(map: &mut FastMap<K, V>) {
             if map.is_empty() && map.capacity() > 0 {
-                *map = HashMap::new();
+                *map = FastMap::default();
             }
         }
         release(&mut self.inflight);
@@ -993,16 +1001,15 @@ impl Session {
             _ => {}
         }
         let catalog = self.catalog.current();
-        let scope = self.scope(version, &catalog, &req.id, port);
+        let scope = self.scope(version, &catalog, port);
         methods::handle(&req.id, &req.method, params, progress_token, &scope)
     }
 
-    /// The scope this session gives request `id`.
+    /// The scope this session gives its requests.
     fn scope<'a>(
         &'a self,
         version: ProtocolVersion,
         catalog: &'a TenantCatalog,
-        id: &RequestId,
         port: &'a Arc<dyn SessionPort>,
     ) -> RequestScope<'a> {
         RequestScope {
@@ -1011,7 +1018,10 @@ impl Session {
             principal: self.principal.as_ref(),
             catalog,
             page_size: self.settings.page_size,
-            call_key: format!("{}/{}/{}", self.tenant, self.id, id).into(),
+            call_key: crate::request::CallKey::InSession {
+                tenant: self.tenant.clone(),
+                session: self.id.clone(),
+            },
             session: Some(&self.id),
             port,
         }
@@ -1035,7 +1045,8 @@ impl Session {
         );
         self.client_info = params
             .get("clientInfo")
-            .map_or_else(|| "null".into(), |info| info.to_string().into());
+            .and_then(|info| serde_json::value::to_raw_value(info).ok())
+            .unwrap_or_else(|| RawValue::NULL.to_owned());
         self.dirty = true;
         let mut server_info =
             json!({ "name": self.settings.server_name, "version": self.settings.server_version });

@@ -71,7 +71,7 @@ pub type ResourceHook = Arc<dyn Fn(&str) + Send + Sync>;
 /// The tenant's sessions on this replica, and what it takes to start one.
 pub struct TenantSessions {
     pub tenant: Arc<str>,
-    index: RwLock<HashMap<Arc<str>, SessionEntry>>,
+    index: RwLock<crate::FastMap<Arc<str>, SessionEntry>>,
     /// Sessions being restored here, so concurrent requests wait for one restore.
     restoring: Mutex<HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>>,
     catalog: CatalogHandle,
@@ -99,7 +99,7 @@ impl TenantSessions {
     ) -> Self {
         TenantSessions {
             tenant,
-            index: RwLock::new(HashMap::new()),
+            index: RwLock::new(crate::FastMap::default()),
             restoring: Mutex::new(HashMap::new()),
             catalog,
             replica,

@@ -8,7 +8,6 @@ mod policy;
 pub use directory::{owner_topic, OwnerMessage, TenantDirectory, TenantEvent, TENANTS_TOPIC};
 pub use policy::{PolicyRefusal, TenantPolicy};
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use actix::Addr;
@@ -29,7 +28,7 @@ pub struct TenantHandle {
 
 /// The tenants this replica serves.
 #[derive(Clone, Default)]
-pub struct TenantRegistry(Arc<RwLock<HashMap<Arc<str>, TenantHandle>>>);
+pub struct TenantRegistry(Arc<RwLock<crate::FastMap<Arc<str>, TenantHandle>>>);
 
 impl TenantRegistry {
     pub fn get(&self, slug: &str) -> Option<TenantHandle> {

@@ -344,7 +344,7 @@ async fn run(
         let body =
             serde_json::to_vec(&body).map_err(|e| format!("could not encode the call: {e}"))?;
 
-        let msg_id = message_id(&ctx.call_key, round);
+        let msg_id = message_id(&ctx.call_key(), round);
         let started = Instant::now();
         // A client span per round; its trace context goes to the endpoint in `traceparent`.
         let span = crate::telemetry::webhook_span(&call.tool, &host, &target.url);

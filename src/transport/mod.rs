@@ -225,31 +225,32 @@ impl ResponseError for HttpError {
 /// Mounts `/t/{tenant}/…`: `mcp` (Streamable HTTP), `sse` and `messages` (legacy HTTP+SSE).
 /// Wrong methods are 405 and unknown paths 404, with JSON-RPC error bodies.
 pub fn configure(cfg: &mut web::ServiceConfig, replica_id: &str) {
-    let replica = replica_id.to_string();
+    // Three resources of their own rather than a `/t/{tenant}` scope: the app registers them
+    // first, so an MCP request is matched by one pattern instead of being tried against every
+    // other `/t/{tenant}/…` route (OAuth, discovery, elicitation pages) before it. Other paths
+    // under `/t/{tenant}` fall through to those routes or to the app's `not_found`.
+    let replica = || {
+        actix_web::middleware::DefaultHeaders::new().add((REPLICA_HEADER, replica_id.to_string()))
+    };
     cfg.service(
-        web::scope("/t/{tenant}")
-            .wrap(
-                actix_web::middleware::DefaultHeaders::new()
-                    .add((REPLICA_HEADER, replica.as_str())),
-            )
-            .service(
-                web::resource("/mcp")
-                    .route(web::post().to(streamable::post))
-                    .route(web::get().to(streamable::get))
-                    .route(web::delete().to(streamable::delete))
-                    .default_service(web::to(method_not_allowed)),
-            )
-            .service(
-                web::resource("/sse")
-                    .route(web::get().to(legacy::open))
-                    .default_service(web::to(method_not_allowed)),
-            )
-            .service(
-                web::resource("/messages")
-                    .route(web::post().to(legacy::message))
-                    .default_service(web::to(method_not_allowed)),
-            )
-            .default_service(web::to(not_found)),
+        web::resource("/t/{tenant}/mcp")
+            .wrap(replica())
+            .route(web::post().to(streamable::post))
+            .route(web::get().to(streamable::get))
+            .route(web::delete().to(streamable::delete))
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/t/{tenant}/sse")
+            .wrap(replica())
+            .route(web::get().to(legacy::open))
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/t/{tenant}/messages")
+            .wrap(replica())
+            .route(web::post().to(legacy::message))
+            .default_service(web::to(method_not_allowed)),
     );
 }
 
@@ -441,17 +442,20 @@ impl EdgePolicy {
     }
 }
 
-/// The host name of a `host[:port]` (IPv6 literals keep their brackets), lowercased.
-fn host_name(authority: &str) -> String {
-    let authority = authority.trim().to_ascii_lowercase();
-    if authority.starts_with('[') {
-        return authority
-            .split_inclusive(']')
-            .next()
-            .unwrap_or("")
-            .to_string();
+/// The host name of a `host[:port]` (IPv6 literals keep their brackets), lowercased (copied
+/// only when it is not lowercase already: this is on every request).
+fn host_name(authority: &str) -> std::borrow::Cow<'_, str> {
+    let authority = authority.trim();
+    let name = if authority.starts_with('[') {
+        authority.split_inclusive(']').next().unwrap_or("")
+    } else {
+        authority.split(':').next().unwrap_or("")
+    };
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        name.to_ascii_lowercase().into()
+    } else {
+        name.into()
     }
-    authority.split(':').next().unwrap_or("").to_string()
 }
 
 fn is_loopback_name(name: &str) -> bool {
@@ -462,24 +466,32 @@ fn is_loopback_name(name: &str) -> bool {
 /// bytes in one pass (this is on every request); a value that is not visible ASCII (what
 /// `HeaderValue::to_str` refuses) admits nothing.
 pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
-    let wanted = wanted.as_bytes();
+    media_ranges(headers).any(|media| admits(media, wanted.as_bytes()))
+}
+
+/// The media ranges of every `Accept` header, parameters dropped.
+fn media_ranges(headers: &HeaderMap) -> impl Iterator<Item = &[u8]> {
+    headers
+        .get_all(header::ACCEPT)
+        .map(|v| v.as_bytes())
+        .filter(|v| visible_ascii(v))
+        .flat_map(|v| v.split(|&b| b == b','))
+        .map(|item| {
+            item.split(|&b| b == b';')
+                .next()
+                .unwrap_or_default()
+                .trim_ascii()
+        })
+}
+
+/// Does media range `media` admit the type `wanted`?
+fn admits(media: &[u8], wanted: &[u8]) -> bool {
     let kind = wanted.split(|&b| b == b'/').next().unwrap_or(wanted);
-    headers.get_all(header::ACCEPT).any(|v| {
-        let v = v.as_bytes();
-        visible_ascii(v)
-            && v.split(|&b| b == b',').any(|item| {
-                let media = item
-                    .split(|&b| b == b';')
-                    .next()
-                    .unwrap_or_default()
-                    .trim_ascii();
-                media.eq_ignore_ascii_case(wanted)
-                    || media == b"*/*"
-                    || media
-                        .strip_suffix(b"/*")
-                        .is_some_and(|k| k.eq_ignore_ascii_case(kind))
-            })
-    })
+    media.eq_ignore_ascii_case(wanted)
+        || media == b"*/*"
+        || media
+            .strip_suffix(b"/*")
+            .is_some_and(|k| k.eq_ignore_ascii_case(kind))
 }
 
 /// The bytes `HeaderValue::to_str` accepts: visible ASCII, space and tab.
@@ -489,7 +501,21 @@ fn visible_ascii(v: &[u8]) -> bool {
 
 /// A POST must list JSON (and, on Streamable HTTP, SSE) in `Accept` (406).
 pub fn check_post_accept(req: &HttpRequest) -> Result<(), HttpError> {
-    if accepts(req.headers(), "application/json") && accepts(req.headers(), "text/event-stream") {
+    // What nearly every client sends (the transport page's own example), compared whole.
+    if req
+        .headers()
+        .get(header::ACCEPT)
+        .is_some_and(|v| v.as_bytes() == b"application/json, text/event-stream")
+    {
+        return Ok(());
+    }
+    // Otherwise both in one pass over the header.
+    let (mut json, mut sse) = (false, false);
+    for media in media_ranges(req.headers()) {
+        json |= admits(media, b"application/json");
+        sse |= admits(media, b"text/event-stream");
+    }
+    if json && sse {
         return Ok(());
     }
     Err(HttpError::new(

@@ -10,7 +10,6 @@ use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
-use serde_json::Value;
 
 use super::forward::{ForwardError, Forwarder};
 use super::modern;
@@ -23,7 +22,7 @@ use crate::cluster::EventId;
 
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 use crate::protocol::{Message, Payload, RpcError};
-use crate::session::actor::{OpenStream, Post, Terminate};
+use crate::session::actor::{Open, OpenStream, Post, Terminate};
 use crate::session::locate::{self, Located};
 use crate::session::{Reply, SessionError, StreamItem, TransportKind};
 use crate::tenant::{owner_topic, OwnerMessage};
@@ -89,8 +88,8 @@ async fn initialize(
         .sessions
         .start(TransportKind::Streamable, admitted.principal_value())
         .await?;
-    let reply = addr
-        .send(Post::new(payload))
+    let (reply, opened) = addr
+        .send(Open(Post::new(payload)))
         .await
         .map_err(|_| HttpError::from(SessionError::Draining))?;
     let (first, rx) = match reply {
@@ -103,12 +102,7 @@ async fn initialize(
         Reply::Accepted => (None, None),
     };
     // A refused initialize (bad params) leaves no session behind.
-    let ok = match &first {
-        Some(StreamItem::Json(body)) => {
-            serde_json::from_slice::<Value>(body).is_ok_and(|v| v.get("result").is_some())
-        }
-        _ => false,
-    };
+    let ok = opened && matches!(first, Some(StreamItem::Json(_)));
     if !ok {
         addr.do_send(Terminate);
     }
