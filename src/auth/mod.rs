@@ -52,6 +52,22 @@ impl Principal {
     pub fn binding(&self) -> Arc<str> {
         binding_of(&self.issuer, &self.subject, &self.client_id)
     }
+    /// Whether `binding` is this principal's [`Self::binding`] (compared in place: this is on
+    /// every request to a protected tenant's session).
+    pub fn has_binding(&self, binding: &str) -> bool {
+        let b = binding.as_bytes();
+        let (i, s, c) = (
+            self.issuer.as_bytes(),
+            self.subject.as_bytes(),
+            self.client_id.as_bytes(),
+        );
+        b.len() == i.len() + s.len() + c.len() + 2
+            && b.starts_with(i)
+            && b[i.len()] == b'\n'
+            && b[i.len() + 1..].starts_with(s)
+            && b[i.len() + 1 + s.len()] == b'\n'
+            && b.ends_with(c)
+    }
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
@@ -142,15 +158,19 @@ pub struct AuthService {
     pub allow_private_egress: bool,
     metadata: Mutex<HashMap<String, (Instant, Value)>>,
     /// Tokens already verified on this replica (a signature check costs far more than a
-    /// lookup), until they expire or the tenant's auth settings change.
-    verified: parking_lot::RwLock<HashMap<String, Verified>>,
+    /// lookup), until they expire or the tenant's auth settings change. Keyed by the token
+    /// itself (looked up without copying it); each entry names the tenant and base URL it was
+    /// verified for, and counts only there.
+    verified: parking_lot::RwLock<crate::FastMap<Box<str>, Verified>>,
 }
 
-/// A verified token: its principal, expiry, and the settings it was checked under.
+/// A verified token: its principal, expiry, and where and under which settings it was checked.
 struct Verified {
-    principal: Principal,
+    principal: Arc<Principal>,
     expires_at: i64,
     settings: Arc<TenantAuth>,
+    tenant: Box<str>,
+    base: Box<str>,
 }
 
 /// Most verified tokens remembered per replica.
@@ -181,7 +201,7 @@ impl AuthService {
             config,
             allow_private_egress,
             metadata: Mutex::new(HashMap::new()),
-            verified: parking_lot::RwLock::new(HashMap::new()),
+            verified: parking_lot::RwLock::new(crate::FastMap::default()),
         })
     }
 
@@ -239,7 +259,7 @@ impl AuthService {
         req: &HttpRequest,
         tenant: &str,
         auth: &Arc<TenantAuth>,
-    ) -> Result<Option<Principal>, Challenge> {
+    ) -> Result<Option<Arc<Principal>>, Challenge> {
         let required: &[String] = match &**auth {
             TenantAuth::None => return Ok(None),
             TenantAuth::Oauth(o) => &o.required_scopes,
@@ -297,7 +317,7 @@ impl AuthService {
                     Some((scheme, token))
                         if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() =>
                     {
-                        token.trim().to_string()
+                        token.trim()
                     }
                     _ => {
                         return Err(challenge(
@@ -309,16 +329,19 @@ impl AuthService {
                 },
             };
         let invalid = |r: TokenRejection| challenge(401, Some("invalid_token"), r.description());
-        let cache_key = format!("{tenant}\n{base}\n{token}");
         let now = tokens::now_secs();
-        let cached = self.verified.read().get(&cache_key).and_then(|v| {
-            (v.expires_at > now && Arc::ptr_eq(&v.settings, auth)).then(|| v.principal.clone())
+        let cached = self.verified.read().get(token).and_then(|v| {
+            (v.expires_at > now
+                && Arc::ptr_eq(&v.settings, auth)
+                && *v.tenant == *tenant
+                && *v.base == *base)
+                .then(|| v.principal.clone())
         });
         let principal = match cached {
             Some(p) => p,
             None => {
                 let (principal, expires_at) = self
-                    .verify(&token, &base, tenant, auth)
+                    .verify(token, &base, tenant, auth)
                     .await
                     .map_err(|e| match e {
                         Ok(r) => invalid(r),
@@ -331,12 +354,15 @@ impl AuthService {
                         verified.clear();
                     }
                 }
+                let principal = Arc::new(principal);
                 verified.insert(
-                    cache_key,
+                    token.into(),
                     Verified {
                         principal: principal.clone(),
                         expires_at,
                         settings: auth.clone(),
+                        tenant: tenant.into(),
+                        base: base.as_str().into(),
                     },
                 );
                 principal
@@ -520,5 +546,54 @@ pub fn public_view(auth: &TenantAuth) -> Value {
             "issuer": e.issuer, "audience": e.audience, "jwks_uri": e.jwks_uri,
             "required_scopes": e.required_scopes,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn principal(issuer: &str, subject: &str, client_id: &str) -> Principal {
+        Principal {
+            issuer: issuer.into(),
+            subject: subject.into(),
+            client_id: client_id.into(),
+            scopes: Vec::new(),
+            name: None,
+        }
+    }
+
+    #[test]
+    fn a_binding_compared_in_place_is_the_written_binding() {
+        let parts = [
+            "",
+            "a",
+            "b\nc",
+            "\n",
+            "https://h/t/x",
+            "alice",
+            "c1",
+            "c1\n",
+        ];
+        let mut principals = Vec::new();
+        for i in parts {
+            for s in parts {
+                for c in parts {
+                    principals.push(principal(i, s, c));
+                }
+            }
+        }
+        for p in &principals {
+            for q in &principals {
+                assert_eq!(
+                    p.has_binding(&q.binding()),
+                    p.binding() == q.binding(),
+                    "{:?} vs {:?}",
+                    p.binding(),
+                    q.binding()
+                );
+            }
+            assert!(!p.has_binding(""));
+        }
     }
 }

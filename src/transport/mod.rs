@@ -293,8 +293,12 @@ impl Admitted {
     /// Whether this request's principal may use a session bound to `owner` (a session of an
     /// open tenant has no owner). Another principal is told the session does not exist.
     pub fn check_owner(&self, owner: Option<&Arc<str>>) -> Result<(), HttpError> {
-        let mine = self.principal.as_ref().map(|p| p.binding());
-        if mine.as_deref() == owner.map(|o| &**o) {
+        let same = match (&self.principal, owner) {
+            (Some(p), Some(owner)) => p.has_binding(owner),
+            (None, None) => true,
+            _ => false,
+        };
+        if same {
             Ok(())
         } else {
             Err(session_not_found())
@@ -343,7 +347,6 @@ impl FromRequest for Admitted {
                         .authenticate(&req, &slug, &auth)
                         .await
                         .map_err(HttpError::from)?
-                        .map(Arc::new)
                 }
             };
             if let Some(p) = principal
