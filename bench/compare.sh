@@ -151,6 +151,12 @@ for round in $(seq 1 "$rounds"); do
             status=1
             continue
         }
+        # Memory per idle session as a replica that already holds sessions pays it: a first
+        # idle run (printed, not counted) takes the one-off growth of a fresh process's first
+        # sessions (~9 MiB for the first thousand: allocator segments, tables sized from zero),
+        # then the measured run opens as many more.
+        phase_run "$name-idlewarm" "$round" 's/^idle: .*, (-?[0-9]+) bytes \(.*errors 0$/\1/p' \
+            --phase idle --idle-sessions "$idle_sessions" --connections 16 "${ca[@]}"
         phase_run "$name-idle" "$round" 's/^idle: .*, (-?[0-9]+) bytes \(.*errors 0$/\1/p' \
             --phase idle --idle-sessions "$idle_sessions" --connections 16 "${ca[@]}"
         phase_run "$name-streams" "$round" 's/^streams: .*, (-?[0-9]+) bytes \(.*errors 0$/\1/p' \
@@ -223,6 +229,7 @@ done
 line "session inits/s (16 conns)" inits 2
 line "server CPU us/init (16 conns)" initcpu 2
 line "bytes per idle session" idle 2
+line "  (the first $idle_sessions, not counted)" idlewarm 2
 line "bytes per session + open GET stream" streams 2
 oauth_cpu=$(med harbor-oauth 5)
 printf '%-40s %11s %11s %11s %12s %12s\n' "OAuth tenant CPU us/req (16)" "$oauth_cpu" - - - "$(ratio "$oauth_cpu" "$(med echo-c16 5)")"

@@ -611,15 +611,26 @@ pub async fn read_body(
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());
     }
-    let mut buf = web::BytesMut::with_capacity(declared.unwrap_or(1024).min(limit));
+    let mut buf = web::BytesMut::new();
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| {
             HttpError::bad_request(format!("Bad Request: could not read the body: {e}"))
         })?;
+        // A body with its Content-Length that came in one chunk (the common case) is taken as
+        // it is: no copy, and no waiting on the end of a payload that cannot hold more.
+        if buf.is_empty() && declared == Some(chunk.len()) {
+            return Ok(chunk);
+        }
         if buf.len() + chunk.len() > limit {
             return Err(too_large());
         }
+        if buf.is_empty() {
+            buf.reserve(declared.unwrap_or(1024).min(limit));
+        }
         buf.extend_from_slice(&chunk);
+        if declared == Some(buf.len()) {
+            break;
+        }
     }
     Ok(buf.freeze())
 }
