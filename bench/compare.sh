@@ -17,7 +17,7 @@
 #   PEERS="harbor harbor-tls" EXTRAS= bench/compare.sh  # HTTPS vs plain only
 #
 # Environment: PEERS (the servers of each round, "harbor harbor-tls rmcp echo"), ROUNDS (3), DURATION (5 measured seconds per tools/call run; inits run half of
-# it), IDLE_SESSIONS (5000), STREAM_SESSIONS (1000), RUNS (20 replays), EXTRAS ("eventlog
+# it), IDLE_SESSIONS (5000), STREAM_SESSIONS (4000), RUNS (20 replays), EXTRAS ("eventlog
 # cluster"), OUT (bench/results/<UTC date>-compare.txt), NOTE (a line for the header, e.g. "busy
 # machine"), COMPARE_TARGET_DIR (~/.cache/mcp-harbor/compare-target, the peers' builds), and
 # those of bench/server.sh. Exits 1 when a request failed or a server did not start.
@@ -28,7 +28,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 rounds=${ROUNDS:-3}
 duration=${DURATION:-5}
 idle_sessions=${IDLE_SESSIONS:-5000}
-stream_sessions=${STREAM_SESSIONS:-1000}
+stream_sessions=${STREAM_SESSIONS:-4000}
 runs=${RUNS:-20}
 extras=${EXTRAS-eventlog cluster}
 peers=${PEERS-harbor harbor-tls rmcp echo}
@@ -159,6 +159,13 @@ for round in $(seq 1 "$rounds"); do
             --phase idle --idle-sessions "$idle_sessions" --connections 16 "${ca[@]}"
         phase_run "$name-idle" "$round" 's/^idle: .*, (-?[0-9]+) bytes \(.*errors 0$/\1/p' \
             --phase idle --idle-sessions "$idle_sessions" --connections 16 "${ca[@]}"
+        stop_server
+        # Streams on a fresh server of their own: after the idle runs, the memory their
+        # transient allocations left free would take the streams' buffers and hide them.
+        start "$name" "$round-streams" || {
+            status=1
+            continue
+        }
         phase_run "$name-streams" "$round" 's/^streams: .*, (-?[0-9]+) bytes \(.*errors 0$/\1/p' \
             --phase streams --stream-sessions "$stream_sessions" --connections 16 "${ca[@]}"
         stop_server

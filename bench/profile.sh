@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Where a request's CPU goes: runs a server under callgrind, drives one phase of mcp-harbor-bench
+# against it (counters zeroed after a warm-up, dumped at the end) and prints the instructions per
+# request (or per init) by component, then the 25 costliest functions. Instruction counts do not
+# swing with the machine's load the way timings do; `rep stosb` memsets count one instruction per
+# byte under valgrind, so the memset line overstates what it costs on the CPU.
+#
+#   bench/profile.sh                      # mcp-harbor, tools/call, 4 connections
+#   bench/profile.sh echo                 # the bare actix-web echo of bench/compare (built by compare.sh)
+#   bench/profile.sh harbor inits 4       # session opening (initialize + notifications/initialized)
+#
+# Environment: SECONDS_MEASURED (16; inits run half of it), OUT (a temporary directory; keeps
+# callgrind.out for callgrind_annotate / kcachegrind), COMPARE_TARGET_DIR (where compare.sh built
+# the echo, ~/.cache/mcp-harbor/compare-target). Needs valgrind (Debian: apt-get install valgrind).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+server=${1:-harbor} phase=${2:-calls} conns=${3:-4}
+measured=${SECONDS_MEASURED:-16}
+out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/mcp-harbor-profile.XXXXXX")}
+command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
+[[ $server == harbor || $server == echo ]] || { echo "server: harbor or echo" >&2; exit 2; }
+[[ $phase == calls || $phase == inits ]] || { echo "phase: calls or inits" >&2; exit 2; }
+if [[ ! -x target/release/mcp-harbor || ! -x target/release/mcp-harbor-bench ]]; then
+    cargo build --release --bins
+fi
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+data=$(mktemp -d)
+callgrind=(valgrind --tool=callgrind --compress-strings=no --compress-pos=no --callgrind-out-file="$out/callgrind.out")
+if [[ $server == echo ]]; then
+    echo_bin=${COMPARE_TARGET_DIR:-$HOME/.cache/mcp-harbor/compare-target}/release/actix-echo
+    [[ -x $echo_bin ]] || { echo "no $echo_bin: run bench/compare.sh once (it builds the peers)" >&2; exit 1; }
+    "${callgrind[@]}" "$echo_bin" "$port" >"$out/server.log" 2>&1 &
+    url=http://127.0.0.1:$port/mcp
+else
+    MCP_HARBOR__SERVER__PORT=$port MCP_HARBOR__SERVER__WORKERS=1 MCP_HARBOR__SESSIONS__MAX_PER_TENANT=200000 \
+    MCP_HARBOR__STORAGE__DATA_DIR=$data RUST_LOG=warn "${callgrind[@]}" target/release/mcp-harbor serve >"$out/server.log" 2>&1 &
+    url=http://127.0.0.1:$port/t/demo/mcp
+fi
+vpid=$!
+trap 'kill $vpid 2>/dev/null || true; rm -rf "$data"' EXIT
+for _ in $(seq 1 300); do
+    curl -s -o /dev/null -X POST "$url" 2>/dev/null && break
+    kill -0 $vpid 2>/dev/null || { cat "$out/server.log" >&2; exit 1; }
+    sleep 0.2
+done
+bench=(target/release/mcp-harbor-bench --url "$url" --phase "$phase" --connections "$conns")
+"${bench[@]}" --duration 4 --warmup 1 >/dev/null 2>&1 || true
+callgrind_control -z $vpid >/dev/null 2>&1
+"${bench[@]}" --duration "$measured" --warmup 0 | tee "$out/bench.out"
+callgrind_control -d $vpid >/dev/null 2>&1
+kill $vpid
+wait $vpid 2>/dev/null || true
+units=$(sed -nE 's/^calls: .* ([0-9]+) requests, .*/\1/p; s/^inits: .* ([0-9]+) inits, .*/\1/p' "$out/bench.out")
+[[ -n $units && $units -gt 0 ]] || { echo "the bench measured nothing" >&2; exit 1; }
+per=request
+[[ $phase == inits ]] && per=init
+echo "instructions per $per ($server, $phase, $conns connections, $units ${per}s measured; $out/callgrind.out.1)"
+python3 bench/profile_groups.py "$out/callgrind.out.1" "$units"
