@@ -942,7 +942,7 @@ impl Session {
     ) -> Handled {
         let Some(version) = self.version else {
             return Handled::Done(match req.method.as_str() {
-                "initialize" => self.initialize(&params),
+                "initialize" => self.initialize(params),
                 "ping" => Ok(json!({})),
                 _ => Err(RpcError::invalid_request(
                     "Session not initialized: send initialize first",
@@ -1027,7 +1027,7 @@ impl Session {
         }
     }
 
-    fn initialize(&mut self, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    fn initialize(&mut self, mut params: Map<String, Value>) -> Result<Value, RpcError> {
         let requested = params.get("protocolVersion").and_then(Value::as_str);
         if requested.is_none() {
             return Err(RpcError::invalid_params(
@@ -1038,8 +1038,7 @@ impl Session {
         self.version = Some(version);
         self.client_capabilities = Arc::new(
             params
-                .get("capabilities")
-                .cloned()
+                .remove("capabilities")
                 .filter(Value::is_object)
                 .unwrap_or_else(|| json!({})),
         );
@@ -1048,19 +1047,25 @@ impl Session {
             .and_then(|info| serde_json::value::to_raw_value(info).ok())
             .unwrap_or_else(|| RawValue::NULL.to_owned());
         self.dirty = true;
-        let mut server_info =
-            json!({ "name": self.settings.server_name, "version": self.settings.server_version });
+        // Maps built directly: `json!` would copy each interpolated value through its
+        // serializer (this is on every session's opening).
+        let mut server_info = Map::new();
+        server_info.insert("name".into(), self.settings.server_name.clone().into());
+        server_info.insert(
+            "version".into(),
+            self.settings.server_version.clone().into(),
+        );
         if version >= ProtocolVersion::V2025_06_18 {
-            server_info["title"] = json!("mcp-harbor");
+            server_info.insert("title".into(), "mcp-harbor".into());
         }
-        let mut result = json!({
-            "protocolVersion": version.as_str(),
-            "capabilities": server_capabilities(version),
-            "serverInfo": server_info,
-        });
+        let mut result = Map::new();
+        result.insert("protocolVersion".into(), version.as_str().into());
+        result.insert("capabilities".into(), server_capabilities(version));
+        result.insert("serverInfo".into(), server_info.into());
         if let Some(instructions) = &self.settings.instructions {
-            result["instructions"] = json!(instructions);
+            result.insert("instructions".into(), instructions.clone().into());
         }
+        let result = Value::Object(result);
         tracing::debug!(session = %self.id, tenant = %self.tenant, version = %version, "session initialized");
         Ok(result)
     }
@@ -1068,8 +1073,9 @@ impl Session {
     fn on_notification(&mut self, n: Notification) {
         match n.method.as_str() {
             "notifications/initialized" => {
+                // Not a reason for a snapshot of its own: nothing depends on the flag (requests
+                // are gated on the negotiated version), and the next snapshot carries it.
                 self.initialized = true;
-                self.dirty = true;
             }
             "notifications/cancelled" => {
                 let id = n
