@@ -8,6 +8,7 @@
 #   bench/profile.sh                      # mcp-harbor, tools/call, 4 connections
 #   bench/profile.sh echo                 # the bare actix-web echo of bench/compare (built by compare.sh)
 #   bench/profile.sh harbor inits 4       # session opening (initialize + notifications/initialized)
+#   bench/profile.sh harbor modern        # stateless 2026-07-28 tools/call
 #
 # Environment: SECONDS_MEASURED (16; inits run half of it), OUT (a temporary directory; keeps
 # callgrind.out for callgrind_annotate / kcachegrind), COMPARE_TARGET_DIR (where compare.sh built
@@ -20,7 +21,7 @@ measured=${SECONDS_MEASURED:-16}
 out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/mcp-harbor-profile.XXXXXX")}
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
 [[ $server == harbor || $server == echo ]] || { echo "server: harbor or echo" >&2; exit 2; }
-[[ $phase == calls || $phase == inits ]] || { echo "phase: calls or inits" >&2; exit 2; }
+[[ $phase == calls || $phase == inits || $phase == modern ]] || { echo "phase: calls, modern or inits" >&2; exit 2; }
 if [[ ! -x target/release/mcp-harbor || ! -x target/release/mcp-harbor-bench ]]; then
     cargo build --release --bins
 fi
@@ -44,7 +45,12 @@ for _ in $(seq 1 300); do
     kill -0 $vpid 2>/dev/null || { cat "$out/server.log" >&2; exit 1; }
     sleep 0.2
 done
-bench=(target/release/mcp-harbor-bench --url "$url" --phase "$phase" --connections "$conns")
+bench=(target/release/mcp-harbor-bench --url "$url" --connections "$conns")
+if [[ $phase == modern ]]; then
+    bench+=(--phase calls --modern)
+else
+    bench+=(--phase "$phase")
+fi
 "${bench[@]}" --duration 4 --warmup 1 >/dev/null 2>&1 || true
 callgrind_control -z $vpid >/dev/null 2>&1
 "${bench[@]}" --duration "$measured" --warmup 0 | tee "$out/bench.out"

@@ -40,7 +40,15 @@ pub trait SessionPort: Send + Sync + 'static {
 /// every call.
 #[derive(Debug, Clone)]
 pub enum CallKey {
-    InSession { tenant: Arc<str>, session: Arc<str> },
+    InSession {
+        tenant: Arc<str>,
+        session: Arc<str>,
+    },
+    /// A stateless call's: `{tenant}/mrtr:{round}/{request id}`.
+    Round {
+        tenant: Arc<str>,
+        round: Arc<str>,
+    },
     Given(Arc<str>),
 }
 
@@ -114,6 +122,9 @@ impl RequestContext {
         match &self.call_key {
             CallKey::InSession { tenant, session } => {
                 format!("{tenant}/{session}/{}", self.request_id)
+            }
+            CallKey::Round { tenant, round } => {
+                format!("{tenant}/mrtr:{round}/{}", self.request_id)
             }
             CallKey::Given(key) => key.to_string(),
         }

@@ -65,7 +65,7 @@ struct Round {
 }
 
 /// A new round id: 128 random bits in lower-case hex.
-fn new_round_id() -> String {
+fn new_round_id() -> Arc<str> {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = rand::random::<[u8; 16]>();
     let mut hex = [0u8; 32];
@@ -74,7 +74,7 @@ fn new_round_id() -> String {
         pair[1] = HEX[usize::from(b & 0xf)];
     }
     // Always ASCII.
-    std::str::from_utf8(&hex).unwrap_or_default().to_string()
+    std::str::from_utf8(&hex).unwrap_or_default().into()
 }
 
 /// `parts` joined, in one allocation (what `format!` does, without its machinery: this is on
@@ -85,11 +85,6 @@ fn concat(parts: &[&str]) -> Arc<str> {
         s.push_str(part);
     }
     s.into()
-}
-
-/// The call's stable identity `{tenant}/mrtr:{round}/{origin request id}`.
-fn call_key(tenant: &str, round_id: &str, origin: &RequestId) -> Arc<str> {
-    concat(&[tenant, "/mrtr:", round_id, "/", &origin.to_string()])
 }
 
 fn invalid_state(why: &str) -> RpcError {
@@ -219,7 +214,7 @@ impl Call {
             None => (new_round_id(), 0, None),
             Some(token) => {
                 let (token, round) = self.open(&token).await?;
-                (token.id, token.round, Some(round))
+                (token.id.into(), token.round, Some(round))
             }
         };
         if let Some(r) = round.as_mut() {
@@ -264,7 +259,12 @@ impl Call {
             self.meta.version,
             self.meta.client_capabilities.clone(),
             self.progress_token.clone(),
-            call_key(&tenant, &round_id, &origin).into(),
+            // The call's stable identity `{tenant}/mrtr:{round}/{origin request id}`, written out
+            // only when a webhook tool asks.
+            crate::request::CallKey::Round {
+                tenant: tenant.clone(),
+                round: round_id.clone(),
+            },
             port.clone() as Arc<dyn SessionPort>,
         );
         ctx.principal = self.env.principal_value();

@@ -366,7 +366,13 @@ pub fn encode_result<R: Serialize + ?Sized>(id: &RequestId, result: &R) -> Vec<u
         result: Some(result),
         error: None,
     };
-    serde_json::to_vec(&out).unwrap_or_default()
+    // Room for a typical result up front (`to_vec` starts at 128 bytes and regrows twice for a
+    // 2026-07-28 result with its `_meta`).
+    let mut buf = Vec::with_capacity(512);
+    match serde_json::to_writer(&mut buf, &out) {
+        Ok(()) => buf,
+        Err(_) => Vec::new(),
+    }
 }
 
 /// A response serialized straight from its parts (no intermediate `Value`).
