@@ -155,10 +155,10 @@ for round in $(seq 1 "$rounds"); do
         # idle run (printed, not counted) takes the one-off growth of a fresh process's first
         # sessions (~9 MiB for the first thousand: allocator segments, tables sized from zero),
         # then the measured run opens as many more.
-        phase_run "$name-idlewarm" "$round" 's/^idle: .*, (-?[0-9]+) bytes \(.*errors 0$/\1/p' \
-            --phase idle --idle-sessions "$idle_sessions" --connections 16 "${ca[@]}"
-        phase_run "$name-idle" "$round" 's/^idle: .*, (-?[0-9]+) bytes \(.*errors 0$/\1/p' \
-            --phase idle --idle-sessions "$idle_sessions" --connections 16 "${ca[@]}"
+        for idle in idlewarm idle; do
+            phase_run "$name-$idle" "$round" 's/^idle: .*, (-?[0-9]+) bytes \(.*errors 0$/\1/p' \
+                --phase idle --idle-sessions "$idle_sessions" --connections 16 "${ca[@]}"
+        done
         stop_server
         # Streams on a fresh server of their own: after the idle runs, the memory their
         # transient allocations left free would take the streams' buffers and hide them.

@@ -38,10 +38,10 @@ pub mod tools;
 pub mod transport;
 
 pub use app::Application;
+pub use config::Config;
 
 /// Maps and sets on the hot path: keyed by ids this server made, tool names of the tenant's
 /// catalog or a session's own request ids (a few at a time), so foldhash (randomly seeded per
 /// map, several times cheaper than the default SipHash on short keys) instead of SipHash.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 pub type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
-pub use config::Config;

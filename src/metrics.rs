@@ -87,7 +87,7 @@ pub struct Metrics {
     pub http_requests: Family<HttpLabels, Counter>,
     /// The series of `http_requests` nearly every request lands in (each route group with 200
     /// and 202), found in the family once instead of on every request.
-    http_common: [OnceLock<Counter>; 8],
+    http_common: [OnceLock<Counter>; ROUTE_GROUPS.len() * 2],
     pub event_log_appends: Family<TenantLabels, Counter>,
     pub event_log_replays: Family<OutcomeLabels, Counter>,
     pub pending_client_requests: Family<MethodLabels, Gauge>,
@@ -578,10 +578,10 @@ pub fn export_to(provider: &opentelemetry_sdk::metrics::SdkMeterProvider) {
     });
 }
 
-/// Which group of routes a path belongs to (the `route` label).
 /// What [`route_group`] answers.
 const ROUTE_GROUPS: [&str; 4] = ["mcp", "oauth", "admin", "other"];
 
+/// Which group of routes a path belongs to (the `route` label).
 pub fn route_group(path: &str) -> &'static str {
     if path.starts_with("/admin/") {
         "admin"

@@ -52,12 +52,6 @@ pub enum CallKey {
     Given(Arc<str>),
 }
 
-impl From<Arc<str>> for CallKey {
-    fn from(key: Arc<str>) -> Self {
-        CallKey::Given(key)
-    }
-}
-
 impl From<String> for CallKey {
     fn from(key: String) -> Self {
         CallKey::Given(key.into())

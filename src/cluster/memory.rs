@@ -5,8 +5,6 @@
 //! so state nobody asks for again does not pile up.
 
 use std::collections::{HashMap, VecDeque};
-
-use crate::FastMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -20,6 +18,7 @@ use super::{
     RateScope, ReplicaInfo, Retention, SessionAdmission, SessionCaps, SessionKey, SnapshotStore,
     StoredEvent, StreamId,
 };
+use crate::FastMap;
 
 /// How often expired state is swept (besides the lazy checks on access).
 const SWEEP_EVERY: Duration = Duration::from_secs(1);

@@ -64,6 +64,15 @@ struct Shared {
     fenced: AtomicBool,
 }
 
+impl Shared {
+    /// A write was refused under this copy's lease: another replica took the session over.
+    fn fence(&self, key: &SessionKey) {
+        tracing::warn!(session = %key.session, tenant = %key.tenant,
+            "session taken over by another replica; this copy stops");
+        self.fenced.store(true, Ordering::Release);
+    }
+}
+
 /// The sending side, owned by the session. The worker starts with the first item.
 pub struct Outbox {
     key: SessionKey,
@@ -189,9 +198,7 @@ impl Outbox {
         match saved {
             Some(Ok(())) => true,
             Some(Err(BackendError::Fenced)) => {
-                tracing::warn!(session = %self.key.session, tenant = %self.key.tenant,
-                    "session taken over by another replica; this copy stops");
-                self.shared.fenced.store(true, Ordering::Release);
+                self.shared.fence(&self.key);
                 (self.on_fenced)();
                 true
             }
@@ -333,9 +340,7 @@ impl Worker {
                     return Some(v);
                 }
                 Err(BackendError::Fenced) => {
-                    tracing::warn!(session = %self.key.session, tenant = %self.key.tenant,
-                        "session taken over by another replica; this copy stops");
-                    self.shared.fenced.store(true, Ordering::Release);
+                    self.shared.fence(&self.key);
                     return None;
                 }
                 Err(e) => {
