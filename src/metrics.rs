@@ -62,6 +62,9 @@ pub struct HttpLabels {
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
+/// One tenant's `mcp.server.operation.duration` series of successful requests, by known method.
+type OperationSeries = [OnceLock<Histogram>; crate::protocol::mcp::KNOWN_METHODS.len()];
+
 fn latency() -> Histogram {
     // 0.5 ms … ~33 s
     Histogram::new(exponential_buckets(0.0005, 2.0, 17))
@@ -88,6 +91,9 @@ pub struct Metrics {
     /// The series of `http_requests` nearly every request lands in (each route group with 200
     /// and 202), found in the family once instead of on every request.
     http_common: [OnceLock<Counter>; ROUTE_GROUPS.len() * 2],
+    /// The series of successful operations of each tenant and known method (what nearly every
+    /// request records), found in the family once per tenant and method.
+    operation_ok: parking_lot::RwLock<crate::FastMap<Box<str>, OperationSeries>>,
     pub event_log_appends: Family<TenantLabels, Counter>,
     pub event_log_replays: Family<OutcomeLabels, Counter>,
     pub pending_client_requests: Family<MethodLabels, Gauge>,
@@ -206,6 +212,7 @@ impl Metrics {
             quota_unchecked,
             http_requests,
             http_common: Default::default(),
+            operation_ok: Default::default(),
         }
     }
 
@@ -241,18 +248,32 @@ impl Metrics {
 
     pub fn operation(&self, method: &str, tenant: &str, error_type: &str, took: Duration) {
         // Unknown method names are client input: one label for all of them.
-        let method = if crate::protocol::mcp::is_known_method(method) {
-            method
-        } else {
-            "other"
+        let known = crate::protocol::mcp::known_method_index(method);
+        let method = match known {
+            Some(i) => crate::protocol::mcp::KNOWN_METHODS[i],
+            None => "other",
         };
-        self.operation_duration
-            .get_or_create(&OperationLabels {
-                mcp_method_name: method.to_string(),
-                tenant: tenant.to_string(),
-                error_type: error_type.to_string(),
-            })
-            .observe(took.as_secs_f64());
+        let series = || {
+            self.operation_duration
+                .get_or_create(&OperationLabels {
+                    mcp_method_name: method.to_string(),
+                    tenant: tenant.to_string(),
+                    error_type: error_type.to_string(),
+                })
+                .clone()
+        };
+        match known.filter(|_| error_type.is_empty()) {
+            Some(i) => {
+                let observe = |s: &OperationSeries| {
+                    s[i].get_or_init(series).observe(took.as_secs_f64());
+                };
+                let seen = self.operation_ok.read().get(tenant).map(&observe);
+                if seen.is_none() {
+                    observe(self.operation_ok.write().entry(tenant.into()).or_default());
+                }
+            }
+            None => series().observe(took.as_secs_f64()),
+        }
         if let Some(o) = otel() {
             let mut attrs = vec![
                 KeyValue::new("mcp.method.name", method.to_string()),
@@ -668,5 +689,29 @@ mod tests {
             None,
             "no series before its first request"
         );
+    }
+
+    #[test]
+    fn operations_recorded_through_the_cached_series_show_in_the_family() {
+        let metrics = Metrics::new();
+        let ms = Duration::from_millis(1);
+        metrics.operation("tools/call", "a", "", ms);
+        metrics.operation("tools/call", "a", "", ms);
+        metrics.operation("tools/call", "b", "", ms);
+        metrics.operation("tools/list", "a", "", ms);
+        metrics.operation("tools/call", "a", "-32602", ms);
+        metrics.operation("no/such", "a", "", ms);
+        let text = metrics.render();
+        let count = |method: &str, tenant: &str, error: &str| {
+            let series = format!("mcp_server_operation_duration_seconds_count{{mcp_method_name=\"{method}\",tenant=\"{tenant}\",error_type=\"{error}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&series))
+                .map(|v| v.trim().to_string())
+        };
+        assert_eq!(count("tools/call", "a", "").as_deref(), Some("2"), "{text}");
+        assert_eq!(count("tools/call", "b", "").as_deref(), Some("1"));
+        assert_eq!(count("tools/list", "a", "").as_deref(), Some("1"));
+        assert_eq!(count("tools/call", "a", "-32602").as_deref(), Some("1"));
+        assert_eq!(count("other", "a", "").as_deref(), Some("1"));
     }
 }

@@ -381,3 +381,98 @@ async fn resources_templates_and_prompts_read_back() {
         .unwrap()
         .contains("the quick fox"));
 }
+
+/// Requests a session can answer without its actor (catalog reads, tools that answer at once)
+/// follow the session's rules all the same: an id still in flight is refused, progress is
+/// honoured, the metric is recorded, and an unknown session is 404.
+#[actix_rt::test]
+async fn requests_answered_at_once_keep_the_session_rules() {
+    let app =
+        spawn_app_with(|c| c.metrics.token = secrecy::SecretString::from("at-once-metrics-token"))
+            .await;
+    let c = app.open_session("demo", "2025-11-25", json!({})).await;
+    let call = |id: i64, name: &str, arguments: Value| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": name, "arguments": arguments } })
+    };
+    let json_answer = |resp: reqwest::Response| async move {
+        assert_eq!(resp.status(), 200);
+        let content_type = resp.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(
+            content_type.starts_with("application/json"),
+            "{content_type}"
+        );
+        resp.json::<Value>().await.unwrap()
+    };
+
+    let answer = json_answer(c.send(&call(5, "echo", json!({ "text": "one" }))).await).await;
+    assert_eq!(answer["id"], 5);
+    assert_eq!(answer["result"]["content"][0]["text"], "one");
+    // A bad argument is the tool's own error, as through the session.
+    let answer = json_answer(c.send(&call(6, "echo", json!({}))).await).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let answer = json_answer(
+        c.send(&json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/list" }))
+            .await,
+    )
+    .await;
+    assert!(answer["result"]["tools"].as_array().unwrap().len() >= 4);
+
+    // While request 7 runs, another request 7 is refused: the session sees it.
+    let slow = c
+        .send(&call(
+            7,
+            "slow_count",
+            json!({ "steps": 3, "interval_ms": 300 }),
+        ))
+        .await;
+    assert_eq!(slow.status(), 200);
+    let answer = json_answer(c.send(&call(7, "echo", json!({ "text": "again" }))).await).await;
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already in use"),
+        "{answer}"
+    );
+    let answer = json_answer(c.send(&call(8, "echo", json!({ "text": "beside" }))).await).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "beside");
+    let (done, _) = common::read_answer(slow, 7).await;
+    assert_eq!(done["result"]["content"][0]["text"], "counted 3", "{done}");
+    let answer = json_answer(c.send(&call(7, "echo", json!({ "text": "free" }))).await).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "free");
+
+    // A progress token is honoured (the call goes through the session, which owns the stream).
+    let resp = c
+        .send(
+            &json!({ "jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {
+            "name": "echo", "arguments": { "text": "p" }, "_meta": { "progressToken": "t" } } }),
+        )
+        .await;
+    let (answer, _) = common::read_answer(resp, 10).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "p");
+
+    // Unknown session: 404, as before.
+    let resp = app
+        .post(
+            "demo",
+            Some("no-such-session"),
+            &call(11, "echo", json!({ "text": "x" })),
+        )
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+
+    let metrics = app.metrics_text("at-once-metrics-token").await;
+    let series = "mcp_server_operation_duration_seconds_count{mcp_method_name=\"tools/call\",tenant=\"demo\",error_type=\"\"} ";
+    let count: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in {metrics}"));
+    // 5, 7 ("free") answered at once; 7 (slow_count), 8 and 10 through the session.
+    assert_eq!(count, 5, "every successful call recorded once");
+}

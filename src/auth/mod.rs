@@ -120,6 +120,37 @@ pub fn base_url(req: &HttpRequest, config: &AuthConfig) -> String {
     format!("{}://{}", info.scheme(), info.host())
 }
 
+/// Whether `base` is what `base_url` gives for `req`, found without building the URL when the
+/// request names its host the plain way (no `Forwarded`/`X-Forwarded-*` headers, an origin-form
+/// target): then it is the `Host` header (or the server's host name) with the listener's scheme.
+/// Every request to a protected tenant asks this (its token's cache entry is bound to the base).
+fn is_base_of(base: &str, req: &HttpRequest, config: &AuthConfig) -> bool {
+    use actix_web::http::header::{FORWARDED, HOST};
+    if !config.public_url.is_empty() {
+        return base == config.public_url.trim_end_matches('/');
+    }
+    let headers = req.headers();
+    let plain = !headers.contains_key(FORWARDED)
+        && !headers.contains_key("x-forwarded-proto")
+        && !headers.contains_key("x-forwarded-host")
+        && req.uri().scheme().is_none()
+        && req.uri().authority().is_none();
+    let host = headers.get(HOST).map(|h| h.to_str());
+    match (plain, host) {
+        (true, Some(Ok(host))) => {
+            let scheme = if req.app_config().secure() {
+                "https"
+            } else {
+                "http"
+            };
+            base.strip_prefix(scheme)
+                .and_then(|rest| rest.strip_prefix("://"))
+                == Some(host)
+        }
+        _ => base == base_url(req, config),
+    }
+}
+
 /// A tenant's issuer identifier.
 pub fn issuer(base: &str, tenant: &str) -> String {
     format!("{base}/t/{tenant}")
@@ -265,8 +296,8 @@ impl AuthService {
             TenantAuth::Oauth(o) => &o.required_scopes,
             TenantAuth::External(e) => &e.required_scopes,
         };
-        let base = base_url(req, &self.config);
         let challenge = |status: u16, error: Option<&str>, description: String| {
+            let base = base_url(req, &self.config);
             let endpoint = if req.path().ends_with("/mcp") {
                 "mcp"
             } else {
@@ -334,12 +365,13 @@ impl AuthService {
             (v.expires_at > now
                 && Arc::ptr_eq(&v.settings, auth)
                 && *v.tenant == *tenant
-                && *v.base == *base)
-                .then(|| v.principal.clone())
+                && is_base_of(&v.base, req, &self.config))
+            .then(|| v.principal.clone())
         });
         let principal = match cached {
             Some(p) => p,
             None => {
+                let base = base_url(req, &self.config);
                 let (principal, expires_at) = self
                     .verify(token, &base, tenant, auth)
                     .await
@@ -552,6 +584,59 @@ pub fn public_view(auth: &TenantAuth) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_quick_base_check_agrees_with_base_url() {
+        use actix_web::test::TestRequest;
+        let config = crate::config::Config::default().auth;
+        let requests = [
+            TestRequest::default().insert_header(("host", "mcp.example.com")),
+            TestRequest::default().insert_header(("host", "127.0.0.1:8080")),
+            TestRequest::default()
+                .insert_header(("host", "inner:80"))
+                .insert_header(("x-forwarded-proto", "https")),
+            TestRequest::default()
+                .insert_header(("host", "inner:80"))
+                .insert_header(("x-forwarded-host", "outer.example")),
+            TestRequest::default()
+                .insert_header(("host", "inner:80"))
+                .insert_header(("forwarded", "proto=https;host=outer.example")),
+            TestRequest::default().uri("http://absolute.example/t/a/mcp"),
+            TestRequest::default(),
+        ];
+        let bases = [
+            "http://mcp.example.com",
+            "https://mcp.example.com",
+            "http://127.0.0.1:8080",
+            "https://inner:80",
+            "http://inner:80",
+            "http://outer.example",
+            "https://outer.example",
+            "http://absolute.example",
+            "http://localhost:8080",
+            "http://",
+        ];
+        for (i, r) in requests.into_iter().enumerate() {
+            let req = r.to_http_request();
+            let actual = base_url(&req, &config);
+            for base in bases.iter().copied().chain([actual.as_str()]) {
+                assert_eq!(
+                    is_base_of(base, &req, &config),
+                    base == actual,
+                    "request {i}: {base} vs {actual}"
+                );
+            }
+        }
+        let fixed = AuthConfig {
+            public_url: "https://public.example/".into(),
+            ..crate::config::Config::default().auth
+        };
+        let req = TestRequest::default()
+            .insert_header(("host", "inner"))
+            .to_http_request();
+        assert!(is_base_of("https://public.example", &req, &fixed));
+        assert!(!is_base_of("http://inner", &req, &fixed));
+    }
 
     fn principal(issuer: &str, subject: &str, client_id: &str) -> Principal {
         Principal {

@@ -51,6 +51,10 @@ impl Catalog for DemoCatalog {
         ]
     }
 
+    fn answers_at_once(&self, tool: &str) -> bool {
+        matches!(tool, "echo" | "add" | "word_count" | "new_uuid")
+    }
+
     fn call_tool(
         &self,
         name: &str,

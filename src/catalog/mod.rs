@@ -58,6 +58,12 @@ pub trait Catalog: Send + Sync + 'static {
     fn reruns_safely(&self, _tool: &str) -> bool {
         false
     }
+    /// Whether a call of this tool always finishes on its first poll without talking to the
+    /// client (no log, progress, sampling, elicitation, roots) or changing anything others see:
+    /// then a session answers it without a hop through its actor.
+    fn answers_at_once(&self, _tool: &str) -> bool {
+        false
+    }
     /// Goes on with a call of `tool` that a previous replica left waiting for the client's input
     /// (an elicitation or a sampling answer): `answer` resolves with the client's answer. `None`
     /// when this catalog cannot (the call is then re-run or reported interrupted).
@@ -89,6 +95,8 @@ pub struct TenantCatalog {
     tool_owner: crate::FastMap<String, usize>,
     /// Tools whose interrupted calls may run again after a failover.
     rerunnable: crate::FastSet<String>,
+    /// Tools whose catalog says they answer at once (`Catalog::answers_at_once`).
+    immediate: crate::FastSet<String>,
     /// Tools with `x-mcp-header` parameters (mirrored into `Mcp-Param-*` headers), computed once.
     param_headers: crate::FastMap<String, Vec<crate::protocol::modern::ParamHeader>>,
     pub tools: Vec<Value>,
@@ -104,6 +112,7 @@ impl TenantCatalog {
         };
         let mut tool_owner = crate::FastMap::default();
         let mut rerunnable = crate::FastSet::default();
+        let mut immediate = crate::FastSet::default();
         let mut param_headers = crate::FastMap::default();
         for (i, c) in catalogs.iter().enumerate() {
             for t in c.tools() {
@@ -118,6 +127,9 @@ impl TenantCatalog {
                 if hint("readOnlyHint") || hint("idempotentHint") || c.reruns_safely(name) {
                     rerunnable.insert(name.to_string());
                 }
+                if c.answers_at_once(name) {
+                    immediate.insert(name.to_string());
+                }
                 // An invalid annotation mirrors nothing (clients drop such tools anyway).
                 if let Ok(headers) = crate::protocol::modern::param_headers(&t["inputSchema"]) {
                     if !headers.is_empty() {
@@ -129,6 +141,7 @@ impl TenantCatalog {
         TenantCatalog {
             tool_owner,
             rerunnable,
+            immediate,
             param_headers,
             tools: collect(&|c| c.tools()),
             resources: collect(&|c| c.resources()),
@@ -211,6 +224,11 @@ impl TenantCatalog {
     /// Whether an interrupted call of `tool` may run again (see `Catalog::reruns_safely`).
     pub fn is_rerunnable(&self, tool: &str) -> bool {
         self.rerunnable.contains(tool)
+    }
+
+    /// See `Catalog::answers_at_once`.
+    pub fn answers_at_once(&self, tool: &str) -> bool {
+        self.immediate.contains(tool)
     }
 
     pub fn read_resource(&self, uri: &str) -> Option<Result<Value, RpcError>> {

@@ -129,6 +129,18 @@ impl Catalog for ReferenceCatalog {
         ]
     }
 
+    fn answers_at_once(&self, tool: &str) -> bool {
+        matches!(
+            tool,
+            "test_simple_text"
+                | "test_image_content"
+                | "test_audio_content"
+                | "test_embedded_resource"
+                | "test_multiple_content_types"
+                | "test_error_handling"
+        )
+    }
+
     fn call_tool(
         &self,
         name: &str,

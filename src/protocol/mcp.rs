@@ -123,7 +123,7 @@ pub fn server_capabilities(version: ProtocolVersion) -> Value {
 
 /// Every request method of the revisions served (metrics label only these; anything else a
 /// client sends is "other").
-const KNOWN_METHODS: &[&str] = &[
+pub const KNOWN_METHODS: &[&str] = &[
     "initialize",
     "ping",
     "tools/list",
@@ -140,7 +140,12 @@ const KNOWN_METHODS: &[&str] = &[
 ];
 
 pub fn is_known_method(method: &str) -> bool {
-    KNOWN_METHODS.contains(&method)
+    known_method_index(method).is_some()
+}
+
+/// Where `method` is in `KNOWN_METHODS`.
+pub fn known_method_index(method: &str) -> Option<usize> {
+    KNOWN_METHODS.iter().position(|m| *m == method)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
+use super::direct::SessionView;
 use super::outbox::{Outbox, OutboxItem, PendingEvent};
 use crate::catalog::{CallFuture, CatalogHandle, RequestContext, SessionPort, TenantCatalog};
 use crate::cluster::{EventId, StoredEvent, StreamId};
@@ -309,6 +310,8 @@ pub struct Session {
     settings: Arc<SessionSettings>,
     /// Who opened the session (protected tenants); webhook calls receive it.
     principal: Option<Arc<Value>>,
+    /// What the transport may read without a hop through the actor (see `direct`).
+    view: Arc<SessionView>,
 }
 
 impl Session {
@@ -347,6 +350,7 @@ impl Session {
             outbox,
             settings,
             principal: None,
+            view: Arc::default(),
         }
     }
 
@@ -401,6 +405,10 @@ impl Session {
         s.recovered = snapshot.inflight.clone();
         s.recovered_awaiting = snapshot.awaiting.clone();
         s.principal = snapshot.principal.clone();
+        if let Some(version) = s.version {
+            s.view
+                .publish(&s.id, version, &s.client_capabilities, s.principal.as_ref());
+        }
         // Saved again under the lease it is restored with.
         s.dirty = true;
         s
@@ -616,6 +624,7 @@ impl Session {
 
     /// Queues a snapshot when something it holds changed (called after each message).
     pub fn save_if_changed(&mut self) {
+        self.view.set_running(self.inflight.len());
         self.release_emptied();
         if !self.dirty {
             return;
@@ -658,6 +667,11 @@ impl Session {
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// What this session publishes for requests answered without its actor.
+    pub fn view(&self) -> Arc<SessionView> {
+        self.view.clone()
     }
 
     pub fn version(&self) -> Option<ProtocolVersion> {
@@ -872,23 +886,13 @@ impl Session {
             );
             return;
         }
-        let span = if crate::telemetry::tracing_enabled() {
-            crate::telemetry::mcp_span(&crate::telemetry::McpRequest {
-                method: &req.method,
-                params: req.params.as_ref(),
-                request_id: &req.id.to_string(),
-                session_id: Some(&self.id),
-                protocol_version: self.version.map(ProtocolVersion::as_str),
-                tenant: &self.tenant,
-                client_id: self
-                    .principal
-                    .as_deref()
-                    .and_then(|p| p.get("client_id"))
-                    .and_then(Value::as_str),
-            })
-        } else {
-            tracing::Span::none()
-        };
+        let span = request_span(
+            &req,
+            &self.id,
+            self.version,
+            &self.tenant,
+            self.principal.as_ref(),
+        );
         self.inflight.insert(
             req.id.clone(),
             InFlight {
@@ -1046,6 +1050,12 @@ impl Session {
             .get("clientInfo")
             .and_then(|info| serde_json::value::to_raw_value(info).ok())
             .unwrap_or_else(|| RawValue::NULL.to_owned());
+        self.view.publish(
+            &self.id,
+            version,
+            &self.client_capabilities,
+            self.principal.as_ref(),
+        );
         self.dirty = true;
         // Maps built directly: `json!` would copy each interpolated value through its
         // serializer (this is on every session's opening).
@@ -1145,23 +1155,12 @@ impl Session {
         if inflight.abort.is_some() {
             self.dirty = true;
         }
-        let error_type = match &outcome {
-            Err(e) => e.code.to_string(),
-            Ok(v) if v.get("isError").and_then(Value::as_bool) == Some(true) => "tool_error".into(),
-            Ok(_) => String::new(),
-        };
-        crate::metrics::global().operation(
+        record_outcome(
             &inflight.method,
             &self.tenant,
-            &error_type,
-            inflight.started.elapsed(),
-        );
-        let error = outcome.as_ref().err();
-        crate::telemetry::mcp_done(
+            inflight.started,
             &inflight.span,
-            error.map(|e| e.code),
-            error_type == "tool_error",
-            error.map(|e| e.message.as_str()),
+            &outcome,
         );
         let message = Bytes::from(jsonrpc::encode_response(id, &outcome));
         self.emit(inflight.stream, message, true);
@@ -1502,4 +1501,51 @@ fn json_array(items: &[Bytes]) -> Bytes {
 
 fn to_bytes(v: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// The server span of a session's request (disabled when not tracing).
+pub(super) fn request_span(
+    req: &Request,
+    session: &str,
+    version: Option<ProtocolVersion>,
+    tenant: &str,
+    principal: Option<&Arc<Value>>,
+) -> tracing::Span {
+    if !crate::telemetry::tracing_enabled() {
+        return tracing::Span::none();
+    }
+    crate::telemetry::mcp_span(&crate::telemetry::McpRequest {
+        method: &req.method,
+        params: req.params.as_ref(),
+        request_id: &req.id.to_string(),
+        session_id: Some(session),
+        protocol_version: version.map(ProtocolVersion::as_str),
+        tenant,
+        client_id: principal
+            .and_then(|p| p.get("client_id"))
+            .and_then(Value::as_str),
+    })
+}
+
+/// Records a finished request: its `mcp.server.operation.duration` point and its span's outcome.
+pub(super) fn record_outcome(
+    method: &str,
+    tenant: &str,
+    started: std::time::Instant,
+    span: &tracing::Span,
+    outcome: &Result<Value, RpcError>,
+) {
+    let error_type = match outcome {
+        Err(e) => e.code.to_string(),
+        Ok(v) if v.get("isError").and_then(Value::as_bool) == Some(true) => "tool_error".into(),
+        Ok(_) => String::new(),
+    };
+    crate::metrics::global().operation(method, tenant, &error_type, started.elapsed());
+    let error = outcome.as_ref().err();
+    crate::telemetry::mcp_done(
+        span,
+        error.map(|e| e.code),
+        error_type == "tool_error",
+        error.map(|e| e.message.as_str()),
+    );
 }

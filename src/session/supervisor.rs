@@ -54,6 +54,8 @@ pub struct SessionEntry {
     pub transport: TransportKind,
     /// The binding of the principal that opened the session (protected tenants).
     pub owner: Option<Arc<str>>,
+    /// What the session publishes for requests answered without its actor (`direct`).
+    pub view: Arc<super::direct::SessionView>,
     /// When this replica started holding the session (for `mcp.server.session.duration`).
     started: Instant,
     instance: u64,
@@ -151,6 +153,11 @@ impl TenantSessions {
     /// The server's identity and settings its sessions share.
     pub fn settings(&self) -> &SessionSettings {
         &self.settings
+    }
+
+    /// The tenant's catalog (what direct answers read).
+    pub(super) fn catalog(&self) -> &CatalogHandle {
+        &self.catalog
     }
 
     pub fn get(&self, id: &str) -> Option<SessionEntry> {
@@ -296,6 +303,7 @@ impl TenantSessions {
         }
         let instance = self.next_instance.fetch_add(1, Ordering::Relaxed) + 1;
         let owner = core.owner();
+        let view = core.view();
         let actor = SessionActor::new(core, instance, self.clone());
         let (addr, arbiter) = match arbiter {
             Some(arbiter) => (
@@ -315,6 +323,7 @@ impl TenantSessions {
                 activity,
                 transport,
                 owner,
+                view,
                 started,
                 instance,
                 arbiter,

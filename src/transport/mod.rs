@@ -313,12 +313,12 @@ impl FromRequest for Admitted {
     fn from_request(req: &HttpRequest, _: &mut DevPayload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move {
-            let slug = req.match_info().get("tenant").unwrap_or("").to_string();
+            let slug = req.match_info().get("tenant").unwrap_or("");
             let directory = req
                 .app_data::<web::Data<TenantDirectory>>()
                 .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?;
             let tenant = directory
-                .resolve(&slug)
+                .resolve(slug)
                 .await
                 .map_err(|e| {
                     tracing::warn!(error = %e, "tenant lookup failed");
@@ -335,7 +335,7 @@ impl FromRequest for Admitted {
             // Counted on every hop: a request forwarded to its session's owner is counted by
             // both replicas (the forwarding header is not proof that the first one counted it).
             let quotas = &*tenant.sessions.replica.backends.quotas;
-            rate_limited(&slug, tenant.policy.within_rate(quotas, &slug, None).await)?;
+            rate_limited(slug, tenant.policy.within_rate(quotas, slug, None).await)?;
             let auth = tenant.policy.auth();
             let principal = match *auth {
                 crate::store::TenantAuth::None => None,
@@ -344,7 +344,7 @@ impl FromRequest for Admitted {
                         .app_data::<web::Data<AuthService>>()
                         .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?;
                     service
-                        .authenticate(&req, &slug, &auth)
+                        .authenticate(&req, slug, &auth)
                         .await
                         .map_err(HttpError::from)?
                 }
@@ -354,8 +354,8 @@ impl FromRequest for Admitted {
                 .filter(|_| tenant.policy.limits_principals())
             {
                 let id = crate::auth::quota_id(&p.binding());
-                let counted = tenant.policy.within_rate(quotas, &slug, Some(&id)).await;
-                rate_limited(&slug, counted)?;
+                let counted = tenant.policy.within_rate(quotas, slug, Some(&id)).await;
+                rate_limited(slug, counted)?;
             }
             Ok(Admitted {
                 tenant,

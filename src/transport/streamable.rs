@@ -23,6 +23,7 @@ use crate::cluster::EventId;
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 use crate::protocol::{Message, Payload, RpcError};
 use crate::session::actor::{Open, OpenStream, Post, Terminate};
+use crate::session::direct;
 use crate::session::locate::{self, Located};
 use crate::session::{Reply, SessionError, StreamItem, TransportKind};
 use crate::tenant::{owner_topic, OwnerMessage};
@@ -56,6 +57,18 @@ pub async fn post(
     let entry = match reach(&admitted, id, &req, &forwarder, raw, bus_first).await? {
         Reached::Forwarded(response) => return Ok(response),
         Reached::Here(entry) => entry,
+    };
+    // A request that needs nothing of the session's own state is answered here, after letting
+    // the worker's other ready connections be read first (see `modern::post`: their answers
+    // then go out together), instead of through the session actor's mailbox.
+    let payload = if direct::candidate(&payload) {
+        tokio::task::yield_now().await;
+        match direct::answer(&tenant.sessions, &entry, payload).await {
+            Ok(body) => return Ok(json_response(body)),
+            Err(payload) => payload,
+        }
+    } else {
+        payload
     };
     match locate::deliver(&tenant.sessions, id, entry, Post::new(payload)).await? {
         Reply::Accepted => Ok(HttpResponse::Accepted().finish()),

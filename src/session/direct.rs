@@ -1,0 +1,181 @@
+//! Requests a session answers without a hop through its actor: a lone request whose answer is
+//! known at once and touches nothing the session holds — reading the catalog (lists, a resource,
+//! a prompt, completion, ping) or calling a tool its catalog says finishes at once without
+//! talking to the client (`Catalog::answers_at_once`). It is handled on the HTTP worker with the
+//! session's published scope (`SessionView`), exactly as the session would handle it (same
+//! `methods::handle`, span, metric and encoding), so its answer is written in the same poll of
+//! the connection. Anything else — a request while others are running (so an id still in flight
+//! is refused by the session), progress, batches, session-only methods — goes to the actor.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, OnceLock};
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::core::{record_outcome, request_span};
+use super::supervisor::{SessionEntry, TenantSessions};
+use crate::methods::{self, Handled, RequestScope};
+use crate::protocol::jsonrpc;
+use crate::protocol::{Message, Payload, ProtocolVersion, Request, RequestId, RpcError};
+use crate::request::{CallKey, SessionPort};
+
+/// What a session publishes for the transport: its scope once initialized (fixed from then on)
+/// and how many of its requests are running.
+#[derive(Default)]
+pub struct SessionView {
+    scope: OnceLock<PublishedScope>,
+    running: AtomicUsize,
+}
+
+struct PublishedScope {
+    session: Arc<str>,
+    version: ProtocolVersion,
+    client_capabilities: Arc<Value>,
+    principal: Option<Arc<Value>>,
+}
+
+impl SessionView {
+    /// Called by the session when it is initialized (or restored initialized).
+    pub(super) fn publish(
+        &self,
+        session: &Arc<str>,
+        version: ProtocolVersion,
+        client_capabilities: &Arc<Value>,
+        principal: Option<&Arc<Value>>,
+    ) {
+        let _ = self.scope.set(PublishedScope {
+            session: session.clone(),
+            version,
+            client_capabilities: client_capabilities.clone(),
+            principal: principal.cloned(),
+        });
+    }
+
+    /// Called by the session after each message it handled.
+    pub(super) fn set_running(&self, n: usize) {
+        self.running.store(n, Ordering::Relaxed);
+    }
+}
+
+/// The port of a request answered here: such requests never talk to the client (that is what
+/// makes them eligible), so there is nothing to send; a server→client request is refused.
+struct NoPort;
+
+impl SessionPort for NoPort {
+    fn notify(&self, _: &RequestId, method: &'static str, _: Value) {
+        tracing::debug!(
+            method,
+            "notification of a directly answered request dropped"
+        );
+    }
+    fn request(
+        &self,
+        _: &RequestId,
+        _: &'static str,
+        _: Value,
+        reply: oneshot::Sender<Result<Value, RpcError>>,
+    ) {
+        let _ = reply.send(Err(RpcError::internal(
+            "this request cannot ask the client anything",
+        )));
+    }
+    fn close_stream(&self, _: &RequestId) {}
+    fn resource_updated(&self, _: &str) {}
+}
+
+static NO_PORT: LazyLock<Arc<dyn SessionPort>> = LazyLock::new(|| Arc::new(NoPort));
+
+/// Answers `payload` (a `candidate`) for the session of `entry` here when it is eligible (see
+/// the module); otherwise gives it back for the actor.
+pub async fn answer(
+    sessions: &TenantSessions,
+    entry: &SessionEntry,
+    payload: Payload,
+) -> Result<Bytes, Payload> {
+    let Some(scope) = entry.view.scope.get().filter(|_| candidate(&payload)) else {
+        return Err(payload);
+    };
+    if entry.view.running.load(Ordering::Relaxed) > 0 {
+        return Err(payload);
+    }
+    let catalog = sessions.catalog().current();
+    let Payload::Single(Message::Request(mut req)) = payload else {
+        return Err(payload);
+    };
+    if !tool_answers_at_once(&req, &catalog) {
+        return Err(Payload::Single(Message::Request(req)));
+    }
+    let id = &scope.session;
+    let started = std::time::Instant::now();
+    let span = request_span(
+        &req,
+        id,
+        Some(scope.version),
+        &sessions.tenant,
+        scope.principal.as_ref(),
+    );
+    let request_scope = RequestScope {
+        version: scope.version,
+        client_capabilities: &scope.client_capabilities,
+        principal: scope.principal.as_ref(),
+        catalog: &catalog,
+        page_size: sessions.settings().page_size,
+        call_key: CallKey::InSession {
+            tenant: sessions.tenant.clone(),
+            session: id.clone(),
+        },
+        session: Some(id),
+        port: &NO_PORT,
+    };
+    let outcome = match req.take_params() {
+        Err(e) => Err(e),
+        Ok(params) => {
+            let handled = span
+                .in_scope(|| methods::handle(&req.id, &req.method, params, None, &request_scope));
+            match handled {
+                Handled::Done(outcome) => outcome,
+                Handled::Run { future, .. } => {
+                    use tracing::Instrument;
+                    future.instrument(span.clone()).await
+                }
+                Handled::Unknown => Err(RpcError::method_not_found(&req.method)),
+            }
+        }
+    };
+    record_outcome(&req.method, &sessions.tenant, started, &span, &outcome);
+    Ok(Bytes::from(jsonrpc::encode_response(&req.id, &outcome)))
+}
+
+/// Whether `payload` is the kind of request this module may answer: a lone catalog read, or a
+/// lone `tools/call` (whether its tool answers at once is `answer`'s to check), asking no
+/// progress. Cheap: the transport asks it of every session POST.
+pub fn candidate(payload: &Payload) -> bool {
+    let Payload::Single(Message::Request(req)) = payload else {
+        return false;
+    };
+    matches!(
+        req.method.as_str(),
+        "tools/call"
+            | "ping"
+            | "tools/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "prompts/list"
+            | "resources/read"
+            | "prompts/get"
+            | "completion/complete"
+    ) && req.progress_token().is_none()
+}
+
+/// Whether a tool call's tool answers at once (other candidates need no more checks).
+fn tool_answers_at_once(req: &Request, catalog: &crate::catalog::TenantCatalog) -> bool {
+    req.method != "tools/call"
+        || req
+            .params
+            .as_ref()
+            .and_then(|p| p.get("name"))
+            .and_then(Value::as_str)
+            .is_some_and(|name| catalog.answers_at_once(name))
+}
