@@ -61,6 +61,19 @@ pub enum Handled {
     Unknown,
 }
 
+/// The methods `handle` answers (everything else is `Handled::Unknown`).
+pub const HANDLED: &[&str] = &[
+    "ping",
+    "tools/list",
+    "resources/list",
+    "resources/templates/list",
+    "prompts/list",
+    "tools/call",
+    "resources/read",
+    "prompts/get",
+    "completion/complete",
+];
+
 /// Handles `method` with `params` (already taken out of the request).
 pub fn handle(
     id: &RequestId,

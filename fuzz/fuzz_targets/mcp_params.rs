@@ -22,7 +22,7 @@ use std::task::Poll;
 use libfuzzer_sys::fuzz_target;
 use mcp_harbor::catalog::stored::{StoredCatalog, WebhookRuntime};
 use mcp_harbor::catalog::{Catalog, TenantCatalog};
-use mcp_harbor::methods::{handle, Handled, RequestScope};
+use mcp_harbor::methods::{handle, Handled, RequestScope, HANDLED};
 use mcp_harbor::protocol::jsonrpc::{INVALID_PARAMS, RESOURCE_NOT_FOUND};
 use mcp_harbor::protocol::mcp::LogLevel;
 use mcp_harbor::protocol::{ProtocolVersion, Request, RequestId, RpcError};
@@ -32,18 +32,8 @@ use serde_json::{json, Value};
 
 const PAGE_SIZE: usize = 3;
 
-/// Methods `methods::handle` serves, then session-level and unknown ones.
-const SERVED: &[&str] = &[
-    "ping",
-    "tools/list",
-    "resources/list",
-    "resources/templates/list",
-    "prompts/list",
-    "tools/call",
-    "resources/read",
-    "prompts/get",
-    "completion/complete",
-];
+/// Methods `methods::handle` does not serve: session-level and unknown ones (it serves
+/// `methods::HANDLED`).
 const OTHERS: &[&str] = &[
     "initialize",
     "logging/setLevel",
@@ -197,11 +187,11 @@ fn run(method: &str, params: Value) -> Option<Result<Value, RpcError>> {
     };
     match handle(&id, method, params, progress, &scope) {
         Handled::Unknown => {
-            assert!(!SERVED.contains(&method), "{method} answered Unknown");
+            assert!(!HANDLED.contains(&method), "{method} answered Unknown");
             None
         }
         Handled::Done(outcome) => {
-            assert!(SERVED.contains(&method), "{method} was handled");
+            assert!(HANDLED.contains(&method), "{method} was handled");
             Some(outcome)
         }
         Handled::Run { future, .. } => {
@@ -288,12 +278,12 @@ fuzz_target!(|data: &[u8]| {
     let Some((&selector, rest)) = data.split_first() else {
         return;
     };
-    let all = SERVED.len() + OTHERS.len();
+    let all = HANDLED.len() + OTHERS.len();
     let i = selector as usize % all;
-    let method = if i < SERVED.len() {
-        SERVED[i]
+    let method = if i < HANDLED.len() {
+        HANDLED[i]
     } else {
-        OTHERS[i - SERVED.len()]
+        OTHERS[i - HANDLED.len()]
     };
     let Ok(params) = serde_json::from_slice::<Value>(rest) else {
         return;

@@ -405,10 +405,7 @@ impl Session {
         s.recovered = snapshot.inflight.clone();
         s.recovered_awaiting = snapshot.awaiting.clone();
         s.principal = snapshot.principal.clone();
-        if let Some(version) = s.version {
-            s.view
-                .publish(&s.id, version, &s.client_capabilities, s.principal.as_ref());
-        }
+        s.publish_view();
         // Saved again under the lease it is restored with.
         s.dirty = true;
         s
@@ -672,6 +669,18 @@ impl Session {
     /// What this session publishes for requests answered without its actor.
     pub fn view(&self) -> Arc<SessionView> {
         self.view.clone()
+    }
+
+    /// Publishes the scope of an initialized session (fixed from then on) in its view.
+    fn publish_view(&self) {
+        if let Some(version) = self.version {
+            self.view.publish(
+                &self.id,
+                version,
+                &self.client_capabilities,
+                self.principal.as_ref(),
+            );
+        }
     }
 
     pub fn version(&self) -> Option<ProtocolVersion> {
@@ -1050,12 +1059,7 @@ impl Session {
             .get("clientInfo")
             .and_then(|info| serde_json::value::to_raw_value(info).ok())
             .unwrap_or_else(|| RawValue::NULL.to_owned());
-        self.view.publish(
-            &self.id,
-            version,
-            &self.client_capabilities,
-            self.principal.as_ref(),
-        );
+        self.publish_view();
         self.dirty = true;
         // Maps built directly: `json!` would copy each interpolated value through its
         // serializer (this is on every session's opening).

@@ -3,8 +3,7 @@
 //! a prompt, completion, ping) or calling a tool its catalog says finishes at once without
 //! talking to the client (`Catalog::answers_at_once`). It is handled on the HTTP worker with the
 //! session's published scope (`SessionView`), exactly as the session would handle it (same
-//! `methods::handle`, span, metric and encoding), so its answer is written in the same poll of
-//! the connection. Anything else — a request while others are running (so an id still in flight
+//! `methods::handle`, span, metric and encoding). Anything else — a request while others are running (so an id still in flight
 //! is refused by the session), progress, batches, session-only methods — goes to the actor.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -87,24 +86,25 @@ impl SessionPort for NoPort {
 
 static NO_PORT: LazyLock<Arc<dyn SessionPort>> = LazyLock::new(|| Arc::new(NoPort));
 
-/// Answers `payload` (a `candidate`) for the session of `entry` here when it is eligible (see
-/// the module); otherwise gives it back for the actor.
+/// Answers `payload` for the session of `entry` here when it is eligible (see the module);
+/// otherwise gives it back for the actor. An eligible request first lets the worker's other
+/// ready connections be read (their answers then go out together and the client side is woken
+/// once for them, as on the stateless path: see `transport::modern::post`).
 pub async fn answer(
     sessions: &TenantSessions,
     entry: &SessionEntry,
     payload: Payload,
 ) -> Result<Bytes, Payload> {
-    let Some(scope) = entry.view.scope.get().filter(|_| candidate(&payload)) else {
+    let Some(scope) = entry.view.scope.get() else {
         return Err(payload);
     };
-    if entry.view.running.load(Ordering::Relaxed) > 0 {
-        return Err(payload);
-    }
     let catalog = sessions.catalog().current();
-    let Payload::Single(Message::Request(mut req)) = payload else {
-        return Err(payload);
+    let mut req = match payload {
+        Payload::Single(Message::Request(req)) if eligible(&req, &catalog) => req,
+        other => return Err(other),
     };
-    if !tool_answers_at_once(&req, &catalog) {
+    tokio::task::yield_now().await;
+    if entry.view.running.load(Ordering::Relaxed) > 0 {
         return Err(Payload::Single(Message::Request(req)));
     }
     let id = &scope.session;
@@ -148,34 +148,48 @@ pub async fn answer(
     Ok(Bytes::from(jsonrpc::encode_response(&req.id, &outcome)))
 }
 
-/// Whether `payload` is the kind of request this module may answer: a lone catalog read, or a
-/// lone `tools/call` (whether its tool answers at once is `answer`'s to check), asking no
-/// progress. Cheap: the transport asks it of every session POST.
-pub fn candidate(payload: &Payload) -> bool {
-    let Payload::Single(Message::Request(req)) = payload else {
-        return false;
-    };
-    matches!(
-        req.method.as_str(),
-        "tools/call"
-            | "ping"
-            | "tools/list"
-            | "resources/list"
-            | "resources/templates/list"
-            | "prompts/list"
-            | "resources/read"
-            | "prompts/get"
-            | "completion/complete"
-    ) && req.progress_token().is_none()
-}
-
-/// Whether a tool call's tool answers at once (other candidates need no more checks).
-fn tool_answers_at_once(req: &Request, catalog: &crate::catalog::TenantCatalog) -> bool {
-    req.method != "tools/call"
-        || req
-            .params
+/// Whether a request can be answered here: a method `methods` handles, asking no progress, and
+/// for `tools/call` a tool that answers at once.
+fn eligible(req: &Request, catalog: &crate::catalog::TenantCatalog) -> bool {
+    let tool_at_once = || {
+        req.params
             .as_ref()
             .and_then(|p| p.get("name"))
             .and_then(Value::as_str)
             .is_some_and(|name| catalog.answers_at_once(name))
+    };
+    methods::HANDLED.contains(&req.method.as_str())
+        && req.progress_token().is_none()
+        && (req.method != "tools/call" || tool_at_once())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::TenantCatalog;
+
+    #[test]
+    fn the_methods_answered_here_are_those_methods_handles() {
+        let catalog = TenantCatalog::new(Vec::new());
+        let capabilities = Arc::new(serde_json::json!({}));
+        let scope = RequestScope {
+            version: ProtocolVersion::V2025_06_18,
+            client_capabilities: &capabilities,
+            principal: None,
+            catalog: &catalog,
+            page_size: 10,
+            call_key: CallKey::from("t/s"),
+            session: None,
+            port: &NO_PORT,
+        };
+        let id = RequestId::Number(1);
+        for method in crate::protocol::mcp::KNOWN_METHODS {
+            let handled = methods::handle(&id, method, serde_json::Map::new(), None, &scope);
+            assert_eq!(
+                !matches!(handled, Handled::Unknown),
+                methods::HANDLED.contains(method),
+                "{method}"
+            );
+        }
+    }
 }

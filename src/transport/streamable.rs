@@ -58,17 +58,11 @@ pub async fn post(
         Reached::Forwarded(response) => return Ok(response),
         Reached::Here(entry) => entry,
     };
-    // A request that needs nothing of the session's own state is answered here, after letting
-    // the worker's other ready connections be read first (see `modern::post`: their answers
-    // then go out together), instead of through the session actor's mailbox.
-    let payload = if direct::candidate(&payload) {
-        tokio::task::yield_now().await;
-        match direct::answer(&tenant.sessions, &entry, payload).await {
-            Ok(body) => return Ok(json_response(body)),
-            Err(payload) => payload,
-        }
-    } else {
-        payload
+    // A request that needs nothing of the session's own state is answered here, without the
+    // hop through the session actor's mailbox.
+    let payload = match direct::answer(&tenant.sessions, &entry, payload).await {
+        Ok(body) => return Ok(json_response(body)),
+        Err(payload) => payload,
     };
     match locate::deliver(&tenant.sessions, id, entry, Post::new(payload)).await? {
         Reply::Accepted => Ok(HttpResponse::Accepted().finish()),
