@@ -188,8 +188,16 @@ pub enum Payload {
 /// and carries the JSON-RPC error to answer with `id: null`. Read in one pass (`read`): each
 /// message as [`classify`] would see it as a `Value`.
 pub fn parse_payload(body: &[u8]) -> Result<Payload, RpcError> {
+    // UTF-8 checked once for the whole body (JSON text is UTF-8): read from a `str`, serde_json
+    // then checks no string on its own, which costs more per request than one pass here.
+    let text = std::str::from_utf8(body).map_err(|e| {
+        RpcError::parse(format!(
+            "Parse error: the body is not UTF-8 (invalid byte at offset {})",
+            e.valid_up_to()
+        ))
+    })?;
     let body: read::Body =
-        serde_json::from_slice(body).map_err(|e| RpcError::parse(format!("Parse error: {e}")))?;
+        serde_json::from_str(text).map_err(|e| RpcError::parse(format!("Parse error: {e}")))?;
     match body {
         read::Body::One(element) => element.classify().map(Payload::Single),
         read::Body::Batch(items) => {
@@ -460,6 +468,30 @@ mod tests {
             INVALID_REQUEST
         );
         assert_eq!(parse_payload(b"42").unwrap_err().code, INVALID_REQUEST);
+    }
+
+    #[test]
+    fn a_body_that_is_not_utf8_is_a_parse_error() {
+        // Invalid UTF-8 inside a string, and a lone continuation byte outside one.
+        for body in [
+            &b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\xffing\"}"[..],
+            &b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\x80"[..],
+        ] {
+            let e = parse_payload(body).unwrap_err();
+            assert_eq!(e.code, PARSE_ERROR);
+            assert!(e.message.contains("not UTF-8"), "{}", e.message);
+        }
+        // Multi-byte characters, escaped or not, are read as before.
+        let r = parse_payload(
+            "{\"jsonrpc\":\"2.0\",\"id\":\"é\\u00e9\",\"method\":\"ping\"}".as_bytes(),
+        )
+        .unwrap();
+        match r {
+            Payload::Single(Message::Request(req)) => {
+                assert_eq!(req.id, RequestId::String("éé".into()))
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
