@@ -214,6 +214,90 @@ async fn discovery_lists_results_and_errors_of_the_stateless_revision() {
     }
 }
 
+/// A tool that answers at once (`echo`) is answered without a round, and keeps every rule of a
+/// stateless call: the result's shape, the tool's own errors, a `requestState` still checked,
+/// progress still honoured, each call counted once in the operation metric.
+#[actix_rt::test]
+async fn tools_answering_at_once_keep_the_rules_of_a_stateless_call() {
+    let app = common::spawn_app_with(|c| {
+        c.metrics.token = secrecy::SecretString::from("modern-at-once-token")
+    })
+    .await;
+    let call = |id: i64, arguments: Value, extra: Value| {
+        let mut params = json!({ "name": "echo", "arguments": arguments });
+        if let Value::Object(extra) = extra {
+            for (k, v) in extra {
+                params[k] = v;
+            }
+        }
+        body(id, "tools/call", params, json!({}))
+    };
+
+    let (status, answer, notes) =
+        send(&app, "demo", &call(1, json!({ "text": "one" }), json!({}))).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(notes.is_empty());
+    assert_eq!(answer["result"]["content"][0]["text"], "one");
+    assert_eq!(answer["result"]["resultType"], "complete");
+    assert_eq!(
+        answer["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcp-harbor"
+    );
+
+    // The tool's own error (a missing argument), as on every other path.
+    let (_, answer, _) = send(&app, "demo", &call(2, json!({}), json!({}))).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+
+    // A requestState is still opened (and this one is refused), even for a tool that never asks.
+    let (_, answer, _) = send(
+        &app,
+        "demo",
+        &call(
+            3,
+            json!({ "text": "x" }),
+            json!({ "requestState": "forged" }),
+        ),
+    )
+    .await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("requestState"),
+        "{answer}"
+    );
+
+    // Asking for progress takes the full path, and still completes.
+    let (status, answer, _) = send(
+        &app,
+        "demo",
+        &call(
+            4,
+            json!({ "text": "p" }),
+            json!({ "_meta": { "progressToken": "t4" } }),
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], "p");
+    assert_eq!(answer["result"]["resultType"], "complete");
+
+    let metrics = app.metrics_text("modern-at-once-token").await;
+    let count = |error_type: &str| -> u64 {
+        let series = format!(
+            "mcp_server_operation_duration_seconds_count{{mcp_method_name=\"tools/call\",tenant=\"demo\",error_type=\"{error_type}\"}} "
+        );
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(count(""), 2, "calls 1 and 4, once each: {metrics}");
+    assert_eq!(count("-32602"), 1, "call 2: {metrics}");
+}
+
 #[actix_rt::test]
 async fn headers_must_match_the_body() {
     let app = spawn_app().await;

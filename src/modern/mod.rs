@@ -367,7 +367,7 @@ pub(crate) fn error(id: &RequestId, mut e: RpcError) -> Answer {
 }
 
 /// A port for methods that never use one (lists, reads, prompts).
-fn null_port() -> Arc<dyn SessionPort> {
+pub(crate) fn null_port() -> Arc<dyn SessionPort> {
     static PORT: OnceLock<Arc<dyn SessionPort>> = OnceLock::new();
     PORT.get_or_init(|| Arc::new(NullPort)).clone()
 }

@@ -148,7 +148,11 @@ pub fn call(
             RpcError::invalid_params(format!("Unknown tool: {name}")),
         ));
     }
-    let (notes_tx, notes) = Notes::channel(progress_token.is_some() || meta.log_level.is_some());
+    let quiet = progress_token.is_none() && meta.log_level.is_none();
+    if state.is_none() && quiet && env.catalog.answers_at_once(&name) {
+        return at_once(env, id, meta, &name, arguments);
+    }
+    let (notes_tx, notes) = Notes::channel(!quiet);
     let response = Box::pin(async move {
         let call = Call {
             env,
@@ -165,6 +169,72 @@ pub fn call(
         }
     });
     Served::Running { response, notes }
+}
+
+/// A call of a tool that finishes on its first poll without talking to the client
+/// (`Catalog::answers_at_once`), asked for no progress or log messages and continuing no round:
+/// it can never answer `input_required`, so it runs without a round (no round id, no port
+/// collecting questions) and is answered as JSON at once.
+fn at_once(
+    env: Env,
+    id: RequestId,
+    meta: RequestMeta,
+    name: &str,
+    arguments: Map<String, Value>,
+) -> Served {
+    use futures_util::FutureExt;
+    let mut ctx = RequestContext::new(
+        id.clone(),
+        meta.version,
+        meta.client_capabilities,
+        None,
+        // Written out only when a webhook tool asks for it, and this is none.
+        crate::request::CallKey::Given("".into()),
+        super::null_port(),
+    );
+    ctx.principal = env.principal_value();
+    let started = std::time::Instant::now();
+    let Some(mut future) = env.catalog.call_tool(name, arguments, ctx) else {
+        return Served::Done(error(
+            &id,
+            RpcError::invalid_params(format!("Unknown tool: {name}")),
+        ));
+    };
+    match (&mut future).now_or_never() {
+        Some(outcome) => Served::Done(finished(&env, &id, started, outcome)),
+        // Not what the catalog promised, but still answered right.
+        None => Served::Running {
+            response: Box::pin(async move {
+                let outcome = future.await;
+                finished(&env, &id, started, outcome)
+            }),
+            notes: Notes::channel(false).1,
+        },
+    }
+}
+
+/// The answer of a call that ran to its end, counted in the operation metric.
+fn finished(
+    env: &Env,
+    id: &RequestId,
+    started: std::time::Instant,
+    outcome: Result<Value, RpcError>,
+) -> Answer {
+    let error_type = match &outcome {
+        Err(e) => e.code.to_string(),
+        Ok(v) if v.get("isError").and_then(Value::as_bool) == Some(true) => "tool_error".into(),
+        Ok(_) => String::new(),
+    };
+    crate::metrics::global().operation(
+        "tools/call",
+        &env.tenant.slug,
+        &error_type,
+        started.elapsed(),
+    );
+    match outcome {
+        Ok(result) => complete(env, id, result, false),
+        Err(e) => error(id, e),
+    }
 }
 
 struct Call {
@@ -292,25 +362,7 @@ impl Call {
             _ = port.needed.notified() => None,
         };
         match outcome {
-            Some(outcome) => {
-                let error_type = match &outcome {
-                    Err(e) => e.code.to_string(),
-                    Ok(v) if v.get("isError").and_then(Value::as_bool) == Some(true) => {
-                        "tool_error".into()
-                    }
-                    Ok(_) => String::new(),
-                };
-                crate::metrics::global().operation(
-                    "tools/call",
-                    &tenant,
-                    &error_type,
-                    started.elapsed(),
-                );
-                match outcome {
-                    Ok(result) => Ok(complete(&self.env, &self.id, result, false)),
-                    Err(e) => Err(e),
-                }
-            }
+            Some(outcome) => Ok(finished(&self.env, &self.id, started, outcome)),
             None => {
                 let asked = std::mem::take(&mut *port.asked.lock());
                 let mut round = round.unwrap_or_else(|| self.first_round());
