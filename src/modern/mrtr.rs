@@ -103,9 +103,9 @@ pub fn call(
 ) -> Served {
     let state = params.remove("requestState");
     let responses = params.remove("inputResponses");
-    let name = match params.get("name").and_then(Value::as_str) {
-        Some(n) => n.to_string(),
-        None => {
+    let name = match params.remove("name") {
+        Some(Value::String(n)) => n,
+        _ => {
             return Served::Done(error(
                 &id,
                 RpcError::invalid_params("tools/call needs a string \"name\""),
@@ -142,15 +142,16 @@ pub fn call(
             ))
         }
     };
+    let quiet = progress_token.is_none() && meta.log_level.is_none();
+    // (A tool that answers at once is one the catalog has.)
+    if state.is_none() && quiet && env.catalog.answers_at_once(&name) {
+        return at_once(env, id, meta, &name, arguments);
+    }
     if !env.catalog.has_tool(&name) {
         return Served::Done(error(
             &id,
             RpcError::invalid_params(format!("Unknown tool: {name}")),
         ));
-    }
-    let quiet = progress_token.is_none() && meta.log_level.is_none();
-    if state.is_none() && quiet && env.catalog.answers_at_once(&name) {
-        return at_once(env, id, meta, &name, arguments);
     }
     let (notes_tx, notes) = Notes::channel(!quiet);
     let response = Box::pin(async move {
