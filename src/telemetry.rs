@@ -573,6 +573,29 @@ pub fn mcp_done(span: &Span, error_code: Option<i64>, tool_error: bool, message:
     }
 }
 
+/// Records a finished request: its `mcp.server.operation.duration` point and its span's outcome.
+pub fn record_outcome(
+    method: &str,
+    tenant: &str,
+    started: std::time::Instant,
+    span: &tracing::Span,
+    outcome: &Result<Value, crate::protocol::RpcError>,
+) {
+    let error_type = match outcome {
+        Err(e) => e.code.to_string(),
+        Ok(v) if v.get("isError").and_then(Value::as_bool) == Some(true) => "tool_error".into(),
+        Ok(_) => String::new(),
+    };
+    crate::metrics::global().operation(method, tenant, &error_type, started.elapsed());
+    let error = outcome.as_ref().err();
+    mcp_done(
+        span,
+        error.map(|e| e.code),
+        error_type == "tool_error",
+        error.map(|e| e.message.as_str()),
+    );
+}
+
 /// The client span of one webhook round (a child of the running MCP span).
 pub fn webhook_span(tool: &str, host: &str, url: &str) -> Span {
     if !tracing_enabled() || Span::current().is_none() {

@@ -216,7 +216,8 @@ async fn discovery_lists_results_and_errors_of_the_stateless_revision() {
 
 /// A tool that answers at once (`echo`) is answered without a round, and keeps every rule of a
 /// stateless call: the result's shape, the tool's own errors, a `requestState` still checked,
-/// progress still honoured, each call counted once in the operation metric.
+/// progress still honoured, each call counted once in the operation metric (as are the other
+/// stateless requests).
 #[actix_rt::test]
 async fn tools_answering_at_once_keep_the_rules_of_a_stateless_call() {
     let app = common::spawn_app_with(|c| {
@@ -283,10 +284,21 @@ async fn tools_answering_at_once_keep_the_rules_of_a_stateless_call() {
     assert_eq!(answer["result"]["content"][0]["text"], "p");
     assert_eq!(answer["result"]["resultType"], "complete");
 
+    // Other stateless requests are counted too.
+    let listed = result(&app, "demo", &body(5, "tools/list", json!({}), json!({}))).await;
+    assert!(listed["tools"].is_array());
+    let discovered = result(
+        &app,
+        "demo",
+        &body(6, "server/discover", json!({}), json!({})),
+    )
+    .await;
+    assert!(discovered["supportedVersions"].is_array());
+
     let metrics = app.metrics_text("modern-at-once-token").await;
-    let count = |error_type: &str| -> u64 {
+    let series_count = |method: &str, error_type: &str| -> u64 {
         let series = format!(
-            "mcp_server_operation_duration_seconds_count{{mcp_method_name=\"tools/call\",tenant=\"demo\",error_type=\"{error_type}\"}} "
+            "mcp_server_operation_duration_seconds_count{{mcp_method_name=\"{method}\",tenant=\"demo\",error_type=\"{error_type}\"}} "
         );
         metrics
             .lines()
@@ -294,8 +306,11 @@ async fn tools_answering_at_once_keep_the_rules_of_a_stateless_call() {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0)
     };
+    let count = |error_type: &str| series_count("tools/call", error_type);
     assert_eq!(count(""), 2, "calls 1 and 4, once each: {metrics}");
     assert_eq!(count("-32602"), 1, "call 2: {metrics}");
+    assert_eq!(series_count("tools/list", ""), 1, "{metrics}");
+    assert_eq!(series_count("server/discover", ""), 1, "{metrics}");
 }
 
 #[actix_rt::test]

@@ -22,6 +22,8 @@ const ADMIN_TOKEN: &str = "telemetry-test-admin-token-0123456789abcdef";
 /// The client's trace: `_meta.traceparent` of the tool calls.
 const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+/// The client's trace of a stateless (2026-07-28) call.
+const MODERN_TRACE: &str = "5ce929d0e0e47364bf92f3577b34da6a";
 /// The trace of the HTTP `traceparent` header sent with initialize.
 const HTTP_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const HTTP_SPAN: &str = "b7ad6b7169203331";
@@ -129,8 +131,11 @@ async fn rpc(
         .post(url)
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
-        .header("mcp-protocol-version", "2025-06-18")
         .json(&body);
+    // A session-era request unless the caller names another version.
+    if !headers.iter().any(|(k, _)| *k == "mcp-protocol-version") {
+        req = req.header("mcp-protocol-version", "2025-06-18");
+    }
     if let Some(s) = session {
         req = req.header("mcp-session-id", s);
     }
@@ -355,6 +360,51 @@ async fn an_mcp_session_is_traced_and_measured_over_otlp() {
     .await;
     assert_eq!(answer.expect("an error")["error"]["code"], -32601);
 
+    // Stateless (2026-07-28) requests on the same tenant: spans of their own, with no session.
+    let modern_meta = |extra: Value| {
+        let mut meta = json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {} });
+        if let (Some(meta), Value::Object(extra)) = (meta.as_object_mut(), extra) {
+            meta.extend(extra);
+        }
+        meta
+    };
+    let modern_tp = format!("00-{MODERN_TRACE}-{CLIENT_SPAN}-01");
+    let (status, modern_sid, answer) = rpc(
+        &http,
+        &url,
+        None,
+        &[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "lookup"),
+        ],
+        json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+            "name": "lookup", "arguments": {},
+            "_meta": modern_meta(json!({ "traceparent": modern_tp })) } }),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer:?}");
+    assert!(modern_sid.is_none());
+    let answer = answer.expect("an answer to the stateless call");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "found it",
+        "{answer}"
+    );
+    let (status, _, answer) = rpc(
+        &http,
+        &url,
+        None,
+        &[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+        ],
+        json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/list",
+            "params": { "_meta": modern_meta(json!({})) } }),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer:?}");
+
     // Metrics are exported periodically (every 500 ms here) while the server runs.
     let mut saw_metrics = false;
     for _ in 0..50 {
@@ -420,8 +470,43 @@ async fn an_mcp_session_is_traced_and_measured_over_otlp() {
         Some("acme")
     );
 
+    // The stateless call: its own span, continuing its `_meta.traceparent`, no session id, its
+    // webhook call under it; and the stateless list's span.
+    let version_of = |s: &Span| attr_str(&s.attributes, "mcp.protocol.version");
+    let modern_call: Vec<&Span> = by_name("tools/call lookup")
+        .into_iter()
+        .map(|(_, s)| s)
+        .filter(|s| version_of(s).as_deref() == Some("2026-07-28"))
+        .collect();
+    assert_eq!(modern_call.len(), 1, "{names:?}");
+    let modern_call = modern_call[0];
+    assert_eq!(modern_call.kind, span::SpanKind::Server as i32);
+    assert_eq!(hex(&modern_call.trace_id), MODERN_TRACE);
+    assert_eq!(hex(&modern_call.parent_span_id), CLIENT_SPAN);
+    assert!(attr(&modern_call.attributes, "mcp.session.id").is_none());
+    assert_eq!(
+        attr_str(&modern_call.attributes, "jsonrpc.request.id").as_deref(),
+        Some("5")
+    );
+    assert!(
+        r.spans
+            .iter()
+            .any(|(_, s)| s.name == "POST" && s.parent_span_id == modern_call.span_id),
+        "the stateless call's webhook round is a child of its span: {names:?}"
+    );
+    let modern_list: Vec<&Span> = by_name("tools/list")
+        .into_iter()
+        .map(|(_, s)| s)
+        .filter(|s| version_of(s).as_deref() == Some("2026-07-28"))
+        .collect();
+    assert_eq!(modern_list.len(), 1, "{names:?}");
+    assert!(attr(&modern_list[0].attributes, "mcp.session.id").is_none());
+
     // tools/call lookup: continues `_meta.traceparent` and its webhook call.
-    let call = by_name("tools/call lookup");
+    let call: Vec<&(Vec<KeyValue>, Span)> = by_name("tools/call lookup")
+        .into_iter()
+        .filter(|(_, s)| version_of(s).as_deref() == Some("2025-06-18"))
+        .collect();
     assert_eq!(call.len(), 1, "{names:?}");
     let (_, call) = call[0];
     assert_eq!(call.kind, span::SpanKind::Server as i32);

@@ -202,7 +202,11 @@ pub fn serve(env: Env, mut req: Request, mut meta: RequestMeta) -> Served {
     let id = req.id;
     match req.method.as_str() {
         // Discovery is cacheable too (clients require its ttlMs and cacheScope).
-        "server/discover" => Served::Done(complete(&env, &id, discover(&env), true)),
+        "server/discover" => {
+            let started = std::time::Instant::now();
+            let outcome = Ok(discover(&env));
+            Served::Done(finish(&env, &id, "server/discover", started, outcome, true))
+        }
         "subscriptions/listen" => match listen::Listener::open(&env, id.clone(), &params) {
             Ok(listener) => Served::Listen(listener),
             Err(e) => Served::Done(Answer::error(Some(&id), &e)),
@@ -236,17 +240,38 @@ pub fn serve(env: Env, mut req: Request, mut meta: RequestMeta) -> Served {
                     | "resources/templates/list"
                     | "resources/read"
             );
-            match methods::handle(&id, method, params, progress_token, &scope) {
-                Handled::Done(Ok(result)) => Served::Done(complete(&env, &id, result, cacheable)),
-                Handled::Done(Err(e)) => Served::Done(error(&id, e)),
+            let started = std::time::Instant::now();
+            let outcome = match methods::handle(&id, method, params, progress_token, &scope) {
+                Handled::Done(outcome) => outcome,
                 // Only tools/call runs on, and it is handled above.
-                Handled::Run { .. } => Served::Done(error(
-                    &id,
-                    RpcError::internal("unexpected long-running method"),
-                )),
-                Handled::Unknown => Served::Done(error(&id, RpcError::method_not_found(method))),
-            }
+                Handled::Run { .. } => Err(RpcError::internal("unexpected long-running method")),
+                Handled::Unknown => Err(RpcError::method_not_found(method)),
+            };
+            Served::Done(finish(&env, &id, method, started, outcome, cacheable))
         }
+    }
+}
+
+/// The answer of a request handled at once, counted in the operation metric and recorded on
+/// the request's span (the current one).
+fn finish(
+    env: &Env,
+    id: &RequestId,
+    method: &str,
+    started: std::time::Instant,
+    outcome: Result<Value, RpcError>,
+    cacheable: bool,
+) -> Answer {
+    crate::telemetry::record_outcome(
+        method,
+        &env.tenant.slug,
+        started,
+        &tracing::Span::current(),
+        &outcome,
+    );
+    match outcome {
+        Ok(result) => complete(env, id, result, cacheable),
+        Err(e) => error(id, e),
     }
 }
 

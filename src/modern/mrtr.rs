@@ -214,23 +214,20 @@ fn at_once(
     }
 }
 
-/// The answer of a call that ran to its end, counted in the operation metric.
+/// The answer of a call that ran to its end, counted in the operation metric and recorded on
+/// the request's span (the current one: the transport runs the call in it).
 fn finished(
     env: &Env,
     id: &RequestId,
     started: std::time::Instant,
     outcome: Result<Value, RpcError>,
 ) -> Answer {
-    let error_type = match &outcome {
-        Err(e) => e.code.to_string(),
-        Ok(v) if v.get("isError").and_then(Value::as_bool) == Some(true) => "tool_error".into(),
-        Ok(_) => String::new(),
-    };
-    crate::metrics::global().operation(
+    crate::telemetry::record_outcome(
         "tools/call",
         &env.tenant.slug,
-        &error_type,
-        started.elapsed(),
+        started,
+        &tracing::Span::current(),
+        &outcome,
     );
     match outcome {
         Ok(result) => complete(env, id, result, false),

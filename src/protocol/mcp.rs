@@ -137,6 +137,8 @@ pub const KNOWN_METHODS: &[&str] = &[
     "prompts/get",
     "completion/complete",
     "logging/setLevel",
+    "server/discover",
+    "subscriptions/listen",
 ];
 
 pub fn is_known_method(method: &str) -> bool {

@@ -1159,7 +1159,7 @@ impl Session {
         if inflight.abort.is_some() {
             self.dirty = true;
         }
-        record_outcome(
+        crate::telemetry::record_outcome(
             &inflight.method,
             &self.tenant,
             inflight.started,
@@ -1529,27 +1529,4 @@ pub(super) fn request_span(
             .and_then(|p| p.get("client_id"))
             .and_then(Value::as_str),
     })
-}
-
-/// Records a finished request: its `mcp.server.operation.duration` point and its span's outcome.
-pub(super) fn record_outcome(
-    method: &str,
-    tenant: &str,
-    started: std::time::Instant,
-    span: &tracing::Span,
-    outcome: &Result<Value, RpcError>,
-) {
-    let error_type = match outcome {
-        Err(e) => e.code.to_string(),
-        Ok(v) if v.get("isError").and_then(Value::as_bool) == Some(true) => "tool_error".into(),
-        Ok(_) => String::new(),
-    };
-    crate::metrics::global().operation(method, tenant, &error_type, started.elapsed());
-    let error = outcome.as_ref().err();
-    crate::telemetry::mcp_done(
-        span,
-        error.map(|e| e.code),
-        error_type == "tool_error",
-        error.map(|e| e.message.as_str()),
-    );
 }

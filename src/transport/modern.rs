@@ -107,9 +107,15 @@ pub async fn post(
     if let Err(e) = check_headers(req.headers(), &request, &catalog) {
         return Ok(refuse(StatusCode::BAD_REQUEST, Some(&request.id), &e));
     }
+    // The request's MCP span (when traces are exported), made while `params._meta` still holds
+    // a client's trace context; it has no session.
+    let span = mcp_span(&request, &admitted);
     let meta = match RequestMeta::take(&mut request) {
         Ok(meta) => meta,
-        Err(e) => return Ok(refuse(StatusCode::BAD_REQUEST, Some(&request.id), &e)),
+        Err(e) => {
+            crate::telemetry::mcp_done(&span, Some(e.code), false, Some(&e.message));
+            return Ok(refuse(StatusCode::BAD_REQUEST, Some(&request.id), &e));
+        }
     };
     let auth = req
         .app_data::<web::Data<AuthService>>()
@@ -134,13 +140,26 @@ pub async fn post(
     // Measured by bench/modern.sh: without it, a stateless request cost the server about 1.3x
     // the CPU time of a session one under load, mostly in waking the client side.
     tokio::task::yield_now().await;
-    Ok(match modern::serve(env, request, meta) {
-        Served::Done(message) => json_answer(message),
+    let served = span.in_scope(|| modern::serve(env, request, meta));
+    Ok(match served {
+        Served::Done(message) => {
+            record_error(&span, &message);
+            json_answer(message)
+        }
         // Plain JSON when the answer comes before any notification; else the request's stream.
         Served::Running {
-            mut response,
+            response,
             mut notes,
         } => {
+            // The call goes on in the request's span (its webhook rounds are children of it).
+            let mut response: crate::catalog::BoxFuture<Answer> = {
+                use tracing::Instrument;
+                let span = span.clone();
+                Box::pin(response.instrument(span.clone()).map(move |answer| {
+                    record_error(&span, &answer);
+                    answer
+                }))
+            };
             // A call still running after a moment answers on a stream: the stream is what a
             // client closes to cancel it (a handler waiting for a JSON answer would not notice).
             let lead = match (&mut response).now_or_never() {
@@ -177,6 +196,30 @@ pub async fn post(
             listen_stream(listener, sessions.replica.clone(), edge.keepalive),
         ),
     })
+}
+
+/// The MCP span of a stateless request (none unless traces are exported).
+fn mcp_span(request: &Request, admitted: &Admitted) -> tracing::Span {
+    if !crate::telemetry::tracing_enabled() {
+        return tracing::Span::none();
+    }
+    crate::telemetry::mcp_span(&crate::telemetry::McpRequest {
+        method: &request.method,
+        params: request.params.as_ref(),
+        request_id: &request.id.to_string(),
+        session_id: None,
+        protocol_version: rules::meta_version(request.meta.as_deref()).and_then(Value::as_str),
+        tenant: &admitted.tenant.slug,
+        client_id: admitted.principal.as_deref().map(|p| p.client_id.as_str()),
+    })
+}
+
+/// An error answer's code on the request's span (a handler's own outcome, tool errors included,
+/// is recorded where it is known; this also covers the errors answered before a handler ran).
+fn record_error(span: &tracing::Span, answer: &Answer) {
+    if answer.error.is_some() {
+        crate::telemetry::mcp_done(span, answer.error, false, None);
+    }
 }
 
 // Looked up without parsing a name per request.
