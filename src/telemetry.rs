@@ -573,6 +573,29 @@ pub fn mcp_done(span: &Span, error_code: Option<i64>, tool_error: bool, message:
     }
 }
 
+/// The MCP server span of a request (`Span::none()`, built from nothing, unless traces are
+/// exported): in a session (`session`), or stateless (`None`).
+pub fn request_span(
+    req: &crate::protocol::Request,
+    session: Option<&str>,
+    protocol_version: Option<&str>,
+    tenant: &str,
+    client_id: Option<&str>,
+) -> Span {
+    if !tracing_enabled() {
+        return Span::none();
+    }
+    mcp_span(&McpRequest {
+        method: &req.method,
+        params: req.params.as_ref(),
+        request_id: &req.id.to_string(),
+        session_id: session,
+        protocol_version,
+        tenant,
+        client_id,
+    })
+}
+
 /// Records a finished request: its `mcp.server.operation.duration` point and its span's outcome.
 pub fn record_outcome(
     method: &str,

@@ -252,9 +252,9 @@ pub fn serve(env: Env, mut req: Request, mut meta: RequestMeta) -> Served {
     }
 }
 
-/// The answer of a request handled at once, counted in the operation metric and recorded on
-/// the request's span (the current one).
-fn finish(
+/// The answer of a request that ran to its end, counted in the operation metric and recorded on
+/// the request's span (the current one: the transport runs the request in it).
+pub(crate) fn finish(
     env: &Env,
     id: &RequestId,
     method: &str,

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use super::{complete, error, stamp_server_info, Answer, Env, Notes, Served};
+use super::{error, finish, stamp_server_info, Answer, Env, Notes, Served};
 use crate::auth::hash_secret;
 use crate::auth::seal::purpose::{request_state as purpose, round_state};
 use crate::protocol::mcp::LogLevel;
@@ -202,36 +202,15 @@ fn at_once(
         ));
     };
     match (&mut future).now_or_never() {
-        Some(outcome) => Served::Done(finished(&env, &id, started, outcome)),
+        Some(outcome) => Served::Done(finish(&env, &id, "tools/call", started, outcome, false)),
         // Not what the catalog promised, but still answered right.
         None => Served::Running {
             response: Box::pin(async move {
                 let outcome = future.await;
-                finished(&env, &id, started, outcome)
+                finish(&env, &id, "tools/call", started, outcome, false)
             }),
             notes: Notes::channel(false).1,
         },
-    }
-}
-
-/// The answer of a call that ran to its end, counted in the operation metric and recorded on
-/// the request's span (the current one: the transport runs the call in it).
-fn finished(
-    env: &Env,
-    id: &RequestId,
-    started: std::time::Instant,
-    outcome: Result<Value, RpcError>,
-) -> Answer {
-    crate::telemetry::record_outcome(
-        "tools/call",
-        &env.tenant.slug,
-        started,
-        &tracing::Span::current(),
-        &outcome,
-    );
-    match outcome {
-        Ok(result) => complete(env, id, result, false),
-        Err(e) => error(id, e),
     }
 }
 
@@ -360,7 +339,14 @@ impl Call {
             _ = port.needed.notified() => None,
         };
         match outcome {
-            Some(outcome) => Ok(finished(&self.env, &self.id, started, outcome)),
+            Some(outcome) => Ok(finish(
+                &self.env,
+                &self.id,
+                "tools/call",
+                started,
+                outcome,
+                false,
+            )),
             None => {
                 let asked = std::mem::take(&mut *port.asked.lock());
                 let mut round = round.unwrap_or_else(|| self.first_round());

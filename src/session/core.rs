@@ -1515,18 +1515,13 @@ pub(super) fn request_span(
     tenant: &str,
     principal: Option<&Arc<Value>>,
 ) -> tracing::Span {
-    if !crate::telemetry::tracing_enabled() {
-        return tracing::Span::none();
-    }
-    crate::telemetry::mcp_span(&crate::telemetry::McpRequest {
-        method: &req.method,
-        params: req.params.as_ref(),
-        request_id: &req.id.to_string(),
-        session_id: Some(session),
-        protocol_version: version.map(ProtocolVersion::as_str),
+    crate::telemetry::request_span(
+        req,
+        Some(session),
+        version.map(ProtocolVersion::as_str),
         tenant,
-        client_id: principal
+        principal
             .and_then(|p| p.get("client_id"))
             .and_then(Value::as_str),
-    })
+    )
 }

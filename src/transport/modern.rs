@@ -152,9 +152,10 @@ pub async fn post(
             mut notes,
         } => {
             // The call goes on in the request's span (its webhook rounds are children of it).
-            let mut response: crate::catalog::BoxFuture<Answer> = {
+            let mut response: crate::catalog::BoxFuture<Answer> = if span.is_none() {
+                response
+            } else {
                 use tracing::Instrument;
-                let span = span.clone();
                 Box::pin(response.instrument(span.clone()).map(move |answer| {
                     record_error(&span, &answer);
                     answer
@@ -200,18 +201,13 @@ pub async fn post(
 
 /// The MCP span of a stateless request (none unless traces are exported).
 fn mcp_span(request: &Request, admitted: &Admitted) -> tracing::Span {
-    if !crate::telemetry::tracing_enabled() {
-        return tracing::Span::none();
-    }
-    crate::telemetry::mcp_span(&crate::telemetry::McpRequest {
-        method: &request.method,
-        params: request.params.as_ref(),
-        request_id: &request.id.to_string(),
-        session_id: None,
-        protocol_version: rules::meta_version(request.meta.as_deref()).and_then(Value::as_str),
-        tenant: &admitted.tenant.slug,
-        client_id: admitted.principal.as_deref().map(|p| p.client_id.as_str()),
-    })
+    crate::telemetry::request_span(
+        request,
+        None,
+        rules::meta_version(request.meta.as_deref()).and_then(Value::as_str),
+        &admitted.tenant.slug,
+        admitted.principal.as_deref().map(|p| p.client_id.as_str()),
+    )
 }
 
 /// An error answer's code on the request's span (a handler's own outcome, tool errors included,
