@@ -205,6 +205,11 @@ pub struct ServerConfig {
     pub allowed_origins: Vec<String>,
     /// Seconds between SSE keep-alive comments.
     pub sse_keepalive_secs: u64,
+    /// Transparent huge pages for the process's memory (Linux). Off by default: with them, the
+    /// buffers of every held connection are backed by whole 2 MiB pages whether they are used or
+    /// not (24 KB per session holding a GET stream against 16 KB without). On: ~3 % less CPU
+    /// per request (fewer TLB misses) for a replica that holds few streams.
+    pub transparent_huge_pages: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -265,6 +270,7 @@ impl Default for Config {
                 allowed_hosts: Vec::new(),
                 allowed_origins: Vec::new(),
                 sse_keepalive_secs: 15,
+                transparent_huge_pages: false,
             },
             sessions: SessionConfig {
                 max_per_tenant: 10_000,

@@ -22,6 +22,7 @@ pub mod cluster;
 pub mod config;
 pub mod egress;
 pub mod elicitation;
+pub mod memory;
 pub mod methods;
 pub mod metrics;
 pub mod modern;

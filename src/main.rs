@@ -57,12 +57,22 @@ fn serve(config_file: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Before the server allocates its heap (src/memory.rs says what it costs either way).
+    let huge_pages =
+        mcp_harbor::memory::set_transparent_huge_pages(config.server.transparent_huge_pages);
     // One replica id for the cluster and the telemetry resource (service.instance.id).
     if config.cluster.replica_id.is_empty() {
         config.cluster.replica_id =
             format!("r-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     }
     let telemetry = telemetry::init_telemetry(&config);
+    if let Err(e) = huge_pages {
+        tracing::warn!(
+            error = %e,
+            wanted = config.server.transparent_huge_pages,
+            "could not set transparent huge pages for the process; the kernel's default applies"
+        );
+    }
     let result = actix_web::rt::System::new().block_on(async move {
         let app = Application::build(config).await?;
         if let Some(token) = app.generated_admin_token() {
