@@ -48,6 +48,58 @@ pub struct SessionSettings {
     pub server_name: String,
     pub server_version: String,
     pub instructions: Option<String>,
+    /// The `initialize` result of each revision, encoded on first use.
+    pub(crate) initialize_results: InitializeResults,
+}
+
+/// The `initialize` result depends only on the revision and the settings: each session's
+/// opening copies it instead of building and encoding it again (about 8k instructions of the
+/// ~123k an opening costs, by bench/profile.sh inits).
+#[derive(Default)]
+pub(crate) struct InitializeResults([std::sync::OnceLock<Box<RawValue>>; 5]);
+
+/// A copy of settings starts with no results: they are made from the copy's own fields.
+impl Clone for InitializeResults {
+    fn clone(&self) -> Self {
+        InitializeResults::default()
+    }
+}
+
+impl std::fmt::Debug for InitializeResults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InitializeResults")
+    }
+}
+
+impl SessionSettings {
+    /// The `initialize` result for `version`, as JSON text.
+    fn initialize_result(&self, version: ProtocolVersion) -> std::borrow::Cow<'_, RawValue> {
+        let make = || {
+            serde_json::value::to_raw_value(&self.initialize_result_value(version))
+                .unwrap_or_else(|_| RawValue::NULL.to_owned())
+        };
+        match self.initialize_results.0.get(version as usize) {
+            Some(slot) => std::borrow::Cow::Borrowed(&**slot.get_or_init(make)),
+            None => std::borrow::Cow::Owned(make()),
+        }
+    }
+
+    fn initialize_result_value(&self, version: ProtocolVersion) -> Value {
+        let mut server_info = Map::new();
+        server_info.insert("name".into(), self.server_name.clone().into());
+        server_info.insert("version".into(), self.server_version.clone().into());
+        if version >= ProtocolVersion::V2025_06_18 {
+            server_info.insert("title".into(), "mcp-harbor".into());
+        }
+        let mut result = Map::new();
+        result.insert("protocolVersion".into(), version.as_str().into());
+        result.insert("capabilities".into(), server_capabilities(version));
+        result.insert("serverInfo".into(), server_info.into());
+        if let Some(instructions) = &self.instructions {
+            result.insert("instructions".into(), instructions.clone().into());
+        }
+        Value::Object(result)
+    }
 }
 
 impl Default for SessionSettings {
@@ -59,6 +111,7 @@ impl Default for SessionSettings {
             server_name: "mcp-harbor".into(),
             server_version: env!("CARGO_PKG_VERSION").into(),
             instructions: None,
+            initialize_results: InitializeResults::default(),
         }
     }
 }
@@ -627,10 +680,11 @@ impl Session {
             return;
         }
         self.dirty = false;
-        match serde_json::to_vec(&self.snapshot()) {
-            // Copied to its exact length: the saved snapshot lives as long as the session, and
-            // `to_vec` leaves up to twice its length allocated.
-            Ok(bytes) => self
+        // Room for a typical snapshot up front (`to_vec` starts at 128 bytes and regrows).
+        let mut bytes = Vec::with_capacity(1024);
+        match serde_json::to_writer(&mut bytes, &self.snapshot()) {
+            // Copied to its exact length: the saved snapshot lives as long as the session.
+            Ok(()) => self
                 .outbox
                 .push(OutboxItem::Snapshot(Bytes::copy_from_slice(&bytes))),
             Err(e) => tracing::error!(session = %self.id, error = %e, "snapshot not serializable"),
@@ -920,6 +974,9 @@ impl Session {
             Ok(p) => p,
             Err(e) => return self.complete(&req.id, Err(e)),
         };
+        if self.version.is_none() && req.method == "initialize" {
+            return self.open(&req.id, params);
+        }
         match self.route(&req, params, progress_token, port) {
             Handled::Done(outcome) => self.complete(&req.id, outcome),
             Handled::Run {
@@ -954,8 +1011,8 @@ impl Session {
         port: &Arc<dyn SessionPort>,
     ) -> Handled {
         let Some(version) = self.version else {
+            // (`initialize` is answered by `open`.)
             return Handled::Done(match req.method.as_str() {
-                "initialize" => self.initialize(params),
                 "ping" => Ok(json!({})),
                 _ => Err(RpcError::invalid_request(
                     "Session not initialized: send initialize first",
@@ -1040,7 +1097,21 @@ impl Session {
         }
     }
 
-    fn initialize(&mut self, mut params: Map<String, Value>) -> Result<Value, RpcError> {
+    /// Answers `initialize` with the revision's result as the settings encoded it.
+    fn open(&mut self, id: &RequestId, params: Map<String, Value>) {
+        match self.initialize(params) {
+            Ok(version) => {
+                if let Some(stream) = self.conclude(id, &Ok(Value::Null)) {
+                    let body =
+                        jsonrpc::encode_result(id, &*self.settings.initialize_result(version));
+                    self.emit(stream, Bytes::from(body), true);
+                }
+            }
+            Err(e) => self.complete(id, Err(e)),
+        }
+    }
+
+    fn initialize(&mut self, mut params: Map<String, Value>) -> Result<ProtocolVersion, RpcError> {
         let requested = params.get("protocolVersion").and_then(Value::as_str);
         if requested.is_none() {
             return Err(RpcError::invalid_params(
@@ -1061,27 +1132,8 @@ impl Session {
             .unwrap_or_else(|| RawValue::NULL.to_owned());
         self.publish_view();
         self.dirty = true;
-        // Maps built directly: `json!` would copy each interpolated value through its
-        // serializer (this is on every session's opening).
-        let mut server_info = Map::new();
-        server_info.insert("name".into(), self.settings.server_name.clone().into());
-        server_info.insert(
-            "version".into(),
-            self.settings.server_version.clone().into(),
-        );
-        if version >= ProtocolVersion::V2025_06_18 {
-            server_info.insert("title".into(), "mcp-harbor".into());
-        }
-        let mut result = Map::new();
-        result.insert("protocolVersion".into(), version.as_str().into());
-        result.insert("capabilities".into(), server_capabilities(version));
-        result.insert("serverInfo".into(), server_info.into());
-        if let Some(instructions) = &self.settings.instructions {
-            result.insert("instructions".into(), instructions.clone().into());
-        }
-        let result = Value::Object(result);
         tracing::debug!(session = %self.id, tenant = %self.tenant, version = %version, "session initialized");
-        Ok(result)
+        Ok(version)
     }
 
     fn on_notification(&mut self, n: Notification) {
@@ -1153,9 +1205,16 @@ impl Session {
 
     /// A request finished: send its response on its stream (dropped if it was cancelled).
     pub fn complete(&mut self, id: &RequestId, outcome: Result<Value, RpcError>) {
-        let Some(inflight) = self.inflight.remove(id) else {
-            return;
-        };
+        if let Some(stream) = self.conclude(id, &outcome) {
+            let message = Bytes::from(jsonrpc::encode_response(id, &outcome));
+            self.emit(stream, message, true);
+        }
+    }
+
+    /// Forgets a finished request and records its outcome; the stream its answer goes on
+    /// (`None`: it was cancelled, and is not answered).
+    fn conclude(&mut self, id: &RequestId, outcome: &Result<Value, RpcError>) -> Option<StreamKey> {
+        let inflight = self.inflight.remove(id)?;
         if inflight.abort.is_some() {
             self.dirty = true;
         }
@@ -1164,10 +1223,9 @@ impl Session {
             &self.tenant,
             inflight.started,
             &inflight.span,
-            &outcome,
+            outcome,
         );
-        let message = Bytes::from(jsonrpc::encode_response(id, &outcome));
-        self.emit(inflight.stream, message, true);
+        Some(inflight.stream)
     }
 
     /// A notification from a running request, on that request's stream.
@@ -1524,4 +1582,41 @@ pub(super) fn request_span(
             .and_then(|p| p.get("client_id"))
             .and_then(Value::as_str),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result_of(settings: &SessionSettings, version: ProtocolVersion) -> Value {
+        serde_json::from_str(settings.initialize_result(version).get()).expect("JSON")
+    }
+
+    #[test]
+    fn initialize_results_follow_the_revision_and_the_settings() {
+        let settings = SessionSettings::default();
+        let old = result_of(&settings, ProtocolVersion::V2024_11_05);
+        assert_eq!(old["protocolVersion"], "2024-11-05");
+        assert!(old["capabilities"].get("completions").is_none());
+        assert!(old["serverInfo"].get("title").is_none());
+        assert!(old.get("instructions").is_none());
+        let new = result_of(&settings, ProtocolVersion::V2025_11_25);
+        assert_eq!(new["protocolVersion"], "2025-11-25");
+        assert_eq!(new["capabilities"]["completions"], json!({}));
+        assert_eq!(new["serverInfo"]["title"], "mcp-harbor");
+        // Encoded once per revision: the second opening gets the same text.
+        let first = settings.initialize_result(ProtocolVersion::V2025_11_25);
+        let again = settings.initialize_result(ProtocolVersion::V2025_11_25);
+        assert!(std::ptr::eq(first.get(), again.get()));
+        // A copy with other settings answers with its own.
+        let mut other = settings.clone();
+        other.instructions = Some("Use the echo tool.".into());
+        other.server_name = "harbor-b".into();
+        let theirs = result_of(&other, ProtocolVersion::V2025_11_25);
+        assert_eq!(theirs["instructions"], "Use the echo tool.");
+        assert_eq!(theirs["serverInfo"]["name"], "harbor-b");
+        assert!(result_of(&settings, ProtocolVersion::V2025_11_25)
+            .get("instructions")
+            .is_none());
+    }
 }
