@@ -260,7 +260,7 @@ impl Application {
         directory.load_all().await?;
         actix_rt::spawn(directory.clone().listen());
         let forwarder = web::Data::new(
-            Forwarder::new(&replica_id)
+            Forwarder::new(&replica_id, directory.sealer.clone())
                 .map_err(|e| StartError::Tenant(format!("HTTP client: {e}")))?,
         );
 

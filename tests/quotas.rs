@@ -116,6 +116,60 @@ async fn three_replicas_share_one_request_rate_per_tenant() {
 }
 
 #[actix_rt::test]
+async fn a_request_forwarded_to_its_sessions_owner_is_counted_once() {
+    let Some((apps, _db)) = shared_replicas(&["a", "b"], |_| {}).await else {
+        return;
+    };
+    // 10 a minute: a burst of 10, then one every 6 s.
+    create_tenant(
+        &apps[0],
+        "rated",
+        json!({ "requests_per_minute": 10 }),
+        "none",
+    )
+    .await;
+    let started = Instant::now();
+    // Held by replica a: initialize and notifications/initialized count 2 of the 10.
+    let client = apps[0].open_session("rated", "2025-11-25", json!({})).await;
+    let ping = |app: &TestApp, id: i64| {
+        app.post(
+            "rated",
+            Some(&client.session),
+            &json!({ "jsonrpc": "2.0", "id": id, "method": "ping" }),
+        )
+        .header("mcp-protocol-version", "2025-11-25")
+    };
+    // Sent to replica b, which forwards each one to a: each counts once, not once per replica.
+    let mut admitted = 0;
+    for id in 0..16 {
+        let resp = ping(&apps[1], id).send().await.unwrap();
+        if resp.status() == 200 {
+            let replica = resp.headers().get("x-harbor-replica").cloned();
+            assert!(
+                replica.is_some_and(|r| r.as_bytes().starts_with(b"a-")),
+                "answered by the owner, a, through b"
+            );
+            admitted += 1;
+        } else {
+            assert_too_many(resp, 6).await;
+        }
+    }
+    let earned = (started.elapsed().as_secs() / 6) as usize;
+    assert!(
+        admitted >= 8 && admitted <= 8 + earned + 1,
+        "admitted {admitted} forwarded pings of the 8 left (half of them: counted twice)"
+    );
+    // A client's own proof is no proof: sent straight to the owner, it is still counted.
+    let resp = ping(&apps[0], 99)
+        .header("x-harbor-counted", "v1.k.AAAA")
+        .header("x-harbor-forwarded", "b")
+        .send()
+        .await
+        .unwrap();
+    assert_too_many(resp, 6).await;
+}
+
+#[actix_rt::test]
 async fn three_replicas_share_one_session_cap_per_tenant() {
     let Some((apps, _db)) = shared_replicas(&["a", "b", "c"], |_| {}).await else {
         return;

@@ -209,6 +209,9 @@ pub mod purpose {
     pub fn round_state(tenant: &str, id: &str) -> String {
         format!("mrtr-request-state:{tenant}:{id}")
     }
+    /// A forwarded request's proof that the forwarding replica counted it against the rates
+    /// (held by the request for one hop, not stored).
+    pub const COUNTED_REQUEST: &str = "counted-request";
     /// The signing secret of a tenant's webhook tool.
     pub fn webhook_secret(tenant: &str, tool: &str) -> String {
         format!("webhook-secret:{tenant}:tool:{tool}")

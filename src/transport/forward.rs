@@ -4,14 +4,17 @@
 //! JSON or a long SSE stream — is streamed back. The owner applies the same admission checks.
 //! A connection failure means the owner is gone: the caller takes the session over instead.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use super::{HttpError, DRAINING_HEADER, FORWARDED_HEADER};
+use super::{HttpError, COUNTED_HEADER, DRAINING_HEADER, FORWARDED_HEADER, SESSION};
+use crate::auth::seal::purpose::COUNTED_REQUEST;
+use crate::auth::Sealer;
 use crate::protocol::jsonrpc::RpcError;
 
 /// Headers that describe one hop, not the message (RFC 9110 §7.6.1), plus those the client
@@ -28,6 +31,63 @@ const HOP_HEADERS: &[&str] = &[
 ];
 
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(1500);
+/// How long a proof of counting is good for (either way: the replicas' clocks may differ a little).
+const COUNTED_FOR_MS: u128 = 10_000;
+
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// What a proof of counting is bound to: the request's path and query and its session.
+fn counted_binding(req: &HttpRequest) -> String {
+    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let session = req
+        .headers()
+        .get(SESSION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mut binding = String::with_capacity(path.len() + session.len() + 1);
+    binding.push_str(path);
+    binding.push('|');
+    binding.push_str(session);
+    binding
+}
+
+/// The forwarding replica's proof that it counted `req` against the tenant's rates: sealed under
+/// the deployment's keys (every replica has them), bound to the request's path and session, and
+/// stamped with the time.
+pub fn counted_proof(sealer: &Sealer, req: &HttpRequest) -> String {
+    let plain = format!("{}|{}", now_ms(), counted_binding(req));
+    sealer.seal(COUNTED_REQUEST, plain.as_bytes())
+}
+
+/// Whether `req` carries a valid proof that the replica forwarding it counted it: one that opens
+/// under the deployment's keys, for this path and session, made in the last few seconds.
+/// Anything else (none, forged, stale, for another request) is not proof: the request is counted.
+pub fn was_counted(sealer: &Sealer, req: &HttpRequest) -> bool {
+    let Some(proof) = req
+        .headers()
+        .get(COUNTED_HEADER)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let Ok(plain) = sealer.open(COUNTED_REQUEST, proof) else {
+        return false;
+    };
+    let Some((stamp, binding)) = std::str::from_utf8(&plain)
+        .ok()
+        .and_then(|p| p.split_once('|'))
+    else {
+        return false;
+    };
+    let Ok(stamp) = stamp.parse::<u128>() else {
+        return false;
+    };
+    now_ms().abs_diff(stamp) <= COUNTED_FOR_MS && binding == counted_binding(req)
+}
 /// Shorter than the server's keep-alive timeout (actix-web's default, 5 s).
 const POOL_IDLE: Duration = Duration::from_secs(2);
 
@@ -52,6 +112,7 @@ async fn owner_is_gone(url: &str) -> bool {
 pub struct Forwarder {
     client: reqwest::Client,
     replica_id: String,
+    sealer: Arc<Sealer>,
 }
 
 /// Why a request could not be forwarded.
@@ -64,7 +125,7 @@ pub enum ForwardError {
 }
 
 impl Forwarder {
-    pub fn new(replica_id: &str) -> Result<Forwarder, reqwest::Error> {
+    pub fn new(replica_id: &str, sealer: Arc<Sealer>) -> Result<Forwarder, reqwest::Error> {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(CONNECT_TIMEOUT)
@@ -78,6 +139,7 @@ impl Forwarder {
         Ok(Forwarder {
             client,
             replica_id: replica_id.to_string(),
+            sealer,
         })
     }
 
@@ -102,6 +164,7 @@ impl Forwarder {
         for (name, value) in req.headers() {
             if HOP_HEADERS.contains(&name.as_str())
                 || name.as_str() == FORWARDED_HEADER
+                || name.as_str() == COUNTED_HEADER
                 || (!trace.is_empty() && matches!(name.as_str(), "traceparent" | "tracestate"))
             {
                 continue;
@@ -112,6 +175,8 @@ impl Forwarder {
             out = out.header(name, value);
         }
         out = out.header(FORWARDED_HEADER, &self.replica_id);
+        // Admitted here, so counted here: the owner does not count it again.
+        out = out.header(COUNTED_HEADER, counted_proof(&self.sealer, req));
         let response = match out.send().await {
             Ok(r) => r,
             Err(e) if e.is_connect() => return Err(ForwardError::Unreachable),
@@ -145,5 +210,61 @@ impl Forwarder {
             .bytes_stream()
             .map(|chunk| chunk.map_err(actix_web::error::ErrorBadGateway));
         Ok(builder.streaming(stream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::test::TestRequest;
+
+    fn sealer(id: &str) -> Sealer {
+        Sealer::from_specs(&[Sealer::generate_spec(id)]).expect("a key")
+    }
+
+    fn request(path: &str, session: &str, proof: Option<&str>) -> HttpRequest {
+        let mut r = TestRequest::post()
+            .uri(path)
+            .insert_header(("mcp-session-id", session));
+        if let Some(proof) = proof {
+            r = r.insert_header((COUNTED_HEADER, proof));
+        }
+        r.to_http_request()
+    }
+
+    #[test]
+    fn a_proof_of_counting_holds_for_its_own_request_only() {
+        let keys = sealer("k1");
+        let sent = request("/t/demo/mcp", "r1.abc", None);
+        let proof = counted_proof(&keys, &sent);
+        assert!(was_counted(
+            &keys,
+            &request("/t/demo/mcp", "r1.abc", Some(&proof))
+        ));
+        // Another session, another tenant's path, another deployment's keys, no proof, junk.
+        assert!(!was_counted(
+            &keys,
+            &request("/t/demo/mcp", "r1.abd", Some(&proof))
+        ));
+        assert!(!was_counted(
+            &keys,
+            &request("/t/other/mcp", "r1.abc", Some(&proof))
+        ));
+        assert!(!was_counted(
+            &sealer("k2"),
+            &request("/t/demo/mcp", "r1.abc", Some(&proof))
+        ));
+        assert!(!was_counted(&keys, &request("/t/demo/mcp", "r1.abc", None)));
+        assert!(!was_counted(
+            &keys,
+            &request("/t/demo/mcp", "r1.abc", Some("v1.k1.AAAA"))
+        ));
+        // A stale one (made a minute ago) is no proof either.
+        let stale = format!("{}|/t/demo/mcp|r1.abc", now_ms() - 60_000);
+        let stale = keys.seal(COUNTED_REQUEST, stale.as_bytes());
+        assert!(!was_counted(
+            &keys,
+            &request("/t/demo/mcp", "r1.abc", Some(&stale))
+        ));
     }
 }

@@ -34,6 +34,9 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const VERSION_HEADER: &str = "mcp-protocol-version";
 /// Set on a request one replica forwards to the session's owner (never forwarded again).
 pub const FORWARDED_HEADER: &str = "x-harbor-forwarded";
+/// Set with `x-harbor-forwarded`: proof that the forwarding replica counted the request against
+/// the tenant's rates (`forward::counted_proof`), so its owner does not count it again.
+pub const COUNTED_HEADER: &str = "x-harbor-counted";
 /// Names the replica that answered (operators and failover drills read it).
 pub const REPLICA_HEADER: &str = "x-harbor-replica";
 /// On a 503: this replica is draining and holds no session any more (another one takes over).
@@ -332,10 +335,13 @@ impl FromRequest for Admitted {
                 .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?;
             edge.check_host_and_origin(&req, &tenant.policy)?;
             tenant.policy.admit()?;
-            // Counted on every hop: a request forwarded to its session's owner is counted by
-            // both replicas (the forwarding header is not proof that the first one counted it).
+            // Counted once: a request forwarded to its session's owner carries the forwarding
+            // replica's proof that it was counted there (a client cannot make one).
+            let counted_upstream = forward::was_counted(&directory.sealer, &req);
             let quotas = &*tenant.sessions.replica.backends.quotas;
-            rate_limited(slug, tenant.policy.within_rate(quotas, slug, None).await)?;
+            if !counted_upstream {
+                rate_limited(slug, tenant.policy.within_rate(quotas, slug, None).await)?;
+            }
             let auth = tenant.policy.auth();
             let principal = match *auth {
                 crate::store::TenantAuth::None => None,
@@ -351,7 +357,7 @@ impl FromRequest for Admitted {
             };
             if let Some(p) = principal
                 .as_ref()
-                .filter(|_| tenant.policy.limits_principals())
+                .filter(|_| !counted_upstream && tenant.policy.limits_principals())
             {
                 let id = crate::auth::quota_id(&p.binding());
                 let counted = tenant.policy.within_rate(quotas, slug, Some(&id)).await;
