@@ -55,7 +55,8 @@ compare() { # A B
 # The load average and any running compiler: figures measured during a build are unreliable.
 busy_note() {
     local busy
-    busy=$(ps -eo pid=,comm= | awk '$2 ~ /^(cargo|rustc|cc|ld|rust-lld|clippy-driver)$/ { printf "%s%s", sep, $1; sep = "," }')
+    # (Stopped ones, state T, use no CPU: a build suspended for the run does not count.)
+    busy=$(ps -eo pid=,stat=,comm= | awk '$3 ~ /^(cargo|rustc|cc|ld|rust-lld|clippy-driver)$/ && $2 !~ /^T/ { printf "%s%s", sep, $1; sep = "," }')
     echo "load: $(uptime | sed 's/.*load average/load average/')${busy:+; compilers running (pids $busy): figures are unreliable}"
 }
 
