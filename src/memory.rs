@@ -29,22 +29,16 @@ pub fn set_transparent_huge_pages(enabled: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether transparent huge pages are allowed for this process (`None` where it cannot be told).
-pub fn transparent_huge_pages() -> Option<bool> {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: PR_GET_THP_DISABLE takes no arguments and returns the flag.
-        let rc = unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
-        if rc >= 0 {
-            return Some(rc == 0);
-        }
-    }
-    None
-}
-
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+
+    /// Whether transparent huge pages are allowed for this process, read back from the kernel.
+    fn transparent_huge_pages() -> Option<bool> {
+        // SAFETY: PR_GET_THP_DISABLE takes no arguments and returns the flag.
+        let rc = unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
+        (rc >= 0).then_some(rc == 0)
+    }
 
     /// What the kernel reports for the process, independently of the prctl read-back.
     fn status_thp_enabled() -> Option<String> {

@@ -5,7 +5,7 @@
 //! A connection failure means the owner is gone: the caller takes the session over instead.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse};
@@ -16,6 +16,7 @@ use super::{HttpError, COUNTED_HEADER, DRAINING_HEADER, FORWARDED_HEADER, SESSIO
 use crate::auth::seal::purpose::COUNTED_REQUEST;
 use crate::auth::Sealer;
 use crate::protocol::jsonrpc::RpcError;
+use crate::store::now_millis;
 
 /// Headers that describe one hop, not the message (RFC 9110 §7.6.1), plus those the client
 /// computes itself.
@@ -31,14 +32,11 @@ const HOP_HEADERS: &[&str] = &[
 ];
 
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(1500);
-/// How long a proof of counting is good for (either way: the replicas' clocks may differ a little).
-const COUNTED_FOR_MS: u128 = 10_000;
+/// Shorter than the server's keep-alive timeout (actix-web's default, 5 s).
+const POOL_IDLE: Duration = Duration::from_secs(2);
 
-fn now_ms() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
-}
+/// How long a proof of counting is good for (either way: the replicas' clocks may differ a little).
+const COUNTED_FOR_MS: u64 = 10_000;
 
 /// What a proof of counting is bound to: the request's path and query and its session.
 fn counted_binding(req: &HttpRequest) -> String {
@@ -59,7 +57,7 @@ fn counted_binding(req: &HttpRequest) -> String {
 /// the deployment's keys (every replica has them), bound to the request's path and session, and
 /// stamped with the time.
 pub fn counted_proof(sealer: &Sealer, req: &HttpRequest) -> String {
-    let plain = format!("{}|{}", now_ms(), counted_binding(req));
+    let plain = format!("{}|{}", now_millis(), counted_binding(req));
     sealer.seal(COUNTED_REQUEST, plain.as_bytes())
 }
 
@@ -83,13 +81,11 @@ pub fn was_counted(sealer: &Sealer, req: &HttpRequest) -> bool {
     else {
         return false;
     };
-    let Ok(stamp) = stamp.parse::<u128>() else {
+    let Ok(stamp) = stamp.parse::<i64>() else {
         return false;
     };
-    now_ms().abs_diff(stamp) <= COUNTED_FOR_MS && binding == counted_binding(req)
+    now_millis().abs_diff(stamp) <= COUNTED_FOR_MS && binding == counted_binding(req)
 }
-/// Shorter than the server's keep-alive timeout (actix-web's default, 5 s).
-const POOL_IDLE: Duration = Duration::from_secs(2);
 
 /// Whether the replica at `url` no longer accepts connections (it crashed or stopped): a
 /// request that failed on a kept connection to it was then not answered by anyone, and the
@@ -260,7 +256,7 @@ mod tests {
             &request("/t/demo/mcp", "r1.abc", Some("v1.k1.AAAA"))
         ));
         // A stale one (made a minute ago) is no proof either.
-        let stale = format!("{}|/t/demo/mcp|r1.abc", now_ms() - 60_000);
+        let stale = format!("{}|/t/demo/mcp|r1.abc", now_millis() - 60_000);
         let stale = keys.seal(COUNTED_REQUEST, stale.as_bytes());
         assert!(!was_counted(
             &keys,
