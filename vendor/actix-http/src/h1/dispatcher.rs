@@ -420,7 +420,7 @@ where
 
         // All bytes have been accepted by the I/O stream, so the buffer can be reused or released.
         if *write_buf_needs_reset {
-            *write_buf = BytesMut::new();
+            *write_buf = BytesMut::with_capacity(HW_BUFFER_SIZE);
             *write_buf_needs_reset = false;
         } else {
             write_buf.clear();

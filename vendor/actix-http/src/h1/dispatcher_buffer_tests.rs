@@ -217,7 +217,7 @@ async fn buffer_above_configured_write_watermark_released() {
 async fn streaming_body_waiting_for_a_chunk_holds_no_buffers() {
     use std::{cell::RefCell, collections::VecDeque};
 
-    let io = TestBuffer::new("GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let mut io = TestBuffer::new("GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n");
     let chunks: Rc<RefCell<VecDeque<bytes::Bytes>>> = Rc::default();
     let feed = chunks.clone();
     let services = HttpFlow::new(
@@ -260,7 +260,7 @@ async fn streaming_body_waiting_for_a_chunk_holds_no_buffers() {
     let head = std::str::from_utf8(&head).unwrap();
     assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
     assert!(head.contains("transfer-encoding: chunked"), "{head}");
-    assert!(head.ends_with("d\r\ndata: first\n\n\r\n"), "{head}");
+    assert!(head.ends_with("D\r\ndata: first\n\n\r\n"), "{head}");
     assert_eq!(capacities(&dispatcher), (0, 0));
 
     for event in ["data: second\n\n", "data: third, a longer one\n\n"] {
@@ -268,7 +268,7 @@ async fn streaming_body_waiting_for_a_chunk_holds_no_buffers() {
         assert!(dispatcher.as_mut().poll(&mut cx).is_pending());
         assert_eq!(
             io.take_write_buf(),
-            format!("{:x}\r\n{event}\r\n", event.len()).as_bytes()
+            format!("{:X}\r\n{event}\r\n", event.len()).as_bytes()
         );
         assert_eq!(capacities(&dispatcher), (0, 0));
     }
