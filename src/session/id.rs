@@ -1,4 +1,4 @@
-//! Session ids: 128 bits from the OS RNG as 32 lowercase hex characters, optionally after a route
+//! Session ids: 128 random bits as 32 lowercase hex characters, optionally after a route
 //! label and a dot (`r1.9f86d081884c7d659a2feaa0c55ad015`) naming the replica that created the
 //! session, so a load balancer can send each of its requests straight there. The label is only
 //! a hint for routing: any replica serves any session (it forwards to the owner, or takes the
@@ -12,10 +12,13 @@ const RANDOM_LEN: usize = 32;
 /// A new session id, prefixed with `route` (a label `config::check_session_route` accepts)
 /// when given.
 pub fn new_session_id(route: Option<&str>) -> String {
-    let random = uuid::Uuid::new_v4().simple();
+    // From rand's thread-local CSPRNG (ChaCha12, seeded from the OS and reseeded as it goes), as
+    // the platform's other secrets are: asking the OS for every id cost a `getrandom` system
+    // call per session opening, the one it made beside its two reads and two writes.
+    let random: u128 = rand::random();
     match route {
-        Some(route) => format!("{route}.{random}"),
-        None => random.to_string(),
+        Some(route) => format!("{route}.{random:032x}"),
+        None => format!("{random:032x}"),
     }
 }
 
