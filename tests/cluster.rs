@@ -486,3 +486,77 @@ async fn redis_outages_are_clear_503s_and_nothing_is_lost_when_it_returns() {
     }
     assert!(recovered, "new sessions open again once Redis is back");
 }
+
+/// `notifications/initialized` is answered by the HTTP worker (no trip through the session
+/// actor), and the session's snapshot in the shared state still records it: a session that sent
+/// it is saved initialized, one that did not is not.
+#[actix_rt::test]
+async fn the_snapshot_records_whether_the_client_sent_initialized() {
+    let Some(redis_url) = test_redis_url().await else {
+        return;
+    };
+    let db = tempfile::tempdir().unwrap();
+    let prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
+    let app = spawn_app_with(|c| {
+        c.redis.url = redis_url.clone();
+        c.redis.key_prefix = prefix.clone();
+        c.storage.data_dir = db.path().display().to_string();
+    })
+    .await;
+    let mut redis = redis::Client::open(redis_url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+
+    // One session sends initialized (open_session checks the 202), the other does not.
+    let mut told = app.open_session("demo", "2025-11-25", json!({})).await;
+    let resp = app
+        .post(
+            "demo",
+            None,
+            &common::initialize_body("2025-11-25", json!({})),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let untold = resp.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+
+    // A change of the log level is saved in a new snapshot.
+    told.result("logging/setLevel", json!({ "level": "error" }))
+        .await;
+    let resp = post_to(
+        &app,
+        &untold,
+        &json!({ "jsonrpc": "2.0", "id": 2, "method": "logging/setLevel",
+                 "params": { "level": "error" } }),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 200);
+
+    for (session, initialized) in [(&told.session, true), (&untold, false)] {
+        let key = format!("{prefix}:snap:demo:{session}");
+        let mut saved = None;
+        for _ in 0..100 {
+            let raw: Option<String> = redis::cmd("GET")
+                .arg(&key)
+                .query_async(&mut redis)
+                .await
+                .unwrap();
+            let snapshot: Option<Value> = raw.map(|r| serde_json::from_str(&r).unwrap());
+            if let Some(s) = snapshot.filter(|s| s["log_level"] == "error") {
+                saved = Some(s);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let saved = saved.unwrap_or_else(|| panic!("no snapshot with the new level at {key}"));
+        assert_eq!(saved["initialized"], json!(initialized), "{saved}");
+    }
+}

@@ -443,6 +443,9 @@ impl Session {
         );
         s.version = snapshot.version.as_deref().and_then(ProtocolVersion::parse);
         s.initialized = snapshot.initialized;
+        if snapshot.initialized {
+            s.view.set_initialized();
+        }
         s.client_capabilities = snapshot.client_capabilities.clone();
         s.client_info = snapshot.client_info.clone();
         s.log_level = LogLevel::parse(&snapshot.log_level).unwrap_or(LogLevel::Info);
@@ -643,7 +646,7 @@ impl Session {
             tenant: self.tenant.to_string(),
             transport: self.transport,
             version: self.version.map(|v| v.as_str().to_string()),
-            initialized: self.initialized,
+            initialized: self.initialized || self.view.initialized(),
             client_capabilities: self.client_capabilities.clone(),
             client_info: self.client_info.clone(),
             log_level: self.log_level.as_str().to_string(),
@@ -1140,7 +1143,9 @@ impl Session {
         match n.method.as_str() {
             "notifications/initialized" => {
                 // Not a reason for a snapshot of its own: nothing depends on the flag (requests
-                // are gated on the negotiated version), and the next snapshot carries it.
+                // are gated on the negotiated version), and the next snapshot carries it. An
+                // initialized session's lone one is taken by the HTTP worker
+                // (`direct::acknowledge`) and lands on the view instead.
                 self.initialized = true;
             }
             "notifications/cancelled" => {

@@ -5,8 +5,10 @@
 //! session's published scope (`SessionView`), exactly as the session would handle it (same
 //! `methods::handle`, span, metric and encoding). Anything else — a request while others are running (so an id still in flight
 //! is refused by the session), progress, batches, session-only methods — goes to the actor.
+//! So does every notification but `notifications/initialized` of an initialized session, whose
+//! one effect is a flag the view holds ([`acknowledge`]).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
 
 use bytes::Bytes;
@@ -27,6 +29,8 @@ use crate::telemetry::record_outcome;
 pub struct SessionView {
     scope: OnceLock<PublishedScope>,
     running: AtomicUsize,
+    /// The client sent `notifications/initialized` (kept in the session's snapshots).
+    initialized: AtomicBool,
 }
 
 struct PublishedScope {
@@ -57,6 +61,31 @@ impl SessionView {
     pub(super) fn set_running(&self, n: usize) {
         self.running.store(n, Ordering::Relaxed);
     }
+
+    /// Records `notifications/initialized` (from the actor, this module or a restored snapshot).
+    pub(super) fn set_initialized(&self) {
+        self.initialized.store(true, Ordering::Relaxed);
+    }
+
+    pub(super) fn initialized(&self) -> bool {
+        self.initialized.load(Ordering::Relaxed)
+    }
+}
+
+/// Takes `notifications/initialized` for an initialized session held here: its one effect, the
+/// flag its next snapshot carries, is set on the view, and the POST is answered 202 without the
+/// trip through the actor's mailbox (a session opening is an `initialize` and this). `false`:
+/// anything else, left to the actor.
+pub fn acknowledge(entry: &SessionEntry, payload: &Payload) -> bool {
+    let initialized = matches!(
+        payload,
+        Payload::Single(Message::Notification(n)) if n.method == "notifications/initialized"
+    );
+    if !initialized || entry.view.scope.get().is_none() {
+        return false;
+    }
+    entry.view.set_initialized();
+    true
 }
 
 /// The port of a request answered here: such requests never talk to the client (that is what

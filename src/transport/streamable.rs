@@ -59,7 +59,10 @@ pub async fn post(
         Reached::Here(entry) => entry,
     };
     // A request that needs nothing of the session's own state is answered here, without the
-    // hop through the session actor's mailbox.
+    // hop through the session actor's mailbox; so is `notifications/initialized`.
+    if direct::acknowledge(&entry, &payload) {
+        return Ok(HttpResponse::Accepted().finish());
+    }
     let payload = match direct::answer(&tenant.sessions, &entry, payload).await {
         Ok(body) => return Ok(json_response(body)),
         Err(payload) => payload,
