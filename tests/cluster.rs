@@ -410,15 +410,7 @@ async fn redis_outages_are_clear_503s_and_nothing_is_lost_when_it_returns() {
 
     proxy.set(Mode::Refuse);
     let started = std::time::Instant::now();
-    let resp = app
-        .post(
-            "demo",
-            None,
-            &common::initialize_body("2025-11-25", json!({})),
-        )
-        .send()
-        .await
-        .unwrap();
+    let resp = app.initialize("demo", "2025-11-25", json!({})).await;
     assert_eq!(resp.status(), 503, "a new session needs its lease in Redis");
     assert!(resp.headers().contains_key("retry-after"));
     assert!(
@@ -511,15 +503,7 @@ async fn the_snapshot_records_whether_the_client_sent_initialized() {
 
     // One session sends initialized (open_session checks the 202), the other does not.
     let mut told = app.open_session("demo", "2025-11-25", json!({})).await;
-    let resp = app
-        .post(
-            "demo",
-            None,
-            &common::initialize_body("2025-11-25", json!({})),
-        )
-        .send()
-        .await
-        .unwrap();
+    let resp = app.initialize("demo", "2025-11-25", json!({})).await;
     assert_eq!(resp.status(), 200);
     let untold = resp.headers()["mcp-session-id"]
         .to_str()

@@ -123,6 +123,19 @@ impl TestApp {
         r
     }
 
+    /// POSTs `initialize` at `version` with the given client capabilities (no session yet).
+    pub async fn initialize(
+        &self,
+        tenant: &str,
+        version: &str,
+        capabilities: Value,
+    ) -> reqwest::Response {
+        self.post(tenant, None, &initialize_body(version, capabilities))
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// Opens a session at `version` (initialize + initialized) with the given client capabilities.
     pub async fn open_session(
         &self,
@@ -130,11 +143,7 @@ impl TestApp {
         version: &str,
         capabilities: Value,
     ) -> Client<'_> {
-        let resp = self
-            .post(tenant, None, &initialize_body(version, capabilities))
-            .send()
-            .await
-            .unwrap();
+        let resp = self.initialize(tenant, version, capabilities).await;
         assert_eq!(resp.status(), 200, "initialize succeeds");
         let session = resp
             .headers()
