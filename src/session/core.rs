@@ -335,7 +335,6 @@ pub struct Session {
     tenant: Arc<str>,
     transport: TransportKind,
     version: Option<ProtocolVersion>,
-    initialized: bool,
     client_capabilities: Arc<Value>,
     /// The client's `clientInfo` as JSON text: only snapshots read it, and a `Value` object
     /// costs a B-tree node of ~600 bytes for as long as the session lives.
@@ -381,7 +380,6 @@ impl Session {
             tenant,
             transport,
             version: None,
-            initialized: false,
             client_capabilities: Arc::new(json!({})),
             client_info: RawValue::NULL.to_owned(),
             log_level: LogLevel::Info,
@@ -442,7 +440,6 @@ impl Session {
             settings,
         );
         s.version = snapshot.version.as_deref().and_then(ProtocolVersion::parse);
-        s.initialized = snapshot.initialized;
         if snapshot.initialized {
             s.view.set_initialized();
         }
@@ -646,7 +643,7 @@ impl Session {
             tenant: self.tenant.to_string(),
             transport: self.transport,
             version: self.version.map(|v| v.as_str().to_string()),
-            initialized: self.initialized || self.view.initialized(),
+            initialized: self.view.initialized(),
             client_capabilities: self.client_capabilities.clone(),
             client_info: self.client_info.clone(),
             log_level: self.log_level.as_str().to_string(),
@@ -1143,10 +1140,10 @@ impl Session {
         match n.method.as_str() {
             "notifications/initialized" => {
                 // Not a reason for a snapshot of its own: nothing depends on the flag (requests
-                // are gated on the negotiated version), and the next snapshot carries it. An
-                // initialized session's lone one is taken by the HTTP worker
-                // (`direct::acknowledge`) and lands on the view instead.
-                self.initialized = true;
+                // are gated on the negotiated version), and the next snapshot carries it. The
+                // flag lives on the view, where an initialized session's lone one is set by the
+                // HTTP worker (`direct::acknowledge`).
+                self.view.set_initialized();
             }
             "notifications/cancelled" => {
                 let id = n

@@ -29,7 +29,8 @@ use crate::telemetry::record_outcome;
 pub struct SessionView {
     scope: OnceLock<PublishedScope>,
     running: AtomicUsize,
-    /// The client sent `notifications/initialized` (kept in the session's snapshots).
+    /// The client sent `notifications/initialized` (kept in the session's snapshots). The one
+    /// copy of the flag: set by the session, a restored snapshot or [`acknowledge`].
     initialized: AtomicBool,
 }
 

@@ -1261,18 +1261,14 @@ where
             let polled = if this.read_buf.capacity() == 0 {
                 let mut stack = [mem::MaybeUninit::<u8>::uninit(); IDLE_READ_SIZE];
                 let mut stack = tokio::io::ReadBuf::uninit(&mut stack);
-                match io.as_mut().poll_read(cx, &mut stack) {
-                    Poll::Ready(Ok(())) => {
-                        let filled = stack.filled();
-                        if !filled.is_empty() {
-                            this.read_buf.reserve(HW_BUFFER_SIZE.max(filled.len()));
-                            this.read_buf.extend_from_slice(filled);
-                        }
-                        Poll::Ready(Ok(filled.len()))
+                io.as_mut().poll_read(cx, &mut stack).map_ok(|()| {
+                    let filled = stack.filled();
+                    if !filled.is_empty() {
+                        this.read_buf.reserve(HW_BUFFER_SIZE.max(filled.len()));
+                        this.read_buf.extend_from_slice(filled);
                     }
-                    Poll::Ready(Err(err)) => Poll::Ready(Err(err)),
-                    Poll::Pending => Poll::Pending,
-                }
+                    filled.len()
+                })
             } else {
                 // grow buffer if necessary.
                 let remaining = this.read_buf.capacity() - this.read_buf.len();
