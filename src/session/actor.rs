@@ -1,7 +1,8 @@
 //! `SessionActor`: one actix actor per MCP session. It is a thin shell around `Session`: messages
 //! in, typed stream items out. It runs the futures the session hands back (tool calls), queues a
-//! snapshot after every message that changed the session, and turns a panic into a restart from
-//! the session's snapshot (same id, same lease) instead of a lost session.
+//! snapshot after every message that changed the session (for the other replicas: in-process,
+//! none is saved), and turns a panic into a restart from a snapshot of the live session (same
+//! id, same lease) instead of a lost session.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -680,6 +680,9 @@ impl Session {
             return;
         }
         self.dirty = false;
+        if !self.outbox.keeps_snapshots() {
+            return;
+        }
         // Room for a typical snapshot up front (`to_vec` starts at 128 bytes and regrows).
         let mut bytes = Vec::with_capacity(1024);
         match serde_json::to_writer(&mut bytes, &self.snapshot()) {
@@ -1589,6 +1592,60 @@ pub(super) fn request_span(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether a changed session leaves a snapshot in the store: only where other replicas
+    /// read it (shared backends); in-process nothing reads it back, so none is saved.
+    async fn saved_snapshot(shared: bool) -> Option<Bytes> {
+        use crate::cluster::{Acquired, Backends, Retention, SessionKey};
+        let ttl = std::time::Duration::from_secs(60);
+        let backends = Backends {
+            shared,
+            ..Backends::in_process(Retention {
+                max_events: 10,
+                max_age: ttl,
+            })
+        };
+        let key = SessionKey {
+            tenant: "t".into(),
+            session: "s".into(),
+        };
+        let Ok(Acquired::Granted(lease)) = backends.leases.acquire(&key, "r1", None, ttl).await
+        else {
+            panic!("the lease of a new session is granted");
+        };
+        let outbox = Outbox::new(key.clone(), lease, backends.clone(), ttl, Arc::new(|| {}));
+        let mut session = Session::new(
+            key.session.clone(),
+            key.tenant.clone(),
+            TransportKind::Streamable,
+            CatalogHandle::new(TenantCatalog::new(Vec::new())),
+            outbox,
+            Arc::new(SessionSettings::default()),
+        );
+        session.version = Some(ProtocolVersion::V2025_11_25);
+        session.dirty = true;
+        session.save_if_changed();
+        let _ = session.outbox().flush().await;
+        backends
+            .snapshots
+            .load(&key)
+            .await
+            .expect("the store answers")
+    }
+
+    #[tokio::test]
+    async fn snapshots_are_saved_only_where_other_replicas_read_them() {
+        let shared = saved_snapshot(true)
+            .await
+            .expect("a shared store holds the snapshot");
+        let snapshot: SessionSnapshot = serde_json::from_slice(&shared).expect("a snapshot");
+        assert_eq!(snapshot.version.as_deref(), Some("2025-11-25"));
+        assert_eq!(
+            saved_snapshot(false).await,
+            None,
+            "in-process: nothing saved"
+        );
+    }
 
     fn result_of(settings: &SessionSettings, version: ProtocolVersion) -> Value {
         serde_json::from_str(settings.initialize_result(version).get()).expect("JSON")

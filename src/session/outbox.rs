@@ -105,6 +105,13 @@ impl Outbox {
         }
     }
 
+    /// Whether its snapshots are read back by anyone. Only another replica restores a session
+    /// from its snapshot (shared backends); in-process, a crashed actor restarts from its live
+    /// core and nothing outlives the process, so a saved snapshot would only cost time and room.
+    pub fn keeps_snapshots(&self) -> bool {
+        self.backends.shared
+    }
+
     pub fn lease(&self) -> &Lease {
         &self.lease
     }
