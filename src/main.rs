@@ -8,11 +8,12 @@ use clap::{Parser, Subcommand};
 use mcp_harbor::{telemetry, Application, Config};
 
 /// mimalloc: the request path allocates many small JSON values; glibc malloc spent ~20% of a
-/// core on them under load. (`--features system-allocator` keeps glibc's, so that heap
-/// profilers such as valgrind's massif see every allocation.)
+/// core on them under load (`memory::Allocator` says how it is called). (`--features
+/// system-allocator` keeps glibc's, so that heap profilers such as valgrind's massif see every
+/// allocation.)
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: mcp_harbor::memory::Allocator = mcp_harbor::memory::Allocator;
 
 #[derive(Parser)]
 #[command(name = "mcp-harbor", version, about = "Multi-tenant hosted MCP server")]
