@@ -1613,7 +1613,13 @@ mod tests {
         else {
             panic!("the lease of a new session is granted");
         };
-        let outbox = Outbox::new(key.clone(), lease, backends.clone(), ttl, Arc::new(|| {}));
+        let outbox = Outbox::new(
+            key.clone(),
+            lease,
+            Arc::new(backends.clone()),
+            ttl,
+            Arc::new(|| {}),
+        );
         let mut session = Session::new(
             key.session.clone(),
             key.tenant.clone(),

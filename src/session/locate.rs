@@ -16,7 +16,8 @@ use crate::cluster::{BackendError, Backends, Lease, ReplicaInfo, SessionKey};
 /// This replica: who it is, the shared state it uses, whether it is draining.
 pub struct Replica {
     pub info: ReplicaInfo,
-    pub backends: Backends,
+    /// Shared by every session's outbox (one pointer each rather than a copy of five).
+    pub backends: Arc<Backends>,
     /// How long a replica stays "alive" after its last heartbeat.
     pub liveness_ttl: Duration,
     /// The label new session ids start with (`cluster.session_route`), if any.
@@ -33,7 +34,7 @@ impl Replica {
     ) -> Self {
         Replica {
             info,
-            backends,
+            backends: Arc::new(backends),
             liveness_ttl,
             session_route,
             draining: AtomicBool::new(false),

@@ -77,7 +77,7 @@ impl Shared {
 pub struct Outbox {
     key: SessionKey,
     lease: Lease,
-    backends: Backends,
+    backends: Arc<Backends>,
     ttl: Duration,
     on_fenced: Arc<dyn Fn() + Send + Sync>,
     /// The worker's queue, its turn and the fenced flag, shared with forks.
@@ -91,7 +91,7 @@ impl Outbox {
     pub fn new(
         key: SessionKey,
         lease: Lease,
-        backends: Backends,
+        backends: Arc<Backends>,
         ttl: Duration,
         on_fenced: Arc<dyn Fn() + Send + Sync>,
     ) -> Outbox {
@@ -224,7 +224,7 @@ impl Outbox {
 struct Worker {
     key: SessionKey,
     lease: Lease,
-    backends: Backends,
+    backends: Arc<Backends>,
     ttl: Duration,
     on_fenced: Arc<dyn Fn() + Send + Sync>,
     shared: Arc<Shared>,
