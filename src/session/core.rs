@@ -1598,13 +1598,13 @@ mod tests {
     async fn saved_snapshot(shared: bool) -> Option<Bytes> {
         use crate::cluster::{Acquired, Backends, Retention, SessionKey};
         let ttl = std::time::Duration::from_secs(60);
-        let backends = Backends {
+        let backends = Arc::new(Backends {
             shared,
             ..Backends::in_process(Retention {
                 max_events: 10,
                 max_age: ttl,
             })
-        };
+        });
         let key = SessionKey {
             tenant: "t".into(),
             session: "s".into(),
@@ -1613,13 +1613,7 @@ mod tests {
         else {
             panic!("the lease of a new session is granted");
         };
-        let outbox = Outbox::new(
-            key.clone(),
-            lease,
-            Arc::new(backends.clone()),
-            ttl,
-            Arc::new(|| {}),
-        );
+        let outbox = Outbox::new(key.clone(), lease, backends.clone(), ttl, Arc::new(|| {}));
         let mut session = Session::new(
             key.session.clone(),
             key.tenant.clone(),

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::FutureExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::core::{StreamItem, StreamSink};
@@ -152,9 +151,6 @@ impl Outbox {
             return;
         }
         let mut slot = self.shared.tx.lock();
-        if slot.is_none() && self.save_at_once(&item) {
-            return;
-        }
         let item = match slot.as_ref() {
             Some(tx) => match tx.send(item) {
                 Ok(()) => return,
@@ -181,36 +177,6 @@ impl Outbox {
         runtime.spawn(worker.run(rx));
         let _ = tx.send(item);
         *slot = Some(tx);
-    }
-
-    /// In-process state: a snapshot with nothing queued before it is saved at once (the store
-    /// is a map behind a lock), without starting a worker task for it. Whether it was (with no
-    /// worker running: the caller checked that none holds a queue, and the turn shows none is
-    /// finishing). Anything else, or a save that did not complete, goes to a worker.
-    fn save_at_once(&self, item: &OutboxItem) -> bool {
-        let OutboxItem::Snapshot(bytes) = item else {
-            return false;
-        };
-        if self.backends.shared {
-            return false;
-        }
-        let Ok(_turn) = self.shared.turn.try_lock() else {
-            return false;
-        };
-        let saved = self
-            .backends
-            .snapshots
-            .save(&self.key, &self.lease, bytes.clone(), self.ttl)
-            .now_or_never();
-        match saved {
-            Some(Ok(())) => true,
-            Some(Err(BackendError::Fenced)) => {
-                self.shared.fence(&self.key);
-                (self.on_fenced)();
-                true
-            }
-            _ => false,
-        }
     }
 
     /// Resolves once everything queued so far is written.
