@@ -27,6 +27,7 @@ pub mod methods;
 pub mod metrics;
 pub mod modern;
 pub mod oauth;
+pub mod pace;
 pub mod protocol;
 pub mod request;
 pub mod reseal;

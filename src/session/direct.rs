@@ -118,9 +118,8 @@ impl SessionPort for NoPort {
 static NO_PORT: LazyLock<Arc<dyn SessionPort>> = LazyLock::new(|| Arc::new(NoPort));
 
 /// Answers `payload` for the session of `entry` here when it is eligible (see the module);
-/// otherwise gives it back for the actor. An eligible request first lets the worker's other
-/// ready connections be read (their answers then go out together and the client side is woken
-/// once for them, as on the stateless path: see `transport::modern::post`).
+/// otherwise gives it back for the actor. An eligible request first gives way to the worker's
+/// other connections (`pace::let_others_in`).
 pub async fn answer(
     sessions: &TenantSessions,
     entry: &SessionEntry,
@@ -134,7 +133,7 @@ pub async fn answer(
         Payload::Single(Message::Request(req)) if eligible(&req, &catalog) => req,
         other => return Err(other),
     };
-    tokio::task::yield_now().await;
+    crate::pace::let_others_in().await;
     if entry.view.running.load(Ordering::Relaxed) > 0 {
         return Err(Payload::Single(Message::Request(req)));
     }

@@ -134,12 +134,9 @@ pub async fn post(
         settings,
     };
     let sessions = env.tenant.sessions.clone();
-    // Let the other connections ready on this worker be read first: their answers then go out
-    // together, and a client waiting on several connections is woken once for them instead of
-    // once per answer (a session request answered at once yields the same way).
-    // Measured by bench/modern.sh: without it, a stateless request cost the server about 1.3x
-    // the CPU time of a session one under load, mostly in waking the client side.
-    tokio::task::yield_now().await;
+    // Give way to the worker's other connections first (a session request answered at once
+    // does the same): see `pace`.
+    crate::pace::let_others_in().await;
     let served = span.in_scope(|| modern::serve(env, request, meta));
     Ok(match served {
         Served::Done(message) => {
