@@ -354,11 +354,10 @@ impl Application {
             .configure(crate::oauth::elicitation_page::configure)
             .default_service(web::to(transport::not_found))
         })
-        .on_connect(|conn, extensions| {
-            // Nagle would hold the second half of a streamed reply for the peer's delayed ACK.
-            if let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() {
-                let _ = tcp.set_nodelay(true);
-            }
+        // Nagle would hold the second half of a streamed reply for the peer's delayed ACK: on
+        // every accepted connection, HTTPS ones too (whose stream is not a bare TcpStream).
+        .tcp_nodelay(true)
+        .on_connect(|_, extensions| {
             // Counted on its worker for as long as it is open (dropped with the connection).
             extensions.insert(crate::pace::Open::new());
         })

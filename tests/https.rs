@@ -28,6 +28,21 @@ fn write_pair(dir: &Path, cert: &str, key: &str) {
     std::fs::write(dir.join("key.pem"), key).unwrap();
 }
 
+/// The app over HTTPS with a fresh self-signed certificate (`name`) written to `dir`; returns it
+/// with the certificate's PEM.
+async fn https_app(dir: &Path, name: &str) -> (common::TestApp, String) {
+    let (cert, key, _) = certificate(name);
+    write_pair(dir, &cert, &key);
+    let cert_path = dir.join("cert.pem").display().to_string();
+    let key_path = dir.join("key.pem").display().to_string();
+    let app = spawn_app_with(|c| {
+        c.tls.cert_path = cert_path;
+        c.tls.key_path = key_path;
+    })
+    .await;
+    (app, cert)
+}
+
 /// A client trusting exactly `certs`, on a fresh connection.
 fn client(certs: &[&str], http1_only: bool) -> reqwest::Client {
     let mut b = reqwest::Client::builder()
@@ -149,17 +164,9 @@ async fn unusable_certificates_stop_the_server_at_start() {
 #[actix_rt::test]
 async fn load_generator_speaks_https() {
     let dir = tempfile::tempdir().unwrap();
-    let (cert, key, _) = certificate("harbor bench");
-    write_pair(dir.path(), &cert, &key);
+    let (app, _) = https_app(dir.path(), "harbor bench").await;
     let (other, _, _) = certificate("not the server");
     std::fs::write(dir.path().join("other.pem"), other).unwrap();
-    let cert_path = dir.path().join("cert.pem").display().to_string();
-    let key_path = dir.path().join("key.pem").display().to_string();
-    let app = spawn_app_with(|c| {
-        c.tls.cert_path = cert_path.clone();
-        c.tls.key_path = key_path.clone();
-    })
-    .await;
     let url = format!("https://127.0.0.1:{}/t/demo/mcp", app.port);
     let bench = |ca: &str, extra: &[&str]| {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-harbor-bench"));
@@ -208,4 +215,69 @@ async fn load_generator_speaks_https() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("invalid peer certificate"), "{stderr}");
+}
+
+/// A reply streamed in several writes (an SSE answer: its first event, then the rest) is not
+/// held back over TLS by Nagle's algorithm until the client's delayed ACK (about 40 ms on
+/// Linux): TCP_NODELAY is set on HTTPS connections as on plain ones. Each request waits for the
+/// stall when it is off, so the fastest of five is the measure (a busy machine slows some, not
+/// all of them).
+#[actix_rt::test]
+async fn streamed_replies_over_https_are_not_held_for_a_delayed_ack() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, cert) = https_app(dir.path(), "harbor nodelay").await;
+    let mcp = format!("https://127.0.0.1:{}/t/demo/mcp", app.port);
+    for http1_only in [true, false] {
+        let http = client(&[&cert], http1_only);
+        let post = |session: Option<&str>, body: serde_json::Value| {
+            let mut r = http
+                .post(&mcp)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-11-25");
+            if let Some(s) = session {
+                r = r.header("mcp-session-id", s);
+            }
+            r.body(body.to_string()).send()
+        };
+        let r = post(None, initialize_body("2025-11-25", json!({})))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let session = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        let r = post(
+            Some(&session),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status(), 202);
+        let mut fastest = Duration::MAX;
+        for id in 2..7 {
+            let started = std::time::Instant::now();
+            let r = post(
+                Some(&session),
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                    "name": "slow_count", "arguments": {"steps": 1, "interval_ms": 0},
+                    "_meta": {"progressToken": "p"}}}),
+            )
+            .await
+            .unwrap();
+            assert_eq!(r.status(), 200);
+            assert!(r.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream"));
+            let body = r.text().await.unwrap();
+            fastest = fastest.min(started.elapsed());
+            assert!(
+                body.contains("notifications/progress") && body.contains("counted 1"),
+                "{body}"
+            );
+        }
+        assert!(
+            fastest < Duration::from_millis(25),
+            "HTTP/1.1 only: {http1_only}: the fastest streamed reply took {fastest:?}"
+        );
+    }
 }
