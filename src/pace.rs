@@ -6,9 +6,9 @@
 //! once per answer. That pays under load (bench/modern.sh measured 1.3x the CPU per stateless
 //! request without it) but costs a lone connection an extra pass through the runtime, a
 //! zero-timeout `epoll_wait`, on every request with nothing to gain. So the yield happens only
-//! when this worker has another connection open: each connection holds an [`Open`] in its
+//! when this worker may have another request to read: each connection holds an [`Open`] in its
 //! extensions (`HttpServer::on_connect`) for as long as it lives, on the worker thread that
-//! serves it.
+//! serves it, and an HTTPS connection (HTTP/2 may carry concurrent requests on it) counts as two.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -19,12 +19,29 @@ thread_local! {
 
 /// One open connection of this worker thread, counted from creation to drop (both on the
 /// worker's thread: it is neither `Send` nor `Sync`).
-pub struct Open(PhantomData<*const ()>);
+pub struct Open {
+    weight: usize,
+    _here: PhantomData<*const ()>,
+}
 
 impl Open {
+    /// A connection carrying one request at a time (HTTP/1.1).
     pub fn new() -> Self {
-        OPEN.with(|n| n.set(n.get() + 1));
-        Open(PhantomData)
+        Self::weighing(1)
+    }
+
+    /// A connection that may carry concurrent requests (HTTPS, where ALPN may choose HTTP/2):
+    /// counted as two, so that its requests give way even when it is the worker's only one.
+    pub fn multiplexed() -> Self {
+        Self::weighing(2)
+    }
+
+    fn weighing(weight: usize) -> Self {
+        OPEN.with(|n| n.set(n.get() + weight));
+        Open {
+            weight,
+            _here: PhantomData,
+        }
     }
 }
 
@@ -36,11 +53,11 @@ impl Default for Open {
 
 impl Drop for Open {
     fn drop(&mut self) {
-        OPEN.with(|n| n.set(n.get().saturating_sub(1)));
+        OPEN.with(|n| n.set(n.get().saturating_sub(self.weight)));
     }
 }
 
-/// Connections open on this worker thread.
+/// Connections open on this worker thread (a multiplexed one counting two).
 pub fn open_here() -> usize {
     OPEN.with(Cell::get)
 }
@@ -93,6 +110,15 @@ mod tests {
             base,
             "a closed connection is no longer counted"
         );
+        if base == 0 {
+            let alone = Open::multiplexed();
+            assert!(
+                others_ran_during_the_wait().await,
+                "a request on a multiplexed connection yields even when it is the only one"
+            );
+            drop(alone);
+            assert_eq!(open_here(), 0);
+        }
     }
 
     #[test]
