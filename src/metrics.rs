@@ -83,6 +83,7 @@ pub struct Metrics {
     pub sse_streams_open: Family<TenantLabels, Gauge>,
     /// SSE streams closed because their client stopped reading (see `session::channel`).
     pub sse_streams_overflowed: Counter,
+    pub http_connections_open: Gauge,
     pub webhook_duration: Histograms<OutcomeLabels>,
     pub oauth_grants: Family<GrantLabels, Counter>,
     pub rate_limited: Family<TenantLabels, Counter>,
@@ -131,6 +132,13 @@ impl Metrics {
             "mcp_harbor_sse_streams_open",
             "Open SSE response streams",
             sse_streams_open.clone(),
+        );
+        let http_connections_open = Gauge::default();
+        registry.register(
+            "mcp_harbor_http_connections_open",
+            "Open HTTP connections on the main port (each keep-alive connection, whether busy, \
+             idle or holding a stream)",
+            http_connections_open.clone(),
         );
         let sse_streams_overflowed = Counter::default();
         registry.register(
@@ -205,6 +213,7 @@ impl Metrics {
             session_duration,
             sessions_active,
             sse_streams_open,
+            http_connections_open,
             sse_streams_overflowed,
             webhook_duration,
             oauth_grants,
@@ -306,6 +315,14 @@ impl Metrics {
             let attrs = tenant_attr(tenant);
             o.sessions_active.add(-1, &attrs);
             o.session.record(lived.as_secs_f64(), &attrs);
+        }
+    }
+
+    /// One HTTP connection opened (`1`) or closed (`-1`) on the main port.
+    pub fn http_connections(&self, delta: i64) {
+        self.http_connections_open.inc_by(delta);
+        if let Some(o) = otel() {
+            o.http_connections.add(delta, &[]);
         }
     }
 
@@ -511,6 +528,7 @@ struct Otel {
     session: OtelHistogram<f64>,
     sessions_active: UpDownCounter<i64>,
     sse_open: UpDownCounter<i64>,
+    http_connections: UpDownCounter<i64>,
     webhook: OtelHistogram<f64>,
     oauth_grants: OtelCounter<u64>,
     rate_limited: OtelCounter<u64>,
@@ -559,6 +577,10 @@ pub fn export_to(provider: &opentelemetry_sdk::metrics::SdkMeterProvider) {
         sse_open: meter
             .i64_up_down_counter("mcp_harbor.sse.streams.open")
             .with_description("Open SSE response streams")
+            .build(),
+        http_connections: meter
+            .i64_up_down_counter("mcp_harbor.http.connections.open")
+            .with_description("Open HTTP connections on the main port")
             .build(),
         webhook: meter
             .f64_histogram("mcp_harbor.webhook.duration")

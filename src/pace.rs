@@ -18,7 +18,8 @@ thread_local! {
 }
 
 /// One open connection of this worker thread, counted from creation to drop (both on the
-/// worker's thread: it is neither `Send` nor `Sync`).
+/// worker's thread: it is neither `Send` nor `Sync`), here and in the replica's
+/// `mcp_harbor_http_connections_open` gauge.
 pub struct Open {
     weight: usize,
     _here: PhantomData<*const ()>,
@@ -38,6 +39,7 @@ impl Open {
 
     fn weighing(weight: usize) -> Self {
         OPEN.with(|n| n.set(n.get() + weight));
+        crate::metrics::global().http_connections(1);
         Open {
             weight,
             _here: PhantomData,
@@ -54,6 +56,7 @@ impl Default for Open {
 impl Drop for Open {
     fn drop(&mut self) {
         OPEN.with(|n| n.set(n.get().saturating_sub(self.weight)));
+        crate::metrics::global().http_connections(-1);
     }
 }
 

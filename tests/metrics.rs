@@ -1,13 +1,14 @@
 //! `/metrics` scraped and parsed: behind its token on the main port (401 without), on its own
 //! listener, and never served when neither is configured; the MCP operation histogram records
 //! methods, tenants and errors (an `isError` tool result as `tool_error`), sessions and SSE
-//! streams are gauged, HTTP requests counted by route group and status.
+//! streams are gauged, and so are open HTTP connections; HTTP requests counted by route group
+//! and status.
 
 mod common;
 
 use std::collections::HashMap;
 
-use common::{spawn_app, spawn_app_with};
+use common::{spawn_app, spawn_app_with, TestApp};
 use serde_json::json;
 
 const TOKEN: &str = "metrics-token-0123456789";
@@ -37,24 +38,27 @@ fn sample(m: &HashMap<String, f64>, name: &str, want: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
+/// `/metrics` of `app` (on its main port, behind [`TOKEN`]), parsed.
+async fn scrape(app: &TestApp) -> HashMap<String, f64> {
+    let r = app
+        .http
+        .get(format!("{}/metrics", app.base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain; version=0.0.4"));
+    parse(&r.text().await.unwrap())
+}
+
 #[actix_rt::test]
 async fn metrics_record_mcp_traffic_behind_their_token() {
     let app = spawn_app_with(|c| c.metrics.token = secrecy::SecretString::from(TOKEN)).await;
-    let scrape = || async {
-        let r = app
-            .http
-            .get(format!("{}/metrics", app.base))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        assert!(r.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/plain; version=0.0.4"));
-        parse(&r.text().await.unwrap())
-    };
+    let scrape = || scrape(&app);
     let before = scrape().await;
     let r = app
         .http
@@ -324,4 +328,42 @@ async fn oauth_grants_and_rate_limit_refusals_are_counted() {
         sample(&m, "mcp_harbor_rate_limited_total", &[("tenant", "acme")]),
         1.0
     );
+}
+
+/// Every HTTP connection on the main port is gauged while it is open, idle keep-alive ones too,
+/// and no longer once its client has closed it.
+#[actix_rt::test]
+async fn open_http_connections_are_gauged() {
+    let app = spawn_app_with(|c| c.metrics.token = secrecy::SecretString::from(TOKEN)).await;
+    let connections =
+        || async { sample(&scrape(&app).await, "mcp_harbor_http_connections_open", &[]) };
+    let before = connections().await;
+    assert!(
+        before >= 1.0,
+        "the scrape's own connection is open: {before}"
+    );
+    let addr = format!("127.0.0.1:{}", app.port);
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    // (Accepted connections reach the worker a moment after connect returns.)
+    let mut seen = before;
+    for _ in 0..100 {
+        seen = connections().await;
+        if seen >= before + 3.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(seen, before + 3.0, "three idle connections more");
+    drop(idle);
+    for _ in 0..100 {
+        seen = connections().await;
+        if seen <= before {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(seen, before, "closed connections are no longer counted");
 }
