@@ -90,7 +90,7 @@ impl From<BackendError> for SessionError {
 /// Where a session is.
 pub enum Located {
     /// Held by this replica.
-    Here(SessionEntry),
+    Here(Arc<SessionEntry>),
     /// Held by another live replica, reachable at `url`.
     Elsewhere { url: String, lease: Lease },
 }
@@ -149,7 +149,7 @@ fn local(
     tenant: &TenantSessions,
     id: &str,
     transport: TransportKind,
-) -> Result<Option<SessionEntry>, SessionError> {
+) -> Result<Option<Arc<SessionEntry>>, SessionError> {
     match tenant.get(id) {
         Some(entry) if entry.transport != transport => Err(SessionError::NotFound),
         Some(entry) => {
@@ -194,7 +194,7 @@ async fn restored(
 pub async fn deliver<M>(
     tenant: &TenantSessions,
     id: &str,
-    entry: SessionEntry,
+    entry: Arc<SessionEntry>,
     msg: M,
 ) -> Result<M::Result, SessionError>
 where
@@ -202,12 +202,14 @@ where
     M::Result: Send,
     SessionActor: Handler<M>,
 {
-    let addr = if entry.addr.connected() {
-        entry.addr
+    let entry = if entry.addr.connected() {
+        entry
     } else {
-        tenant.get(id).ok_or(SessionError::NotFound)?.addr
+        tenant.get(id).ok_or(SessionError::NotFound)?
     };
-    addr.send(msg)
+    entry
+        .addr
+        .send(msg)
         .await
         .map_err(|_| SessionError::Unavailable("the session restarted; retry".into()))
 }

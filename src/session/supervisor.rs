@@ -73,7 +73,9 @@ pub type ResourceHook = Arc<dyn Fn(&str) + Send + Sync>;
 /// The tenant's sessions on this replica, and what it takes to start one.
 pub struct TenantSessions {
     pub tenant: Arc<str>,
-    index: RwLock<crate::FastMap<Arc<str>, SessionEntry>>,
+    /// Entries behind an `Arc`: a request's lookup clones one pointer, not the entry's
+    /// address, handles and lease; and the map moves 8-byte values when it grows.
+    index: RwLock<crate::FastMap<Arc<str>, Arc<SessionEntry>>>,
     /// Sessions being restored here, so concurrent requests wait for one restore.
     restoring: Mutex<HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>>,
     catalog: CatalogHandle,
@@ -160,7 +162,7 @@ impl TenantSessions {
         &self.catalog
     }
 
-    pub fn get(&self, id: &str) -> Option<SessionEntry> {
+    pub fn get(&self, id: &str) -> Option<Arc<SessionEntry>> {
         self.index.read().get(id).cloned()
     }
 
@@ -318,7 +320,7 @@ impl TenantSessions {
         let started = index.get(&id).map_or_else(Instant::now, |e| e.started);
         let replaced = index.insert(
             id,
-            SessionEntry {
+            Arc::new(SessionEntry {
                 addr: addr.clone(),
                 activity,
                 transport,
@@ -328,7 +330,7 @@ impl TenantSessions {
                 instance,
                 arbiter,
                 lease,
-            },
+            }),
         );
         if replaced.is_none() {
             crate::metrics::global().session_started(&self.tenant);
@@ -344,7 +346,7 @@ impl TenantSessions {
         self: &Arc<Self>,
         id: &str,
         expected: Option<Lease>,
-    ) -> Result<Option<SessionEntry>, SessionError> {
+    ) -> Result<Option<Arc<SessionEntry>>, SessionError> {
         let gate = self
             .restoring
             .lock()
@@ -361,7 +363,7 @@ impl TenantSessions {
         self: &Arc<Self>,
         id: &str,
         expected: Option<Lease>,
-    ) -> Result<Option<SessionEntry>, SessionError> {
+    ) -> Result<Option<Arc<SessionEntry>>, SessionError> {
         if let Some(entry) = self.get(id) {
             return Ok(Some(entry));
         }
@@ -457,7 +459,7 @@ impl TenantSessions {
         }
     }
 
-    fn entries(&self) -> Vec<SessionEntry> {
+    fn entries(&self) -> Vec<Arc<SessionEntry>> {
         self.index.read().values().cloned().collect()
     }
 }

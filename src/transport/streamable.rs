@@ -210,7 +210,7 @@ pub async fn delete(
 }
 
 enum Reached {
-    Here(crate::session::supervisor::SessionEntry),
+    Here(std::sync::Arc<crate::session::supervisor::SessionEntry>),
     Forwarded(HttpResponse),
 }
 
