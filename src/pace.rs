@@ -65,7 +65,8 @@ pub fn open_here() -> usize {
     OPEN.with(Cell::get)
 }
 
-/// Yields to the runtime when another connection is open on this worker (see the module).
+/// Yields to the runtime when this worker may have another request to read: another connection
+/// open, or this one multiplexed (see the module).
 pub async fn let_others_in() {
     if open_here() > 1 {
         tokio::task::yield_now().await;
