@@ -92,37 +92,30 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_request_gives_way_only_when_another_connection_is_open() {
-        let base = open_here();
+        // Each test runs on a thread of its own, whose count starts from nothing.
+        assert_eq!(open_here(), 0, "a fresh thread has no connection open");
         let first = Open::new();
-        assert_eq!(open_here(), base + 1);
-        if base == 0 {
-            assert!(
-                !others_ran_during_the_wait().await,
-                "a lone connection must not yield"
-            );
-        }
+        assert_eq!(open_here(), 1);
+        assert!(
+            !others_ran_during_the_wait().await,
+            "a lone connection must not yield"
+        );
         let second = Open::new();
-        assert_eq!(open_here(), base + 2);
+        assert_eq!(open_here(), 2);
         assert!(
             others_ran_during_the_wait().await,
             "with another connection open the request yields"
         );
         drop(second);
         drop(first);
-        assert_eq!(
-            open_here(),
-            base,
-            "a closed connection is no longer counted"
+        assert_eq!(open_here(), 0, "a closed connection is no longer counted");
+        let alone = Open::multiplexed();
+        assert!(
+            others_ran_during_the_wait().await,
+            "a request on a multiplexed connection yields even when it is the only one"
         );
-        if base == 0 {
-            let alone = Open::multiplexed();
-            assert!(
-                others_ran_during_the_wait().await,
-                "a request on a multiplexed connection yields even when it is the only one"
-            );
-            drop(alone);
-            assert_eq!(open_here(), 0);
-        }
+        drop(alone);
+        assert_eq!(open_here(), 0);
     }
 
     #[test]
@@ -135,6 +128,10 @@ mod tests {
         .join()
         .expect("thread");
         assert_eq!(elsewhere, 1);
-        assert!(open_here() >= 1);
+        assert_eq!(
+            open_here(),
+            1,
+            "the other thread's connection is not counted here"
+        );
     }
 }
