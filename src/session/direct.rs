@@ -146,33 +146,39 @@ pub async fn answer(
         &sessions.tenant,
         scope.principal.as_ref(),
     );
-    let request_scope = RequestScope {
-        version: scope.version,
-        client_capabilities: &scope.client_capabilities,
-        principal: scope.principal.as_ref(),
-        catalog: &catalog,
-        page_size: sessions.settings().page_size,
-        call_key: CallKey::InSession {
-            tenant: sessions.tenant.clone(),
-            session: id.clone(),
-        },
-        session: Some(id),
-        port: &NO_PORT,
-    };
-    let outcome = match req.take_params() {
-        Err(e) => Err(e),
-        Ok(params) => {
-            let handled = span
-                .in_scope(|| methods::handle(&req.id, &req.method, params, None, &request_scope));
-            match handled {
-                Handled::Done(outcome) => outcome,
-                Handled::Run { future, .. } => {
-                    use tracing::Instrument;
-                    future.instrument(span.clone()).await
-                }
-                Handled::Unknown => Err(RpcError::method_not_found(&req.method)),
-            }
+    // The scope and the handled request end in this block: only a call's own future is kept
+    // across the wait below (each request's future is moved whole, so its size matters).
+    let running = {
+        let request_scope = RequestScope {
+            version: scope.version,
+            client_capabilities: &scope.client_capabilities,
+            principal: scope.principal.as_ref(),
+            catalog: &catalog,
+            page_size: sessions.settings().page_size,
+            call_key: CallKey::InSession {
+                tenant: sessions.tenant.clone(),
+                session: id.clone(),
+            },
+            session: Some(id),
+            port: &NO_PORT,
+        };
+        match req.take_params() {
+            Err(e) => Err(Err(e)),
+            Ok(params) => match span
+                .in_scope(|| methods::handle(&req.id, &req.method, params, None, &request_scope))
+            {
+                Handled::Done(outcome) => Err(outcome),
+                Handled::Run { future, .. } => Ok(future),
+                Handled::Unknown => Err(Err(RpcError::method_not_found(&req.method))),
+            },
         }
+    };
+    let outcome = match running {
+        Ok(future) => {
+            use tracing::Instrument;
+            future.instrument(span.clone()).await
+        }
+        Err(outcome) => outcome,
     };
     record_outcome(&req.method, &sessions.tenant, started, &span, &outcome);
     Ok(Bytes::from(jsonrpc::encode_response(&req.id, &outcome)))

@@ -107,6 +107,18 @@ pub async fn locate(
     if let Some(entry) = local(tenant, id, transport)? {
         return Ok(Located::Here(entry));
     }
+    // Boxed: the lease and restore round trips would otherwise size the future of every
+    // request, most of which find their session here (each request's future is moved whole).
+    Box::pin(elsewhere(tenant, id, transport, forwarded)).await
+}
+
+/// `locate` for a session not held here.
+async fn elsewhere(
+    tenant: &Arc<TenantSessions>,
+    id: &str,
+    transport: TransportKind,
+    forwarded: bool,
+) -> Result<Located, SessionError> {
     if tenant.replica.is_draining() {
         return Err(SessionError::Draining);
     }

@@ -87,10 +87,37 @@ pub async fn post(
     admitted: Admitted,
     edge: web::Data<EdgePolicy>,
 ) -> Result<HttpResponse, HttpError> {
+    // Give way to the worker's other connections first (a session request answered at once
+    // does the same): see `pace`.
+    crate::pace::let_others_in().await;
+    // The rest is built by a plain function: what it holds is never part of this future, which
+    // every stateless request pays to move (only a call that has to wait keeps a boxed one).
+    let answer = match start(&req, payload, admitted, &edge)? {
+        Started::Answered(response) => return Ok(response),
+        Started::Waiting(answer) => answer,
+    };
+    Ok(answer.await)
+}
+
+/// A stateless request once started: answered, or a call whose answer has to be waited for.
+enum Started {
+    Answered(HttpResponse),
+    Waiting(futures_util::future::LocalBoxFuture<'static, HttpResponse>),
+}
+
+/// Everything of a stateless request up to its answer, or up to the call it waits for.
+fn start(
+    req: &HttpRequest,
+    payload: Payload,
+    admitted: Admitted,
+    edge: &EdgePolicy,
+) -> Result<Started, HttpError> {
     let mut request = match payload {
         Payload::Single(Message::Request(r)) => r,
         // This revision defines no client notification over HTTP; accepted and ignored.
-        Payload::Single(Message::Notification(_)) => return Ok(HttpResponse::Accepted().finish()),
+        Payload::Single(Message::Notification(_)) => {
+            return Ok(Started::Answered(HttpResponse::Accepted().finish()))
+        }
         Payload::Single(Message::Response(_)) => {
             return Err(HttpError::bad_request(
                 "Bad Request: clients do not send responses in protocol version 2026-07-28 \
@@ -105,7 +132,11 @@ pub async fn post(
     };
     let catalog = admitted.tenant.catalog.current();
     if let Err(e) = check_headers(req.headers(), &request, &catalog) {
-        return Ok(refuse(StatusCode::BAD_REQUEST, Some(&request.id), &e));
+        return Ok(Started::Answered(refuse(
+            StatusCode::BAD_REQUEST,
+            Some(&request.id),
+            &e,
+        )));
     }
     // The request's MCP span (when traces are exported), made while `params._meta` still holds
     // a client's trace context; it has no session.
@@ -114,7 +145,11 @@ pub async fn post(
         Ok(meta) => meta,
         Err(e) => {
             crate::telemetry::mcp_done(&span, Some(e.code), false, Some(&e.message));
-            return Ok(refuse(StatusCode::BAD_REQUEST, Some(&request.id), &e));
+            return Ok(Started::Answered(refuse(
+                StatusCode::BAD_REQUEST,
+                Some(&request.id),
+                &e,
+            )));
         }
     };
     let auth = req
@@ -134,66 +169,83 @@ pub async fn post(
         settings,
     };
     let sessions = env.tenant.sessions.clone();
-    // Give way to the worker's other connections first (a session request answered at once
-    // does the same): see `pace`.
-    crate::pace::let_others_in().await;
-    let served = span.in_scope(|| modern::serve(env, request, meta));
-    Ok(match served {
+    // Taken apart at once: only a running call's own pieces are kept across the wait below.
+    let (response, notes) = match span.in_scope(|| modern::serve(env, request, meta)) {
         Served::Done(message) => {
             record_error(&span, &message);
-            json_answer(message)
+            return Ok(Started::Answered(json_answer(message)));
         }
-        // Plain JSON when the answer comes before any notification; else the request's stream.
-        Served::Running {
-            response,
-            mut notes,
-        } => {
-            // The call goes on in the request's span (its webhook rounds are children of it).
-            let mut response: crate::catalog::BoxFuture<Answer> = if span.is_none() {
-                response
-            } else {
-                use tracing::Instrument;
-                Box::pin(response.instrument(span.clone()).map(move |answer| {
-                    record_error(&span, &answer);
-                    answer
-                }))
-            };
-            // A call still running after a moment answers on a stream: the stream is what a
-            // client closes to cancel it (a handler waiting for a JSON answer would not notice).
-            let lead = match (&mut response).now_or_never() {
-                Some(message) => Some(Ok(message)),
-                // Only a call that has to wait pays for a timer.
-                None => tokio::select! {
-                    biased;
-                    message = &mut response => Some(Ok(message)),
-                    Some(note) = notes.recv() => Some(Err(note)),
-                    _ = tokio::time::sleep(JSON_WAIT) => None,
-                },
-            };
-            // Heartbeats on a request's stream also notice soon that its client went away
-            // (a write to a closed connection fails): that is when the call is cancelled.
-            let keepalive = edge.keepalive.min(REQUEST_HEARTBEAT);
-            match lead {
-                Some(Ok(message)) if notes.is_empty() => json_answer(message),
-                Some(Ok(message)) => sse_response(
-                    HttpResponse::Ok(),
-                    running_stream(None, Some(message), None, notes, keepalive),
-                ),
-                Some(Err(note)) => sse_response(
-                    HttpResponse::Ok(),
-                    running_stream(Some(note), None, Some(response), notes, keepalive),
-                ),
-                None => sse_response(
-                    HttpResponse::Ok(),
-                    running_stream(None, None, Some(response), notes, keepalive),
-                ),
-            }
+        Served::Listen(listener) => {
+            return Ok(Started::Answered(sse_response(
+                HttpResponse::Ok(),
+                listen_stream(listener, sessions.replica.clone(), edge.keepalive),
+            )))
         }
-        Served::Listen(listener) => sse_response(
-            HttpResponse::Ok(),
-            listen_stream(listener, sessions.replica.clone(), edge.keepalive),
-        ),
+        Served::Running { response, notes } => (response, notes),
+    };
+    // Plain JSON when the answer comes before any notification; else the request's stream.
+    // The call goes on in the request's span (its webhook rounds are children of it).
+    let mut response: crate::catalog::BoxFuture<Answer> = if span.is_none() {
+        response
+    } else {
+        use tracing::Instrument;
+        Box::pin(response.instrument(span.clone()).map(move |answer| {
+            record_error(&span, &answer);
+            answer
+        }))
+    };
+    // Heartbeats on a request's stream also notice soon that its client went away (a write to
+    // a closed connection fails): that is when the call is cancelled.
+    let keepalive = edge.keepalive.min(REQUEST_HEARTBEAT);
+    Ok(match (&mut response).now_or_never() {
+        Some(message) => Started::Answered(respond(Some(Ok(message)), response, notes, keepalive)),
+        // Only a call that has to wait pays for a timer.
+        None => Started::Waiting(Box::pin(async move {
+            let mut notes = notes;
+            let lead = first_of(&mut response, &mut notes).await;
+            respond(lead, response, notes, keepalive)
+        })),
     })
+}
+
+/// The answer to a running call given what it gave first (`first_of`; its answer at once): a
+/// call still running after a moment answers on a stream, which is what a client closes to
+/// cancel it (a handler waiting for a JSON answer would not notice).
+fn respond(
+    lead: Option<Result<Answer, Value>>,
+    response: crate::catalog::BoxFuture<Answer>,
+    notes: Notes,
+    keepalive: Duration,
+) -> HttpResponse {
+    match lead {
+        Some(Ok(message)) if notes.is_empty() => json_answer(message),
+        Some(Ok(message)) => sse_response(
+            HttpResponse::Ok(),
+            running_stream(None, Some(message), None, notes, keepalive),
+        ),
+        Some(Err(note)) => sse_response(
+            HttpResponse::Ok(),
+            running_stream(Some(note), None, Some(response), notes, keepalive),
+        ),
+        None => sse_response(
+            HttpResponse::Ok(),
+            running_stream(None, None, Some(response), notes, keepalive),
+        ),
+    }
+}
+
+/// What a call that did not answer at once gives first within `JSON_WAIT`: its answer, or a
+/// notification (then it answers on a stream); `None` when it is still silent.
+async fn first_of(
+    response: &mut crate::catalog::BoxFuture<Answer>,
+    notes: &mut Notes,
+) -> Option<Result<Answer, Value>> {
+    tokio::select! {
+        biased;
+        message = response => Some(Ok(message)),
+        Some(note) = notes.recv() => Some(Err(note)),
+        _ = tokio::time::sleep(JSON_WAIT) => None,
+    }
 }
 
 /// The MCP span of a stateless request (none unless traces are exported).

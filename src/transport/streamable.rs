@@ -45,7 +45,9 @@ pub async fn post(
     check_version_header(&req)?;
     let tenant = &admitted.tenant;
     let Some(id) = session_header(&req)? else {
-        return initialize(&admitted, payload, edge.keepalive).await;
+        // Boxed: opening a session is once per session, and its future would otherwise size
+        // that of every request (each request's future is moved whole).
+        return Box::pin(initialize(&admitted, payload, edge.keepalive)).await;
     };
     if is_initialize(&payload) {
         return Err(HttpError::bad_request(
@@ -234,35 +236,41 @@ async fn reach(
             }
             Located::Elsewhere { url, lease } => (url, lease),
         };
-    if bus_first {
-        let message = OwnerMessage {
-            tenant: admitted.tenant.slug.to_string(),
-            session: id.to_string(),
-            body: String::from_utf8_lossy(&body).into_owned(),
-            owner: admitted.principal.as_ref().map(|p| p.binding().to_string()),
-        };
-        if let Ok(bytes) = serde_json::to_vec(&message) {
-            let bus = &sessions.replica.backends.bus;
-            // Nobody listening on the owner's topic: it died; forwarding fails and we take over.
-            let topic = owner_topic(&lease.replica);
-            if bus.publish(&topic, Bytes::from(bytes)).await.unwrap_or(0) > 0 {
-                return Ok(Reached::Forwarded(HttpResponse::Accepted().finish()));
-            }
-        }
-    }
-    match forwarder.forward(&url, req, body).await {
-        Ok(response) => Ok(Reached::Forwarded(response)),
-        Err(ForwardError::Failed(e)) => Err(e),
-        Err(ForwardError::Unreachable) => {
-            match locate::take_over(sessions, id, TransportKind::Streamable, lease).await? {
-                Located::Here(entry) => {
-                    admitted.check_owner(entry.owner.as_ref())?;
-                    Ok(Reached::Here(entry))
+    // Boxed, as `locate`'s own slow path: most requests find their session here, and this
+    // would otherwise size the future of every request (each request's future is moved whole).
+    Box::pin(async move {
+        if bus_first {
+            let message = OwnerMessage {
+                tenant: admitted.tenant.slug.to_string(),
+                session: id.to_string(),
+                body: String::from_utf8_lossy(&body).into_owned(),
+                owner: admitted.principal.as_ref().map(|p| p.binding().to_string()),
+            };
+            if let Ok(bytes) = serde_json::to_vec(&message) {
+                let bus = &sessions.replica.backends.bus;
+                // Nobody listening on the owner's topic: it died; forwarding fails and we take
+                // over.
+                let topic = owner_topic(&lease.replica);
+                if bus.publish(&topic, Bytes::from(bytes)).await.unwrap_or(0) > 0 {
+                    return Ok(Reached::Forwarded(HttpResponse::Accepted().finish()));
                 }
-                Located::Elsewhere { .. } => Err(session_not_found()),
             }
         }
-    }
+        match forwarder.forward(&url, req, body).await {
+            Ok(response) => Ok(Reached::Forwarded(response)),
+            Err(ForwardError::Failed(e)) => Err(e),
+            Err(ForwardError::Unreachable) => {
+                match locate::take_over(sessions, id, TransportKind::Streamable, lease).await? {
+                    Located::Here(entry) => {
+                        admitted.check_owner(entry.owner.as_ref())?;
+                        Ok(Reached::Here(entry))
+                    }
+                    Located::Elsewhere { .. } => Err(session_not_found()),
+                }
+            }
+        }
+    })
+    .await
 }
 
 fn session_header(req: &HttpRequest) -> Result<Option<&str>, HttpError> {
