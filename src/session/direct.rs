@@ -8,6 +8,7 @@
 //! So does every notification but `notifications/initialized` of an initialized session, whose
 //! one effect is a flag the view holds ([`acknowledge`]).
 
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
 
@@ -148,7 +149,8 @@ pub async fn answer(
     );
     // The scope and the handled request end in this block: only a call's own future is kept
     // across the wait below (each request's future is moved whole, so its size matters).
-    let running = {
+    // Break: the answer is known at once; Continue: a call to wait for.
+    let step = {
         let request_scope = RequestScope {
             version: scope.version,
             client_capabilities: &scope.client_capabilities,
@@ -163,22 +165,24 @@ pub async fn answer(
             port: &NO_PORT,
         };
         match req.take_params() {
-            Err(e) => Err(Err(e)),
+            Err(e) => ControlFlow::Break(Err(e)),
             Ok(params) => match span
                 .in_scope(|| methods::handle(&req.id, &req.method, params, None, &request_scope))
             {
-                Handled::Done(outcome) => Err(outcome),
-                Handled::Run { future, .. } => Ok(future),
-                Handled::Unknown => Err(Err(RpcError::method_not_found(&req.method))),
+                Handled::Done(outcome) => ControlFlow::Break(outcome),
+                Handled::Run { future, .. } => ControlFlow::Continue(future),
+                Handled::Unknown => {
+                    ControlFlow::Break(Err(RpcError::method_not_found(&req.method)))
+                }
             },
         }
     };
-    let outcome = match running {
-        Ok(future) => {
+    let outcome = match step {
+        ControlFlow::Break(outcome) => outcome,
+        ControlFlow::Continue(future) => {
             use tracing::Instrument;
             future.instrument(span.clone()).await
         }
-        Err(outcome) => outcome,
     };
     record_outcome(&req.method, &sessions.tenant, started, &span, &outcome);
     Ok(Bytes::from(jsonrpc::encode_response(&req.id, &outcome)))
