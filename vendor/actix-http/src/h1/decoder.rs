@@ -258,7 +258,15 @@ impl MessageType for Request {
     }
 
     fn decode(src: &mut BytesMut) -> Result<Option<(Self, PayloadType)>, ParseError> {
-        let mut headers: [HeaderIndex; MAX_HEADERS] = EMPTY_HEADER_INDEX_ARRAY;
+        // Nothing buffered, nothing to parse: the dispatcher asks again after each message and
+        // each response, and parsing an empty buffer only says Partial. Answer that at once.
+        if src.is_empty() {
+            return Ok(None);
+        }
+
+        // Only the first `h_len` indices are ever read, and `record_uninit` writes exactly those:
+        // the other slots of the 3 KiB array need no zeroing.
+        let mut header_slots = [MaybeUninit::<HeaderIndex>::uninit(); MAX_HEADERS];
 
         let (len, method, uri, ver, h_len) = {
             // SAFETY:
@@ -282,7 +290,7 @@ impl MessageType for Request {
                     } else {
                         Version::HTTP_10
                     };
-                    HeaderIndex::record(src, req.headers, &mut headers);
+                    HeaderIndex::record_uninit(src, req.headers, &mut header_slots);
 
                     (len, method, uri, version, req.headers.len())
                 }
@@ -299,10 +307,16 @@ impl MessageType for Request {
             }
         };
 
+        // SAFETY: `record_uninit` wrote the first `h_len` slots (httparse yields at most
+        // `MAX_HEADERS` headers, one slot each), and `MaybeUninit<HeaderIndex>` has the layout of
+        // `HeaderIndex`.
+        let headers: &[HeaderIndex] =
+            unsafe { std::slice::from_raw_parts(header_slots.as_ptr().cast(), h_len) };
+
         let mut msg = Request::new();
 
         // convert headers
-        let mut length = msg.set_headers(&src.split_to(len).freeze(), &headers[..h_len], ver)?;
+        let mut length = msg.set_headers(&src.split_to(len).freeze(), headers, ver)?;
 
         // disallow HTTP/1.1 requests that do not contain a Host header
         // see https://datatracker.ietf.org/doc/html/rfc9112#section-3.2
@@ -472,6 +486,24 @@ pub(crate) const EMPTY_HEADER_INDEX_ARRAY: [HeaderIndex; MAX_HEADERS] =
     [EMPTY_HEADER_INDEX; MAX_HEADERS];
 
 impl HeaderIndex {
+    /// `record` into slots that need not be initialised; writes `min(headers.len(),
+    /// indices.len())` of them, from the first.
+    pub(crate) fn record_uninit(
+        bytes: &[u8],
+        headers: &[httparse::Header<'_>],
+        indices: &mut [MaybeUninit<HeaderIndex>],
+    ) {
+        let bytes_ptr = bytes.as_ptr() as usize;
+        for (header, slot) in headers.iter().zip(indices.iter_mut()) {
+            let name_start = header.name.as_ptr() as usize - bytes_ptr;
+            let value_start = header.value.as_ptr() as usize - bytes_ptr;
+            slot.write(HeaderIndex {
+                name: (name_start, name_start + header.name.len()),
+                value: (value_start, value_start + header.value.len()),
+            });
+        }
+    }
+
     pub(crate) fn record(
         bytes: &[u8],
         headers: &[httparse::Header<'_>],
@@ -1379,5 +1411,48 @@ mod tests {
 
         let mut reader = MessageDecoder::<Request>::default();
         assert!(reader.decode(&mut buf).unwrap().is_some());
+    }
+
+    // mcp-harbor patch: the request decoder skips an empty buffer and records header positions
+    // into slots it does not zero first.
+    #[test]
+    fn empty_buffer_is_not_a_request_and_is_left_alone() {
+        let mut buf = BytesMut::new();
+        let mut reader = MessageDecoder::<Request>::default();
+        assert!(reader.decode(&mut buf).unwrap().is_none());
+        assert!(buf.is_empty());
+
+        buf.extend(b"GET /after HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        let (req, _) = reader.decode(&mut buf).unwrap().unwrap();
+        assert_eq!(req.path(), "/after");
+        assert!(buf.is_empty());
+        assert!(reader.decode(&mut buf).unwrap().is_none());
+    }
+
+    #[test]
+    fn every_header_slot_up_to_the_maximum_keeps_its_name_and_value() {
+        let mut head = String::from("GET /many HTTP/1.1\r\nHost: localhost\r\n");
+        for i in 1..MAX_HEADERS {
+            head.push_str(&format!("x-h{i}: value-{i}-{}\r\n", "v".repeat(i % 7)));
+        }
+        head.push_str("\r\n");
+        let mut buf = BytesMut::from(head.as_str());
+        let req = parse_ready!(&mut buf);
+        assert_eq!(req.headers().len(), MAX_HEADERS);
+        for i in 1..MAX_HEADERS {
+            let value = req.headers().get(format!("x-h{i}")).unwrap();
+            assert_eq!(
+                value.to_str().unwrap(),
+                format!("value-{i}-{}", "v".repeat(i % 7))
+            );
+        }
+
+        // One more than the slots: refused, as before the patch.
+        let mut over = String::from("GET /many HTTP/1.1\r\nHost: localhost\r\n");
+        for i in 0..MAX_HEADERS {
+            over.push_str(&format!("x-h{i}: v\r\n"));
+        }
+        over.push_str("\r\n");
+        expect_parse_err!(&mut BytesMut::from(over.as_str()));
     }
 }
