@@ -418,7 +418,7 @@ impl EdgePolicy {
         let host = req
             .headers()
             .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
+            .and_then(crate::header_text)
             .or_else(|| req.uri().authority().map(|a| a.as_str()))
             .unwrap_or("");
         if !self.host_allowed(&host_name(host)) {
@@ -427,8 +427,7 @@ impl EdgePolicy {
             )));
         }
         if let Some(origin) = req.headers().get(header::ORIGIN) {
-            let origin = origin
-                .to_str()
+            let origin = crate::header_text(origin)
                 .unwrap_or("")
                 .trim_end_matches('/')
                 .to_ascii_lowercase();
@@ -472,8 +471,8 @@ fn is_loopback_name(name: &str) -> bool {
 }
 
 /// Does the `Accept` header admit `wanted` (`application/json`, `text/event-stream`)? Read as
-/// bytes in one pass (this is on every request); a value that is not visible ASCII (what
-/// `HeaderValue::to_str` refuses) admits nothing.
+/// bytes in one pass (this is on every request); a value that is not ASCII (what
+/// `HeaderValue::to_str` refuses, see [`crate::header_text`]) admits nothing.
 pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
     media_ranges(headers).any(|media| admits(media, wanted.as_bytes()))
 }
@@ -483,7 +482,7 @@ fn media_ranges(headers: &HeaderMap) -> impl Iterator<Item = &[u8]> {
     headers
         .get_all(header::ACCEPT)
         .map(|v| v.as_bytes())
-        .filter(|v| visible_ascii(v))
+        .filter(|v| v.is_ascii())
         .flat_map(|v| v.split(|&b| b == b','))
         .map(|item| {
             item.split(|&b| b == b';')
@@ -501,11 +500,6 @@ fn admits(media: &[u8], wanted: &[u8]) -> bool {
         || media
             .strip_suffix(b"/*")
             .is_some_and(|k| k.eq_ignore_ascii_case(kind))
-}
-
-/// The bytes `HeaderValue::to_str` accepts: visible ASCII, space and tab.
-fn visible_ascii(v: &[u8]) -> bool {
-    v.iter().all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
 }
 
 /// A POST must list JSON (and, on Streamable HTTP, SSE) in `Accept` (406).
@@ -539,7 +533,7 @@ pub fn check_content_type(req: &HttpRequest) -> Result<(), HttpError> {
         .headers()
         .get(header::CONTENT_TYPE)
         .map(|v| v.as_bytes())
-        .filter(|v| visible_ascii(v))
+        .filter(|v| v.is_ascii())
         .unwrap_or_default();
     let media = content_type
         .split(|&b| b == b';')
@@ -612,7 +606,7 @@ pub async fn read_body(
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
+        .and_then(crate::header_text)
         .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());

@@ -38,7 +38,7 @@ pub fn is_modern(req: &HttpRequest, payload: &Payload) -> bool {
     let header_modern = req
         .headers()
         .get(&VERSION)
-        .and_then(|v| v.to_str().ok())
+        .and_then(crate::header_text)
         .is_some_and(|v| ProtocolVersion::parse_modern(v).is_some());
     header_modern
         || match payload {

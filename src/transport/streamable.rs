@@ -276,10 +276,9 @@ async fn reach(
 fn session_header(req: &HttpRequest) -> Result<Option<&str>, HttpError> {
     match req.headers().get(super::SESSION) {
         None => Ok(None),
-        Some(v) => v
-            .to_str()
+        Some(v) => crate::header_text(v)
             .map(Some)
-            .map_err(|_| HttpError::bad_request("Bad Request: malformed Mcp-Session-Id")),
+            .ok_or_else(|| HttpError::bad_request("Bad Request: malformed Mcp-Session-Id")),
     }
 }
 
