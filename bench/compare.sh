@@ -323,6 +323,10 @@ target "3 replicas/nginx req/s per replica core vs single server" "$cluster_rati
 [[ -n $cluster_note ]] && echo "  (3 replicas: $cluster_note)"
 # info LABEL VALUE: a figure the issue sets no target for.
 info() { printf '%-62s %10s   info (no target)\n' "$1" "${2:--}"; }
+# The ceiling against rmcp: what the bare echo (parse + serialise, no MCP) reaches on the same
+# two rmcp targets. A target stricter than these asks mcp-harbor to beat the echo itself.
+info "(info) ceiling: bare echo / rmcp, CPU per tools/call (vs <= 0.3)" "$(ratio "$(med echo-c16 5)" "$(med rmcp-c16 5)")"
+info "(info) ceiling: bare echo / rmcp, inits/s (vs >= 4)" "$(ratio "$(med echo-inits)" "$(med rmcp-inits)")"
 [[ -z $cluster_note ]] && info "(info) 3 replicas vs 1 replica behind the same nginx, per core" \
     "$(ratio "$(med single 5)" "$(med cluster 5)")"
 info "(info) HTTPS / plain: server CPU per tools/call, 16 conns" "$(ratio "$(med harbor-tls-c16 5)" "$(med harbor-c16 5)")"
