@@ -334,6 +334,48 @@ async fn unknown_paths_are_404_and_wrong_methods_405() {
         .await
         .unwrap();
     assert_eq!(error_of(resp).await.0, 405);
+    // Every endpoint refuses the methods it does not serve, naming the replica as its answers do.
+    for (method, endpoint) in [
+        ("GET", "messages"),
+        ("DELETE", "sse"),
+        ("PATCH", "messages"),
+        ("HEAD", "mcp"),
+        ("OPTIONS", "mcp"),
+    ] {
+        let resp = app
+            .http
+            .request(
+                method.parse().unwrap(),
+                format!("{}/t/demo/{endpoint}", app.base),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 405, "{method} {endpoint}");
+        assert!(
+            resp.headers().contains_key("x-harbor-replica"),
+            "{method} {endpoint}"
+        );
+    }
+    // Paths that are no endpoint: a trailing slash, a segment too many, none at all.
+    for path in [
+        "/t/demo/nothing",
+        "/t/demo/mcp/",
+        "/t/demo/x/mcp",
+        "/t//mcp",
+        "/t/mcp",
+        "/t/demo",
+    ] {
+        let resp = app
+            .http
+            .post(format!("{}{path}", app.base))
+            .header("content-type", "application/json")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 404, "{path}");
+    }
     let resp = app
         .http
         .get(format!("{}/t/demo/nothing", app.base))

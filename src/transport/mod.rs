@@ -9,6 +9,7 @@
 pub mod forward;
 pub mod legacy;
 pub mod modern;
+pub mod routes;
 pub mod sse;
 pub mod streamable;
 
@@ -228,33 +229,11 @@ impl ResponseError for HttpError {
 /// Mounts `/t/{tenant}/…`: `mcp` (Streamable HTTP), `sse` and `messages` (legacy HTTP+SSE).
 /// Wrong methods are 405 and unknown paths 404, with JSON-RPC error bodies.
 pub fn configure(cfg: &mut web::ServiceConfig, replica_id: &str) {
-    // Three resources of their own rather than a `/t/{tenant}` scope: the app registers them
-    // first, so an MCP request is matched by one pattern instead of being tried against every
-    // other `/t/{tenant}/…` route (OAuth, discovery, elicitation pages) before it. Other paths
-    // under `/t/{tenant}` fall through to those routes or to the app's `not_found`.
-    let replica = || {
-        actix_web::middleware::DefaultHeaders::new().add((REPLICA_HEADER, replica_id.to_string()))
-    };
-    cfg.service(
-        web::resource("/t/{tenant}/mcp")
-            .wrap(replica())
-            .route(web::post().to(streamable::post))
-            .route(web::get().to(streamable::get))
-            .route(web::delete().to(streamable::delete))
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/t/{tenant}/sse")
-            .wrap(replica())
-            .route(web::get().to(legacy::open))
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/t/{tenant}/messages")
-            .wrap(replica())
-            .route(web::post().to(legacy::message))
-            .default_service(web::to(method_not_allowed)),
-    );
+    // One service for the three endpoints of every tenant (`routes`: matched without a regex),
+    // registered first so an MCP request is matched before any other `/t/{tenant}/…` route
+    // (OAuth, discovery, elicitation pages) is tried. Other paths under `/t/{tenant}` fall
+    // through to those routes or to the app's `not_found`.
+    cfg.service(routes::Endpoints::new(replica_id));
 }
 
 async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
@@ -316,7 +295,7 @@ impl FromRequest for Admitted {
     fn from_request(req: &HttpRequest, _: &mut DevPayload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move {
-            let slug = req.match_info().get("tenant").unwrap_or("");
+            let slug = routes::tenant_of(req.path());
             let directory = req
                 .app_data::<web::Data<TenantDirectory>>()
                 .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?;
