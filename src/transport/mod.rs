@@ -1,6 +1,7 @@
-//! The HTTP edge: the `/t/{tenant}/…` scope and its one extractor (`Admitted`: tenant, then
-//! admission — Host/Origin, suspension, the tenant's rate — then the principal and its own rate;
-//! rates are counted across replicas by the cluster quotas), request guards
+//! The HTTP edge: the tenants' MCP endpoints (`routes`: `/t/{tenant}/mcp`, `/sse`,
+//! `/messages`) and their one extractor (`Admitted`: tenant, then admission — Host/Origin,
+//! suspension, the tenant's rate — then the principal and its own rate; rates are counted
+//! across replicas by the cluster quotas), request guards
 //! (Accept, Content-Type, body size, protocol-version header), the one mapping of domain refusals
 //! to HTTP + JSON-RPC errors, the two MCP transports (`streamable`: 2025-03-26 and later;
 //! `legacy`: 2024-11-05 HTTP+SSE), SSE framing, and forwarding to the replica that owns a
