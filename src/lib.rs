@@ -58,3 +58,33 @@ pub fn header_text(value: &actix_web::http::header::HeaderValue) -> Option<&str>
         .ok()
         .filter(|text| text.is_ascii())
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_quick_header_text_agrees_with_to_str() {
+        use actix_web::http::header::HeaderValue;
+        let long = format!("Bearer {}", "eyJhbGciOiJFUzI1NiJ9.".repeat(40));
+        let values: [&[u8]; 7] = [
+            b"Bearer abc.def.ghi",
+            b"Bearer\tabc",
+            b"",
+            long.as_bytes(),
+            b"Bearer caf\xc3\xa9",
+            b"Bearer \x80\x81",
+            b"Bearer ~!@#$%^&*()_+{}|:<>?",
+        ];
+        for bytes in values {
+            let value = HeaderValue::from_bytes(bytes).unwrap();
+            assert_eq!(super::header_text(&value), value.to_str().ok(), "{bytes:?}");
+        }
+        assert_eq!(
+            super::header_text(&HeaderValue::from_static("Bearer t")),
+            Some("Bearer t")
+        );
+        assert_eq!(
+            super::header_text(&HeaderValue::from_bytes(b"Bearer \xff").unwrap()),
+            None
+        );
+    }
+}
