@@ -2,7 +2,7 @@
 # A profile-guided (PGO) release build of mcp-harbor. Not part of the README's commands nor of
 # CI: an optional build for images and benchmarks, measured at -9 % server CPU per tools/call,
 # -11 % per 2026-07-28 call and -13 % per session init against the plain release build
-# (interleaved, pinned, 16 connections; the stop-25 note).
+# (interleaved, pinned, 16 connections; bench/README.md).
 #
 #   scripts/pgo-build.sh            # writes target/pgo/mcp-harbor
 #

@@ -20,12 +20,12 @@ use actix_web::dev::{
     ServiceResponse,
 };
 use actix_web::guard::{Guard, GuardContext};
-use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::http::header::HeaderValue;
 use actix_web::http::Method;
 use actix_web::{web, Error, Route};
 use futures_util::future::LocalBoxFuture;
 
-use super::{legacy, method_not_allowed, streamable, REPLICA_HEADER};
+use super::{legacy, method_not_allowed, streamable, REPLICA};
 
 /// Which endpoint of a tenant a path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,8 +180,6 @@ pub struct WithReplica {
     response: LocalBoxFuture<'static, Result<ServiceResponse, Error>>,
     replica: Option<HeaderValue>,
 }
-
-const REPLICA: HeaderName = HeaderName::from_static(REPLICA_HEADER);
 
 impl Future for WithReplica {
     type Output = Result<ServiceResponse, Error>;

@@ -486,6 +486,17 @@ pub(crate) const EMPTY_HEADER_INDEX_ARRAY: [HeaderIndex; MAX_HEADERS] =
     [EMPTY_HEADER_INDEX; MAX_HEADERS];
 
 impl HeaderIndex {
+    /// Where `header`'s name and value lie in `bytes` (the buffer httparse read it from).
+    fn at(bytes: &[u8], header: &httparse::Header<'_>) -> HeaderIndex {
+        let bytes_ptr = bytes.as_ptr() as usize;
+        let name_start = header.name.as_ptr() as usize - bytes_ptr;
+        let value_start = header.value.as_ptr() as usize - bytes_ptr;
+        HeaderIndex {
+            name: (name_start, name_start + header.name.len()),
+            value: (value_start, value_start + header.value.len()),
+        }
+    }
+
     /// `record` into slots that need not be initialised; writes `min(headers.len(),
     /// indices.len())` of them, from the first.
     pub(crate) fn record_uninit(
@@ -493,14 +504,8 @@ impl HeaderIndex {
         headers: &[httparse::Header<'_>],
         indices: &mut [MaybeUninit<HeaderIndex>],
     ) {
-        let bytes_ptr = bytes.as_ptr() as usize;
         for (header, slot) in headers.iter().zip(indices.iter_mut()) {
-            let name_start = header.name.as_ptr() as usize - bytes_ptr;
-            let value_start = header.value.as_ptr() as usize - bytes_ptr;
-            slot.write(HeaderIndex {
-                name: (name_start, name_start + header.name.len()),
-                value: (value_start, value_start + header.value.len()),
-            });
+            slot.write(Self::at(bytes, header));
         }
     }
 
@@ -509,14 +514,8 @@ impl HeaderIndex {
         headers: &[httparse::Header<'_>],
         indices: &mut [HeaderIndex],
     ) {
-        let bytes_ptr = bytes.as_ptr() as usize;
         for (header, indices) in headers.iter().zip(indices.iter_mut()) {
-            let name_start = header.name.as_ptr() as usize - bytes_ptr;
-            let name_end = name_start + header.name.len();
-            indices.name = (name_start, name_end);
-            let value_start = header.value.as_ptr() as usize - bytes_ptr;
-            let value_end = value_start + header.value.len();
-            indices.value = (value_start, value_end);
+            *indices = Self::at(bytes, header);
         }
     }
 }
