@@ -36,6 +36,19 @@ fn post_to(app: &TestApp, session: &str, body: &Value) -> reqwest::RequestBuilde
         .header("mcp-protocol-version", "2025-11-25")
 }
 
+/// POSTs `body` for `session` to `app` and checks that replica `by` answered it with 200.
+async fn served_by(app: &TestApp, session: &str, body: Value, by: &TestApp) -> reqwest::Response {
+    let resp = post_to(app, session, &body).send().await.unwrap();
+    assert_eq!(resp.status(), 200, "{:?}", resp.headers());
+    assert_eq!(
+        replica_of(&resp),
+        by.replica_id,
+        "answered by {}",
+        by.replica_id
+    );
+    resp
+}
+
 async fn read_until_response(sse: &mut SseReader, id: i64, seen: &mut Vec<SseEvent>) -> Value {
     while let Some(e) = sse.next_event(Duration::from_secs(10)).await {
         seen.push(e.clone());
@@ -173,16 +186,8 @@ async fn a_dead_owners_session_is_taken_over_and_its_stream_resumes_exactly_once
     assert_eq!(unique.len(), ids.len(), "no event twice: {ids:?}");
 
     // The session goes on at the new owner without a new initialize.
-    let resp = post_to(
-        &b,
-        &c.session,
-        &json!({ "jsonrpc": "2.0", "id": 8, "method": "tools/list" }),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(resp.status(), 200);
-    assert_eq!(replica_of(&resp), b.replica_id);
+    let tools = json!({ "jsonrpc": "2.0", "id": 8, "method": "tools/list" });
+    served_by(&b, &c.session, tools, &b).await;
 }
 
 #[actix_rt::test]
@@ -386,6 +391,129 @@ async fn a_draining_replica_hands_its_sessions_over() {
         others.is_empty(),
         "the log level moved with the session: {others:?}"
     );
+}
+
+/// A stand-in for a replica's advertised address: it reads the request on each connection,
+/// reports it, and once released closes the connection without an answer, as an owner that is
+/// shutting down drops a request crossing its close. It goes on accepting connections, as the
+/// owner's restarted process does at the same address. Connections that send nothing (a check
+/// that something listens) are dropped at once.
+async fn dropping_front() -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+    tokio::sync::watch::Sender<bool>,
+) {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (arrived, arrivals) = tokio::sync::mpsc::unbounded_channel();
+    let (release, released) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let (arrived, mut released) = (arrived.clone(), released.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = arrived.send(());
+                let _ = released.wait_for(|r| *r).await;
+            });
+        }
+    });
+    (url, arrivals, release)
+}
+
+/// The rolling-restart race: a replica forwards a request to the session's owner, the owner
+/// drains (handing the session over) and its connection closes without an answer, while its
+/// address still accepts connections. The request is served by taking the session over, not
+/// refused with a 502.
+#[actix_rt::test]
+async fn a_request_dropped_by_a_draining_owner_is_served_by_taking_the_session_over() {
+    let (front, mut arrivals, release) = dropping_front().await;
+    let Some((apps, _db)) = common::shared_replicas(&["a", "b"], |c| {
+        if c.cluster.replica_id.starts_with("a-") {
+            c.cluster.advertise_url = front.clone();
+        }
+    })
+    .await
+    else {
+        return;
+    };
+    let [a, b]: [TestApp; 2] = apps.try_into().ok().unwrap();
+    let mut c = a.open_session("demo", "2025-11-25", json!({})).await;
+    c.result("logging/setLevel", json!({ "level": "error" }))
+        .await;
+    let sent = post_to(
+        &b,
+        &c.session,
+        &json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": { "name": "test_tool_with_logging", "arguments": {} } }),
+    )
+    .send();
+    let sent = tokio::spawn(sent);
+    tokio::time::timeout(Duration::from_secs(10), arrivals.recv())
+        .await
+        .expect("b forwarded the request to a's address")
+        .unwrap();
+    a.drainer.drain().await;
+    release.send(true).unwrap();
+    let resp = sent.await.unwrap().unwrap();
+    assert_eq!(resp.status(), 200, "{:?}", resp.headers());
+    assert_eq!(replica_of(&resp), b.replica_id, "b took the session over");
+    let (answer, others) = common::read_answer(resp, 2).await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert!(
+        others.is_empty(),
+        "the session moved with its log level: {others:?}"
+    );
+    // The session goes on at b.
+    let ping = json!({ "jsonrpc": "2.0", "id": 3, "method": "ping" });
+    served_by(&b, &c.session, ping, &b).await;
+}
+
+/// The same drop, while a third replica takes the session over first: the request goes on to
+/// that new owner rather than being told the session is gone.
+#[actix_rt::test]
+async fn a_dropped_request_follows_the_session_to_the_replica_that_took_it_over_first() {
+    let (front, mut arrivals, release) = dropping_front().await;
+    let Some((apps, _db)) = common::shared_replicas(&["a", "b", "c"], |cfg| {
+        if cfg.cluster.replica_id.starts_with("a-") {
+            cfg.cluster.advertise_url = front.clone();
+        }
+    })
+    .await
+    else {
+        return;
+    };
+    let [a, b, c]: [TestApp; 3] = apps.try_into().ok().unwrap();
+    let client = a.open_session("demo", "2025-11-25", json!({})).await;
+    let sent = tokio::spawn(
+        post_to(
+            &b,
+            &client.session,
+            &json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" }),
+        )
+        .send(),
+    );
+    tokio::time::timeout(Duration::from_secs(10), arrivals.recv())
+        .await
+        .expect("b forwarded the request to a's address")
+        .unwrap();
+    a.drainer.drain().await;
+    // c serves the session first (restoring it from its snapshot).
+    let ping = json!({ "jsonrpc": "2.0", "id": 3, "method": "ping" });
+    served_by(&c, &client.session, ping, &c).await;
+    release.send(true).unwrap();
+    let resp = sent.await.unwrap().unwrap();
+    assert_eq!(resp.status(), 200, "{:?}", resp.headers());
+    assert_eq!(replica_of(&resp), c.replica_id, "answered by the new owner");
+    let (answer, _) = common::read_answer(resp, 2).await;
+    assert!(answer["result"]["tools"].is_array(), "{answer}");
 }
 
 /// Redis goes away under a running replica (a proxy in front of it refuses connections), then

@@ -142,6 +142,20 @@ async fn elsewhere(
     restored(tenant, id, transport, expected).await
 }
 
+/// Whether the owner named by `lease` has let session `id` go: the lease is no longer its
+/// (released when it drained, lapsed, or taken by another replica) or it has left the cluster.
+/// A request it dropped unanswered can then be taken over even though something (its restarted
+/// process) accepts connections at its address. Shared state out of reach: it has not.
+pub async fn let_go(tenant: &TenantSessions, id: &str, lease: &Lease) -> bool {
+    let leases = &tenant.replica.backends.leases;
+    let key = SessionKey::new(tenant.tenant.clone(), id);
+    match leases.owner(&key).await {
+        Ok(current) if current.as_ref() != Some(lease) => true,
+        Ok(_) => matches!(leases.replica_url(&lease.replica).await, Ok(None)),
+        Err(_) => false,
+    }
+}
+
 /// The owner at `lease` could not be reached: take the session over (fencing the old owner).
 pub async fn take_over(
     tenant: &Arc<TenantSessions>,

@@ -2,7 +2,9 @@
 //! replica holds (the load balancer sent it elsewhere, or no affinity is configured), the request
 //! is passed on to that replica as it came (method, path, headers, body) and its answer —
 //! JSON or a long SSE stream — is streamed back. The owner applies the same admission checks.
-//! A connection failure means the owner is gone: the caller takes the session over instead.
+//! A connection failure means the owner is gone: the caller takes the session over instead. A
+//! request that got no answer while the owner's address still accepts connections is taken over
+//! too if the owner has let the session go (it drained; its restarted process listens there).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -116,6 +118,11 @@ pub enum ForwardError {
     /// The owner did not accept the connection (it is gone), or it is draining and has handed
     /// the session over: the caller takes the session over.
     Unreachable,
+    /// The request went out and no answer came back, yet the owner's address still accepts
+    /// connections (a 502, already an HTTP answer). The caller checks whether the owner has let
+    /// the session go — a draining owner closes its connections, and its restarted process may
+    /// already listen at the same address — and takes it over if so.
+    NoAnswer(HttpError),
     /// Something else failed (already an HTTP answer).
     Failed(HttpError),
 }
@@ -182,7 +189,7 @@ impl Forwarder {
             }
             Err(e) => {
                 tracing::warn!(error = %e, %url, "forwarding to the session's owner failed");
-                return Err(ForwardError::Failed(HttpError::new(
+                return Err(ForwardError::NoAnswer(HttpError::new(
                     StatusCode::BAD_GATEWAY,
                     RpcError::internal(
                         "Bad Gateway: the server holding this session did not answer; retry",

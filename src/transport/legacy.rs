@@ -69,7 +69,7 @@ pub async fn message(
         Located::Elsewhere { url, .. } => {
             return match forwarder.forward(&url, &req, raw).await {
                 Ok(response) => Ok(response),
-                Err(ForwardError::Failed(e)) => Err(e),
+                Err(ForwardError::Failed(e) | ForwardError::NoAnswer(e)) => Err(e),
                 // The stream was the session: with its replica gone, so is the session.
                 Err(ForwardError::Unreachable) => Err(session_not_found()),
             };

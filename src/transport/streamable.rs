@@ -218,7 +218,8 @@ enum Reached {
 
 /// Finds the session a request names: held here, or reached at its owner — over the bus for a
 /// body of answers and notifications only (`bus_first`), else by forwarding the request with
-/// `body` — or taken over here when the owner cannot be reached.
+/// `body` — or taken over here when the owner cannot be reached or has let it go. Another
+/// replica that took it over first is forwarded to in turn.
 async fn reach(
     admitted: &Admitted,
     id: &str,
@@ -256,19 +257,32 @@ async fn reach(
                 }
             }
         }
-        match forwarder.forward(&url, req, body).await {
-            Ok(response) => Ok(Reached::Forwarded(response)),
-            Err(ForwardError::Failed(e)) => Err(e),
-            Err(ForwardError::Unreachable) => {
-                match locate::take_over(sessions, id, TransportKind::Streamable, lease).await? {
-                    Located::Here(entry) => {
-                        admitted.check_owner(entry.owner.as_ref())?;
-                        Ok(Reached::Here(entry))
-                    }
-                    Located::Elsewhere { .. } => Err(session_not_found()),
+        let (mut url, mut lease) = (url, lease);
+        // A second owner is tried once: another replica took the session over first.
+        for attempt in 0..2 {
+            match forwarder.forward(&url, req, body.clone()).await {
+                Ok(response) => return Ok(Reached::Forwarded(response)),
+                Err(ForwardError::Failed(e)) => return Err(e),
+                Err(ForwardError::NoAnswer(e)) if !locate::let_go(sessions, id, &lease).await => {
+                    return Err(e)
                 }
+                Err(ForwardError::NoAnswer(_) | ForwardError::Unreachable) => {}
+            }
+            match locate::take_over(sessions, id, TransportKind::Streamable, lease).await? {
+                Located::Here(entry) => {
+                    admitted.check_owner(entry.owner.as_ref())?;
+                    return Ok(Reached::Here(entry));
+                }
+                Located::Elsewhere {
+                    url: next,
+                    lease: held,
+                } if attempt == 0 => {
+                    (url, lease) = (next, held);
+                }
+                Located::Elsewhere { .. } => break,
             }
         }
+        Err(session_not_found())
     })
     .await
 }
