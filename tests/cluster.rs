@@ -394,38 +394,69 @@ async fn a_draining_replica_hands_its_sessions_over() {
 }
 
 /// A stand-in for a replica's advertised address: it reads the request on each connection,
-/// reports it, and once released closes the connection without an answer, as an owner that is
+/// reports it, and once told to closes the connection without an answer, as an owner that is
 /// shutting down drops a request crossing its close. It goes on accepting connections, as the
 /// owner's restarted process does at the same address. Connections that send nothing (a check
 /// that something listens) are dropped at once.
-async fn dropping_front() -> (
-    String,
-    tokio::sync::mpsc::UnboundedReceiver<()>,
-    tokio::sync::watch::Sender<bool>,
-) {
-    use tokio::io::AsyncReadExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (arrived, arrivals) = tokio::sync::mpsc::unbounded_channel();
-    let (release, released) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        while let Ok((mut conn, _)) = listener.accept().await {
-            let (arrived, mut released) = (arrived.clone(), released.clone());
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match conn.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
+struct DroppingFront {
+    arrivals: tokio::sync::mpsc::UnboundedReceiver<()>,
+    release: tokio::sync::watch::Sender<bool>,
+}
+
+impl DroppingFront {
+    async fn start() -> (String, DroppingFront) {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (arrived, arrivals) = tokio::sync::mpsc::unbounded_channel();
+        let (release, released) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let (arrived, mut released) = (arrived.clone(), released.clone());
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match conn.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
                     }
-                }
-                let _ = arrived.send(());
-                let _ = released.wait_for(|r| *r).await;
-            });
+                    let _ = arrived.send(());
+                    let _ = released.wait_for(|r| *r).await;
+                });
+            }
+        });
+        (url, DroppingFront { arrivals, release })
+    }
+
+    /// Waits for a request forwarded to the address.
+    async fn request_arrived(&mut self) {
+        tokio::time::timeout(Duration::from_secs(10), self.arrivals.recv())
+            .await
+            .expect("a request forwarded to the owner's address")
+            .unwrap();
+    }
+
+    /// Closes the connections holding requests, unanswered.
+    fn drop_requests(&self) {
+        self.release.send(true).unwrap();
+    }
+}
+
+/// Replicas named `names` sharing state, the first (`a`) advertising a `DroppingFront`'s
+/// address instead of its own: the others forward to it there.
+async fn behind_a_dropping_front(
+    names: &[&str],
+) -> Option<(Vec<TestApp>, tempfile::TempDir, DroppingFront)> {
+    let (url, front) = DroppingFront::start().await;
+    let (apps, db) = shared_replicas(names, |c| {
+        if c.cluster.replica_id.starts_with("a-") {
+            c.cluster.advertise_url = url.clone();
         }
-    });
-    (url, arrivals, release)
+    })
+    .await?;
+    Some((apps, db, front))
 }
 
 /// The rolling-restart race: a replica forwards a request to the session's owner, the owner
@@ -434,14 +465,7 @@ async fn dropping_front() -> (
 /// refused with a 502.
 #[actix_rt::test]
 async fn a_request_dropped_by_a_draining_owner_is_served_by_taking_the_session_over() {
-    let (front, mut arrivals, release) = dropping_front().await;
-    let Some((apps, _db)) = common::shared_replicas(&["a", "b"], |c| {
-        if c.cluster.replica_id.starts_with("a-") {
-            c.cluster.advertise_url = front.clone();
-        }
-    })
-    .await
-    else {
+    let Some((apps, _db, mut front)) = behind_a_dropping_front(&["a", "b"]).await else {
         return;
     };
     let [a, b]: [TestApp; 2] = apps.try_into().ok().unwrap();
@@ -456,12 +480,9 @@ async fn a_request_dropped_by_a_draining_owner_is_served_by_taking_the_session_o
     )
     .send();
     let sent = tokio::spawn(sent);
-    tokio::time::timeout(Duration::from_secs(10), arrivals.recv())
-        .await
-        .expect("b forwarded the request to a's address")
-        .unwrap();
+    front.request_arrived().await;
     a.drainer.drain().await;
-    release.send(true).unwrap();
+    front.drop_requests();
     let resp = sent.await.unwrap().unwrap();
     assert_eq!(resp.status(), 200, "{:?}", resp.headers());
     assert_eq!(replica_of(&resp), b.replica_id, "b took the session over");
@@ -480,14 +501,7 @@ async fn a_request_dropped_by_a_draining_owner_is_served_by_taking_the_session_o
 /// that new owner rather than being told the session is gone.
 #[actix_rt::test]
 async fn a_dropped_request_follows_the_session_to_the_replica_that_took_it_over_first() {
-    let (front, mut arrivals, release) = dropping_front().await;
-    let Some((apps, _db)) = common::shared_replicas(&["a", "b", "c"], |cfg| {
-        if cfg.cluster.replica_id.starts_with("a-") {
-            cfg.cluster.advertise_url = front.clone();
-        }
-    })
-    .await
-    else {
+    let Some((apps, _db, mut front)) = behind_a_dropping_front(&["a", "b", "c"]).await else {
         return;
     };
     let [a, b, c]: [TestApp; 3] = apps.try_into().ok().unwrap();
@@ -500,20 +514,51 @@ async fn a_dropped_request_follows_the_session_to_the_replica_that_took_it_over_
         )
         .send(),
     );
-    tokio::time::timeout(Duration::from_secs(10), arrivals.recv())
-        .await
-        .expect("b forwarded the request to a's address")
-        .unwrap();
+    front.request_arrived().await;
     a.drainer.drain().await;
     // c serves the session first (restoring it from its snapshot).
     let ping = json!({ "jsonrpc": "2.0", "id": 3, "method": "ping" });
     served_by(&c, &client.session, ping, &c).await;
-    release.send(true).unwrap();
+    front.drop_requests();
     let resp = sent.await.unwrap().unwrap();
     assert_eq!(resp.status(), 200, "{:?}", resp.headers());
     assert_eq!(replica_of(&resp), c.replica_id, "answered by the new owner");
     let (answer, _) = common::read_answer(resp, 2).await;
     assert!(answer["result"]["tools"].is_array(), "{answer}");
+}
+
+/// The same drop for a legacy (HTTP+SSE) session: its stream was the session, so once its
+/// owner has drained the message is answered 404 (start a new session), not 502 (retry).
+#[actix_rt::test]
+async fn a_legacy_message_dropped_by_a_draining_owner_is_answered_session_not_found() {
+    let Some((apps, _db, mut front)) = behind_a_dropping_front(&["a", "b"]).await else {
+        return;
+    };
+    let [a, b]: [TestApp; 2] = apps.try_into().ok().unwrap();
+    let stream = a
+        .http
+        .get(format!("{}/t/demo/sse", a.base))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    let mut sse = SseReader::new(stream);
+    let endpoint = sse.next_event(Duration::from_secs(5)).await.unwrap();
+    assert!(endpoint.data.starts_with("/t/demo/messages?sessionId="));
+    let sent = tokio::spawn(
+        b.http
+            .post(format!("{}{}", b.base, endpoint.data))
+            .header("content-type", "application/json")
+            .body(json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }).to_string())
+            .send(),
+    );
+    front.request_arrived().await;
+    a.drainer.drain().await;
+    front.drop_requests();
+    let resp = sent.await.unwrap().unwrap();
+    assert_eq!(resp.status(), 404, "{:?}", resp.headers());
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], json!(-32001), "{body}");
 }
 
 /// Redis goes away under a running replica (a proxy in front of it refuses connections), then

@@ -66,12 +66,18 @@ pub async fn message(
             admitted.check_owner(entry.owner.as_ref())?;
             entry
         }
-        Located::Elsewhere { url, .. } => {
+        Located::Elsewhere { url, lease } => {
             return match forwarder.forward(&url, &req, raw).await {
                 Ok(response) => Ok(response),
-                Err(ForwardError::Failed(e) | ForwardError::NoAnswer(e)) => Err(e),
-                // The stream was the session: with its replica gone, so is the session.
-                Err(ForwardError::Unreachable) => Err(session_not_found()),
+                Err(ForwardError::Failed(e)) => Err(e),
+                Err(ForwardError::NoAnswer(e)) if !locate::let_go(sessions, id, &lease).await => {
+                    Err(e)
+                }
+                // The stream was the session: with its replica gone (or drained), so is the
+                // session.
+                Err(ForwardError::Unreachable | ForwardError::NoAnswer(_)) => {
+                    Err(session_not_found())
+                }
             };
         }
     };
