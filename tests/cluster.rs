@@ -36,9 +36,8 @@ fn post_to(app: &TestApp, session: &str, body: &Value) -> reqwest::RequestBuilde
         .header("mcp-protocol-version", "2025-11-25")
 }
 
-/// POSTs `body` for `session` to `app` and checks that replica `by` answered it with 200.
-async fn served_by(app: &TestApp, session: &str, body: Value, by: &TestApp) -> reqwest::Response {
-    let resp = post_to(app, session, &body).send().await.unwrap();
+/// Checks that replica `by` answered `resp` with 200.
+fn answered_by(resp: reqwest::Response, by: &TestApp) -> reqwest::Response {
     assert_eq!(resp.status(), 200, "{:?}", resp.headers());
     assert_eq!(
         replica_of(&resp),
@@ -47,6 +46,11 @@ async fn served_by(app: &TestApp, session: &str, body: Value, by: &TestApp) -> r
         by.replica_id
     );
     resp
+}
+
+/// POSTs `body` for `session` to `app` and checks that replica `by` answered it with 200.
+async fn served_by(app: &TestApp, session: &str, body: Value, by: &TestApp) -> reqwest::Response {
+    answered_by(post_to(app, session, &body).send().await.unwrap(), by)
 }
 
 async fn read_until_response(sse: &mut SseReader, id: i64, seen: &mut Vec<SseEvent>) -> Value {
@@ -374,17 +378,10 @@ async fn a_draining_replica_hands_its_sessions_over() {
             .ends_within(Duration::from_secs(5), &mut events)
             .await
     );
-    let resp = post_to(
-        &b,
-        &c.session,
-        &json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": { "name": "test_tool_with_logging", "arguments": {} } }),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(resp.status(), 200);
-    assert_eq!(replica_of(&resp), b.replica_id, "b restored the session");
+    // b restores the session.
+    let call = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": { "name": "test_tool_with_logging", "arguments": {} } });
+    let resp = served_by(&b, &c.session, call, &b).await;
     let (answer, others) = common::read_answer(resp, 2).await;
     assert!(answer.get("result").is_some(), "{answer}");
     assert!(
@@ -483,9 +480,7 @@ async fn a_request_dropped_by_a_draining_owner_is_served_by_taking_the_session_o
     front.request_arrived().await;
     a.drainer.drain().await;
     front.drop_requests();
-    let resp = sent.await.unwrap().unwrap();
-    assert_eq!(resp.status(), 200, "{:?}", resp.headers());
-    assert_eq!(replica_of(&resp), b.replica_id, "b took the session over");
+    let resp = answered_by(sent.await.unwrap().unwrap(), &b);
     let (answer, others) = common::read_answer(resp, 2).await;
     assert!(answer.get("result").is_some(), "{answer}");
     assert!(
@@ -520,9 +515,7 @@ async fn a_dropped_request_follows_the_session_to_the_replica_that_took_it_over_
     let ping = json!({ "jsonrpc": "2.0", "id": 3, "method": "ping" });
     served_by(&c, &client.session, ping, &c).await;
     front.drop_requests();
-    let resp = sent.await.unwrap().unwrap();
-    assert_eq!(resp.status(), 200, "{:?}", resp.headers());
-    assert_eq!(replica_of(&resp), c.replica_id, "answered by the new owner");
+    let resp = answered_by(sent.await.unwrap().unwrap(), &c);
     let (answer, _) = common::read_answer(resp, 2).await;
     assert!(answer["result"]["tools"].is_array(), "{answer}");
 }

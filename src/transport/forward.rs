@@ -2,9 +2,9 @@
 //! replica holds (the load balancer sent it elsewhere, or no affinity is configured), the request
 //! is passed on to that replica as it came (method, path, headers, body) and its answer —
 //! JSON or a long SSE stream — is streamed back. The owner applies the same admission checks.
-//! A connection failure means the owner is gone: the caller takes the session over instead. A
-//! request that got no answer while the owner's address still accepts connections is taken over
-//! too if the owner has let the session go (it drained; its restarted process listens there).
+//! A connection failure means the owner is gone: the caller takes the session over instead. So
+//! does a request that got no answer when the owner has let the session go (it drained, and its
+//! restarted process may already listen at its address) or no longer accepts connections.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,14 +115,10 @@ pub struct Forwarder {
 
 /// Why a request could not be forwarded.
 pub enum ForwardError {
-    /// The owner did not accept the connection (it is gone), or it is draining and has handed
-    /// the session over: the caller takes the session over.
+    /// The owner did not accept the connection (it is gone), it is draining and has handed
+    /// the session over, or it dropped the request after letting the session go: the caller
+    /// takes the session over.
     Unreachable,
-    /// The request went out and no answer came back, yet the owner's address still accepts
-    /// connections (a 502, already an HTTP answer). The caller checks whether the owner has let
-    /// the session go — a draining owner closes its connections, and its restarted process may
-    /// already listen at the same address — and takes it over if so.
-    NoAnswer(HttpError),
     /// Something else failed (already an HTTP answer).
     Failed(HttpError),
 }
@@ -146,12 +142,15 @@ impl Forwarder {
         })
     }
 
-    /// Passes `req` (with `body`) to the replica at `base`.
+    /// Passes `req` (with `body`) to the replica at `base`. `let_go` tells whether that owner
+    /// has let the session go (`locate::let_go`); it is awaited only for a request that went out
+    /// and got no answer.
     pub async fn forward(
         &self,
         base: &str,
         req: &HttpRequest,
         body: Bytes,
+        let_go: impl std::future::Future<Output = bool>,
     ) -> Result<HttpResponse, ForwardError> {
         let path = req
             .uri()
@@ -183,13 +182,13 @@ impl Forwarder {
         let response = match out.send().await {
             Ok(r) => r,
             Err(e) if e.is_connect() => return Err(ForwardError::Unreachable),
-            Err(e) if owner_is_gone(&url).await => {
-                tracing::debug!(error = %e, %url, "the session's owner went away");
-                return Err(ForwardError::Unreachable);
-            }
             Err(e) => {
+                if let_go.await || owner_is_gone(&url).await {
+                    tracing::debug!(error = %e, %url, "the session's owner went away");
+                    return Err(ForwardError::Unreachable);
+                }
                 tracing::warn!(error = %e, %url, "forwarding to the session's owner failed");
-                return Err(ForwardError::NoAnswer(HttpError::new(
+                return Err(ForwardError::Failed(HttpError::new(
                     StatusCode::BAD_GATEWAY,
                     RpcError::internal(
                         "Bad Gateway: the server holding this session did not answer; retry",

@@ -67,17 +67,13 @@ pub async fn message(
             entry
         }
         Located::Elsewhere { url, lease } => {
-            return match forwarder.forward(&url, &req, raw).await {
+            let let_go = locate::let_go(sessions, id, &lease);
+            return match forwarder.forward(&url, &req, raw, let_go).await {
                 Ok(response) => Ok(response),
                 Err(ForwardError::Failed(e)) => Err(e),
-                Err(ForwardError::NoAnswer(e)) if !locate::let_go(sessions, id, &lease).await => {
-                    Err(e)
-                }
                 // The stream was the session: with its replica gone (or drained), so is the
                 // session.
-                Err(ForwardError::Unreachable | ForwardError::NoAnswer(_)) => {
-                    Err(session_not_found())
-                }
+                Err(ForwardError::Unreachable) => Err(session_not_found()),
             };
         }
     };

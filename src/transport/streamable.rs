@@ -260,13 +260,11 @@ async fn reach(
         let (mut url, mut lease) = (url, lease);
         // A second owner is tried once: another replica took the session over first.
         for attempt in 0..2 {
-            match forwarder.forward(&url, req, body.clone()).await {
+            let let_go = locate::let_go(sessions, id, &lease);
+            match forwarder.forward(&url, req, body.clone(), let_go).await {
                 Ok(response) => return Ok(Reached::Forwarded(response)),
                 Err(ForwardError::Failed(e)) => return Err(e),
-                Err(ForwardError::NoAnswer(e)) if !locate::let_go(sessions, id, &lease).await => {
-                    return Err(e)
-                }
-                Err(ForwardError::NoAnswer(_) | ForwardError::Unreachable) => {}
+                Err(ForwardError::Unreachable) => {}
             }
             match locate::take_over(sessions, id, TransportKind::Streamable, lease).await? {
                 Located::Here(entry) => {
