@@ -1902,3 +1902,63 @@ async fn a_verified_token_is_checked_again_when_the_tenants_auth_changes() {
         401
     );
 }
+
+/// A password reset and a rename of the same user sent at the same moment both land: the rename
+/// never writes the old password back. A write made from a revision read before another one,
+/// with `If-Match`, is refused (412).
+#[actix_rt::test]
+async fn a_rename_never_undoes_a_password_reset() {
+    let app = oauth_app().await;
+    let client_id = public_client(&app, "acme").await;
+    let path = "/tenants/acme/users/alice";
+    let mut old_password = PASSWORD.to_string();
+    for round in 0..3 {
+        let new_password = format!("a brand-new password {round}");
+        let reset = app
+            .admin(Method::PATCH, path)
+            .json(&json!({ "password": new_password }))
+            .send();
+        let rename = app
+            .admin(Method::PATCH, path)
+            .json(&json!({ "display_name": format!("Alice {round}") }))
+            .send();
+        let (reset, rename) = futures_util::join!(reset, rename);
+        assert_eq!(
+            (reset.unwrap().status(), rename.unwrap().status()),
+            (StatusCode::OK, StatusCode::OK)
+        );
+        let user: Value = app
+            .admin(Method::GET, path)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(user["display_name"], format!("Alice {round}"));
+        let params = authorize_params(&client_id, &pkce(), REDIRECT);
+        let r = sign_in(&app, "acme", &params, "alice", &new_password, "allow").await;
+        assert_eq!(r.status(), 303, "round {round}: the new password signs in");
+        let r = sign_in(&app, "acme", &params, "alice", &old_password, "allow").await;
+        assert_eq!(r.status(), 401, "round {round}: the old one does not");
+        old_password = new_password;
+    }
+    let read = app.admin(Method::GET, path).send().await.unwrap();
+    let tag = read.headers()["etag"].to_str().unwrap().to_string();
+    let renamed = app
+        .admin(Method::PATCH, path)
+        .header("if-match", &tag)
+        .json(&json!({ "display_name": "Alice A" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(renamed.status(), StatusCode::OK);
+    let stale = app
+        .admin(Method::PATCH, path)
+        .header("if-match", &tag)
+        .json(&json!({ "password": "written from a stale read" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), StatusCode::PRECONDITION_FAILED);
+}

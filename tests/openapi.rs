@@ -193,6 +193,7 @@ struct Answer {
     status: u16,
     content_type: String,
     www_authenticate: Option<String>,
+    etag: Option<String>,
     text: String,
 }
 
@@ -244,6 +245,7 @@ async fn call_as(
     };
     let content_type = header("content-type").unwrap_or_default();
     let www_authenticate = header("www-authenticate");
+    let etag = header("etag");
     let text = resp.text().await.unwrap();
     assert_ne!(
         status, 405,
@@ -260,6 +262,7 @@ async fn call_as(
         status,
         content_type,
         www_authenticate,
+        etag,
         text,
     }
 }
@@ -305,6 +308,24 @@ fn check_documented(doc: &Value, op: &Op, answer: &Answer, what: &str) {
             &answer.json(),
             &format!("{} ({what}) {status}", op.id()),
         );
+    }
+    // An ETag is sent exactly where one is documented, in the documented form.
+    match (response.pointer("/headers/ETag"), &answer.etag) {
+        (Some(header), Some(etag)) => {
+            let header = resolve(doc, header);
+            assert_valid(
+                doc,
+                &header["schema"],
+                &json!(etag),
+                &format!("{} ({what}) {status} ETag", op.id()),
+            );
+        }
+        (None, None) => {}
+        (documented, sent) => panic!(
+            "{} ({what}) {status}: ETag documented {}, sent {sent:?}",
+            op.id(),
+            documented.is_some()
+        ),
     }
     if answer.status == 401 {
         assert_eq!(

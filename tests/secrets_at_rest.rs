@@ -761,7 +761,7 @@ async fn concurrent_writes_win(db: Db) {
         .unwrap();
     assert_eq!((rows.len(), rows[0].id.as_str()), (1, "hook"));
     store
-        .replace_entry(&entry(json!({ "v": "written meanwhile" })))
+        .replace_entry(&entry(json!({ "v": "written meanwhile" })), 0)
         .await
         .unwrap();
     let replaced = store
@@ -792,6 +792,27 @@ async fn concurrent_writes_win(db: Db) {
         )
         .await
         .unwrap());
+    // Re-sealing gives the entry a later revision: an admin write that read it before the job
+    // (revision 0) fails its own compare-and-set instead of putting the old sealing back.
+    let resealed = store
+        .get_entry("acme", CatalogKind::Tool, "hook")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(resealed.updated_at, 1);
+    assert!(!store
+        .replace_entry(&entry(json!({ "v": "read before the job" })), 0)
+        .await
+        .unwrap());
+    assert_eq!(
+        store
+            .get_entry("acme", CatalogKind::Tool, "hook")
+            .await
+            .unwrap()
+            .unwrap()
+            .body,
+        json!({ "v": "the job's" })
+    );
     let after = store
         .sealed_rows(SealedColumn::WebhookSecrets, Some(("acme", "hook")), 10)
         .await

@@ -77,10 +77,19 @@ async fn contract(store: SqlStore) {
     updated.status = TenantStatus::Suspended;
     updated.display_name = "Beta Corp".into();
     updated.updated_at = 2;
-    store.update_tenant(&updated).await.unwrap();
+    assert!(store.update_tenant(&updated, 1).await.unwrap());
+    assert_eq!(
+        store.get_tenant("beta").await.unwrap(),
+        Some(updated.clone())
+    );
+    // A write over a revision that is no longer the stored one changes nothing.
+    let mut stale = tenant("beta");
+    stale.display_name = "Stale".into();
+    stale.updated_at = 3;
+    assert!(!store.update_tenant(&stale, 1).await.unwrap());
     assert_eq!(store.get_tenant("beta").await.unwrap(), Some(updated));
     assert!(matches!(
-        store.update_tenant(&tenant("ghost")).await,
+        store.update_tenant(&tenant("ghost"), 1).await,
         Err(StoreError::NotFound)
     ));
 
@@ -124,7 +133,14 @@ async fn contract(store: SqlStore) {
     let mut changed = entry("acme", CatalogKind::Tool, "lookup");
     changed.body = json!({ "name": "lookup", "n": 2 });
     changed.updated_at = 5;
-    store.replace_entry(&changed).await.unwrap();
+    assert!(store.replace_entry(&changed, 1).await.unwrap());
+    let mut stale = entry("acme", CatalogKind::Tool, "lookup");
+    stale.body = json!({ "name": "lookup", "n": 3 });
+    stale.updated_at = 6;
+    assert!(
+        !store.replace_entry(&stale, 1).await.unwrap(),
+        "a replace over a revision read before another write changes nothing"
+    );
     let got = store
         .get_entry("acme", CatalogKind::Tool, "lookup")
         .await
@@ -140,7 +156,7 @@ async fn contract(store: SqlStore) {
     assert_eq!(other.body["n"], 1, "another tenant's entry is untouched");
     assert!(matches!(
         store
-            .replace_entry(&entry("core", CatalogKind::Tool, "lookup"))
+            .replace_entry(&entry("core", CatalogKind::Tool, "lookup"), 1)
             .await,
         Err(StoreError::NotFound)
     ));
@@ -527,11 +543,26 @@ async fn oauth_contract(store: &SqlStore) {
     assert_eq!(store.get_user("beta", "alice").await.unwrap(), None);
     let mut renamed = user("alice");
     renamed.display_name = "Alice A".into();
-    store.update_user("acme", &renamed).await.unwrap();
+    renamed.updated_at = 2;
+    assert!(store.update_user("acme", &renamed, 1).await.unwrap());
+    assert_eq!(
+        store.get_user("acme", "alice").await.unwrap(),
+        Some(renamed.clone())
+    );
+    let mut stale = user("alice");
+    stale.password_hash = "an older password".into();
+    assert!(
+        !store.update_user("acme", &stale, 1).await.unwrap(),
+        "a write over a revision read before another changes nothing"
+    );
     assert_eq!(
         store.get_user("acme", "alice").await.unwrap(),
         Some(renamed)
     );
+    assert!(matches!(
+        store.update_user("acme", &user("nobody"), 1).await,
+        Err(StoreError::NotFound)
+    ));
     store.insert_user("acme", &user("bob")).await.unwrap();
     let page = store.list_users("acme", Some("alice"), 10).await.unwrap();
     assert_eq!(

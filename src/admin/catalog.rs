@@ -1,20 +1,24 @@
 //! `/admin/v1/tenants/{slug}/{tools|prompts|resources|resource-templates}`: a tenant's published
 //! catalog. Changes reach the tenant's live sessions at once (list_changed, resources/updated).
+//! An entry's representations carry its `ETag`; a replace takes `If-Match` (`precondition`).
 
 use std::collections::HashSet;
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use base64::Engine;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::precondition::{self, tagged, IfMatch};
 use super::{page, parse_body, Admin, AdminError, AdminState, Documented, JsonBody, PageQuery};
 use crate::catalog::stored::{
     PromptArgument, PromptDef, PromptMessage, ResourceDef, ResourceTemplateDef, StoredWebhook,
     TemplateResolver, ToolDef, UriTemplate,
 };
-use crate::store::{now_millis, CatalogEntry, CatalogKind, CatalogStore, StoreError, TenantStore};
+use crate::store::{
+    next_revision, now_millis, CatalogEntry, CatalogKind, CatalogStore, StoreError, TenantStore,
+};
 use crate::tools::webhook;
 
 /// A blob's decoded size limit, and a text's (or resolver text's) length limit in characters.
@@ -501,7 +505,7 @@ pub async fn create(
     }
     state.directory.catalog_changed(&slug, kind, None).await?;
     tracing::info!(tenant = %slug, kind = kind.as_str(), name = %v.name, "catalog entry published");
-    Ok(HttpResponse::Created()
+    Ok(tagged(HttpResponse::Created(), entry.updated_at)
         .insert_header((
             "location",
             format!("/admin/v1/tenants/{slug}/{segment}/{}", v.name),
@@ -554,37 +558,52 @@ pub async fn get(
 ) -> Result<HttpResponse, AdminError> {
     let (slug, segment, name) = path.into_inner();
     let entry = load(&state, &slug, kind_of(&segment)?, &name).await?;
-    Ok(HttpResponse::Ok().json(shown(&entry)))
+    Ok(tagged(HttpResponse::Ok(), entry.updated_at).json(shown(&entry)))
 }
 
 pub async fn replace(
     _: Admin,
+    req: HttpRequest,
     state: web::Data<AdminState>,
     path: web::Path<(String, String, String)>,
     body: JsonBody,
 ) -> Result<HttpResponse, AdminError> {
     let (slug, segment, name) = path.into_inner();
     let kind = kind_of(&segment)?;
-    let existing = load(&state, &slug, kind, &name).await?;
-    let v = validate(&state, &slug, kind, &body, Some(&existing))?;
-    if v.name != name {
-        return Err(AdminError::invalid(
-            "name",
-            format!("must match the path ({name:?}); create a new entry to rename"),
-        ));
+    let if_match = IfMatch::of(&req)?;
+    // Read, replace, write if unchanged meanwhile; else read again (see `precondition`): the
+    // kept webhook secret is always the one stored when the write lands.
+    for _ in 0..precondition::ATTEMPTS {
+        let existing = load(&state, &slug, kind, &name).await?;
+        if_match.check(existing.updated_at)?;
+        let v = validate(&state, &slug, kind, &body, Some(&existing))?;
+        if v.name != name {
+            return Err(AdminError::invalid(
+                "name",
+                format!("must match the path ({name:?}); create a new entry to rename"),
+            ));
+        }
+        if let Some(uri) = &v.uri {
+            check_uri_free(&state, &slug, uri, Some(&name)).await?;
+        }
+        let entry = CatalogEntry {
+            body: v.body,
+            updated_at: next_revision(existing.updated_at),
+            ..existing.clone()
+        };
+        if !state
+            .directory
+            .store
+            .replace_entry(&entry, existing.updated_at)
+            .await?
+        {
+            continue;
+        }
+        announce_change(&state, &slug, &existing).await?;
+        tracing::info!(tenant = %slug, kind = kind.as_str(), name = %name, "catalog entry replaced");
+        return Ok(tagged(HttpResponse::Ok(), entry.updated_at).json(v.shown));
     }
-    if let Some(uri) = &v.uri {
-        check_uri_free(&state, &slug, uri, Some(&name)).await?;
-    }
-    let entry = CatalogEntry {
-        body: v.body,
-        updated_at: now_millis(),
-        ..existing.clone()
-    };
-    state.directory.store.replace_entry(&entry).await?;
-    announce_change(&state, &slug, &existing).await?;
-    tracing::info!(tenant = %slug, kind = kind.as_str(), name = %name, "catalog entry replaced");
-    Ok(HttpResponse::Ok().json(v.shown))
+    Err(AdminError::write_contended())
 }
 
 pub async fn delete(

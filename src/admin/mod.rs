@@ -3,7 +3,8 @@
 //! backed), prompts, resources and resource templates; the tenant's URL-mode elicitations
 //! (list, inspect, cancel); and the sealing keys of secrets at rest (counts, re-sealing). Errors are
 //! `{"error": {"code", "message", "field"?}}` with 400 (unreadable, or an unknown query
-//! parameter), 401, 404, 405, 409, 413, 415 or 422 (invalid, naming the field). What a request
+//! parameter), 401, 404, 405, 409, 412 (`If-Match` names an older revision: `precondition`), 413,
+//! 415 or 422 (invalid, naming the field). What a request
 //! may be is stated once, in the OpenAPI document (`openapi`), which the server checks requests
 //! against.
 
@@ -13,6 +14,7 @@ mod elicitations;
 mod keys;
 pub mod oauth;
 pub mod openapi;
+mod precondition;
 mod tenants;
 
 pub use auth::{hash_token, Admin, AdminAuth};

@@ -4,10 +4,11 @@
 //! Secrets arrive in clear and are stored hashed (passwords, client secrets, initial access
 //! tokens) or sealed (the upstream provider's client secret); they are never shown again.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::precondition::{self, tagged, IfMatch};
 use super::{
     page, parse_body, validate_display_name, Admin, AdminError, AdminState, Documented, JsonBody,
     PageQuery,
@@ -17,7 +18,7 @@ use crate::auth::{hash_secret, random_token, AuthService};
 use crate::oauth::clients::{validate_metadata, ClientInput};
 use crate::store::{
     default_name_claim, default_oidc_scopes, default_required_scopes, default_subject_claim,
-    now_millis, ExternalIssuer, LoginMethod, OAuthClient, OAuthSettings, OAuthStore,
+    next_revision, now_millis, ExternalIssuer, LoginMethod, OAuthClient, OAuthSettings, OAuthStore,
     RegistrationPolicy, TenantAuth, TenantStore, UpstreamOidc, UserRecord,
 };
 
@@ -312,7 +313,7 @@ pub async fn create_user(
         other => other?,
     }
     tracing::info!(tenant = %slug, username = %user.username, "tenant user created");
-    Ok(HttpResponse::Created()
+    Ok(tagged(HttpResponse::Created(), user.updated_at)
         .insert_header((
             "location",
             format!("/admin/v1/tenants/{slug}/users/{}", user.username),
@@ -357,29 +358,53 @@ pub async fn get_user(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AdminError> {
     let (slug, name) = path.into_inner();
-    Ok(HttpResponse::Ok().json(user_json(&load_user(&state, &slug, &name).await?)))
+    let user = load_user(&state, &slug, &name).await?;
+    Ok(tagged(HttpResponse::Ok(), user.updated_at).json(user_json(&user)))
 }
 
 pub async fn update_user(
     _: Admin,
+    req: HttpRequest,
     state: web::Data<AdminState>,
     path: web::Path<(String, String)>,
     body: JsonBody,
 ) -> Result<HttpResponse, AdminError> {
     let (slug, name) = path.into_inner();
+    let if_match = IfMatch::of(&req)?;
     let input: UpdateUser = parse_body(&body)?;
-    let mut user = load_user(&state, &slug, &name).await?;
-    if let Some(p) = input.password {
-        valid_password(&p)?;
-        user.password_hash = hash_password(&p).map_err(internal)?;
+    let password_hash = match &input.password {
+        Some(p) => {
+            valid_password(p)?;
+            Some(hash_password(p).map_err(internal)?)
+        }
+        None => None,
+    };
+    if let Some(d) = &input.display_name {
+        validate_display_name(d)?;
     }
-    if let Some(d) = input.display_name {
-        validate_display_name(&d)?;
-        user.display_name = d;
+    // Read, change, write if unchanged meanwhile; else read again (see `precondition`): a
+    // rename never puts back a password changed meanwhile.
+    for _ in 0..precondition::ATTEMPTS {
+        let mut user = load_user(&state, &slug, &name).await?;
+        if_match.check(user.updated_at)?;
+        let seen = user.updated_at;
+        if let Some(hash) = &password_hash {
+            user.password_hash = hash.clone();
+        }
+        if let Some(d) = &input.display_name {
+            user.display_name = d.clone();
+        }
+        user.updated_at = next_revision(seen);
+        if state
+            .directory
+            .store
+            .update_user(&slug, &user, seen)
+            .await?
+        {
+            return Ok(tagged(HttpResponse::Ok(), user.updated_at).json(user_json(&user)));
+        }
     }
-    user.updated_at = now_millis();
-    state.directory.store.update_user(&slug, &user).await?;
-    Ok(HttpResponse::Ok().json(user_json(&user)))
+    Err(AdminError::write_contended())
 }
 
 pub async fn delete_user(

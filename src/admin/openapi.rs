@@ -574,6 +574,22 @@ mod tests {
     }
 
     #[test]
+    fn if_match_is_exactly_what_the_server_reads() {
+        let if_match = pattern("/components/parameters/IfMatch/schema/pattern");
+        for s in strings("*W/\"7, \t", 5) {
+            let parsed = super::super::precondition::parse(&s).is_some();
+            assert_eq!(if_match(&s), parsed, "If-Match {s:?}");
+        }
+        for s in ["\"1764170000000\"", "\"1\", W/\"2\"", "W/\"\"", "*"] {
+            assert!(if_match(s), "{s:?}");
+        }
+        let etag = pattern("/components/headers/ETag/schema/pattern");
+        for revision in [0, 1, 1_764_170_000_000, -5] {
+            assert!(etag(&super::super::precondition::etag(revision)));
+        }
+    }
+
+    #[test]
     fn cursors_are_exactly_what_the_server_resolves() {
         let cursor = pattern("/components/parameters/Cursor/schema/pattern");
         let resolves = |s: &str| {

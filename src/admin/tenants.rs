@@ -1,11 +1,13 @@
 //! `/admin/v1/tenants`: register, read, list, update (display name, status, limits, built-in
-//! catalogs) and delete tenants.
+//! catalogs) and delete tenants. A tenant's representations carry its `ETag`; an update takes
+//! `If-Match` and never undoes a concurrent one (`precondition`).
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::oauth::{default_auth, AuthInput};
+use super::precondition::{self, tagged, IfMatch};
 use super::{
     page, parse_body, validate_display_name, Admin, AdminError, AdminState, Documented, JsonBody,
     PageQuery,
@@ -13,7 +15,9 @@ use super::{
 use crate::auth::AuthService;
 use crate::catalog::TenantCatalog;
 use crate::config::is_valid_slug;
-use crate::store::{now_millis, StoreError, TenantLimits, TenantRecord, TenantStatus, TenantStore};
+use crate::store::{
+    next_revision, now_millis, StoreError, TenantLimits, TenantRecord, TenantStatus, TenantStore,
+};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -167,7 +171,7 @@ pub async fn create(
     }
     state.directory.activate(&record).await?;
     tracing::info!(tenant = %record.slug, "tenant created");
-    Ok(HttpResponse::Created()
+    Ok(tagged(HttpResponse::Created(), record.updated_at)
         .insert_header(("location", format!("/admin/v1/tenants/{}", record.slug)))
         .json(tenant_json(&record)))
 }
@@ -205,48 +209,59 @@ pub async fn get(
     state: web::Data<AdminState>,
     slug: web::Path<String>,
 ) -> Result<HttpResponse, AdminError> {
-    Ok(HttpResponse::Ok().json(tenant_json(&load(&state, &slug).await?)))
+    let record = load(&state, &slug).await?;
+    Ok(tagged(HttpResponse::Ok(), record.updated_at).json(tenant_json(&record)))
 }
 
 pub async fn update(
     _: Admin,
+    req: HttpRequest,
     state: web::Data<AdminState>,
     auth: web::Data<AuthService>,
     slug: web::Path<String>,
     body: JsonBody,
 ) -> Result<HttpResponse, AdminError> {
-    let input: UpdateTenant = parse_body(&body)?;
-    let mut record = load(&state, &slug).await?;
-    if let Some(name) = input.display_name {
-        validate_display_name(&name)?;
-        record.display_name = name;
-    }
-    if let Some(limits) = input.limits {
-        validate_limits(&limits)?;
-        record.limits = limits;
-    }
-    if let Some(a) = input.auth {
-        record.auth = a.into_stored(&record.slug, &auth, Some(&record.auth))?;
-    }
-    let catalogs_changed = match input.catalogs {
-        Some(catalogs) if catalogs != record.catalogs => {
-            validate_catalogs(&catalogs)?;
-            record.catalogs = catalogs;
-            true
+    let if_match = IfMatch::of(&req)?;
+    // Read, change, write if unchanged meanwhile; else read again (see `precondition`).
+    for _ in 0..precondition::ATTEMPTS {
+        let input: UpdateTenant = parse_body(&body)?;
+        let mut record = load(&state, &slug).await?;
+        if_match.check(record.updated_at)?;
+        let seen = record.updated_at;
+        if let Some(name) = input.display_name {
+            validate_display_name(&name)?;
+            record.display_name = name;
         }
-        _ => false,
-    };
-    if let Some(status) = input.status {
-        record.status = status;
+        if let Some(limits) = input.limits {
+            validate_limits(&limits)?;
+            record.limits = limits;
+        }
+        if let Some(a) = input.auth {
+            record.auth = a.into_stored(&record.slug, &auth, Some(&record.auth))?;
+        }
+        let catalogs_changed = match input.catalogs {
+            Some(catalogs) if catalogs != record.catalogs => {
+                validate_catalogs(&catalogs)?;
+                record.catalogs = catalogs;
+                true
+            }
+            _ => false,
+        };
+        if let Some(status) = input.status {
+            record.status = status;
+        }
+        record.updated_at = next_revision(seen);
+        if !state.directory.store.update_tenant(&record, seen).await? {
+            continue;
+        }
+        state
+            .directory
+            .apply_record(&record, catalogs_changed)
+            .await?;
+        tracing::info!(tenant = %record.slug, status = record.status.as_str(), "tenant updated");
+        return Ok(tagged(HttpResponse::Ok(), record.updated_at).json(tenant_json(&record)));
     }
-    record.updated_at = now_millis();
-    state.directory.store.update_tenant(&record).await?;
-    state
-        .directory
-        .apply_record(&record, catalogs_changed)
-        .await?;
-    tracing::info!(tenant = %record.slug, status = record.status.as_str(), "tenant updated");
-    Ok(HttpResponse::Ok().json(tenant_json(&record)))
+    Err(AdminError::write_contended())
 }
 
 pub async fn delete(

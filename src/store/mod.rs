@@ -294,7 +294,11 @@ pub trait TenantStore {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<TenantRecord>, StoreError>;
-    async fn update_tenant(&self, tenant: &TenantRecord) -> Result<(), StoreError>;
+    /// Writes `tenant` over the stored one if that is still the one read (its `updated_at` is
+    /// `seen`): false when it changed since (another write came first; nothing is written), and
+    /// `NotFound` when it is gone. Callers give a written record a newer `updated_at`
+    /// ([`next_revision`]), so every write is seen by the next compare-and-set.
+    async fn update_tenant(&self, tenant: &TenantRecord, seen: i64) -> Result<bool, StoreError>;
     /// Deletes the tenant and everything it owns; false when there was no such tenant.
     async fn delete_tenant(&self, slug: &str) -> Result<bool, StoreError>;
 }
@@ -303,7 +307,9 @@ pub trait TenantStore {
 #[allow(async_fn_in_trait)]
 pub trait CatalogStore {
     async fn insert_entry(&self, entry: &CatalogEntry) -> Result<(), StoreError>;
-    async fn replace_entry(&self, entry: &CatalogEntry) -> Result<(), StoreError>;
+    /// Writes `entry` over the stored one if its `updated_at` is still `seen` (as
+    /// [`TenantStore::update_tenant`]): false when it changed since, `NotFound` when it is gone.
+    async fn replace_entry(&self, entry: &CatalogEntry, seen: i64) -> Result<bool, StoreError>;
     async fn get_entry(
         &self,
         tenant: &str,
@@ -511,7 +517,14 @@ pub trait OAuthStore {
         tenant: &str,
         username: &str,
     ) -> Result<Option<UserRecord>, StoreError>;
-    async fn update_user(&self, tenant: &str, user: &UserRecord) -> Result<(), StoreError>;
+    /// Writes `user` over the stored one if its `updated_at` is still `seen` (as
+    /// [`TenantStore::update_tenant`]): false when it changed since, `NotFound` when it is gone.
+    async fn update_user(
+        &self,
+        tenant: &str,
+        user: &UserRecord,
+        seen: i64,
+    ) -> Result<bool, StoreError>;
     async fn delete_user(&self, tenant: &str, username: &str) -> Result<bool, StoreError>;
     async fn list_users(
         &self,
@@ -746,4 +759,11 @@ pub fn now_millis() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// The `updated_at` of a record written over one last updated at `previous`: now, but always
+/// later than `previous`, so that a compare-and-set on `updated_at` tells every write apart
+/// (two in the same millisecond, or a clock that stepped back).
+pub fn next_revision(previous: i64) -> i64 {
+    now_millis().max(previous.saturating_add(1))
 }

@@ -374,22 +374,33 @@ impl OAuthStore for SqlStore {
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db update_user", otel.kind = "client", db.operation.name = "update_user"))]
-    async fn update_user(&self, tenant: &str, u: &UserRecord) -> Result<(), StoreError> {
+    async fn update_user(
+        &self,
+        tenant: &str,
+        u: &UserRecord,
+        seen: i64,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE tenant_users SET password_hash = $3, display_name = $4, updated_at = $5 \
-             WHERE tenant = $1 AND username = $2",
+             WHERE tenant = $1 AND username = $2 AND updated_at = $6",
         )
         .bind(tenant)
         .bind(&u.username)
         .bind(&u.password_hash)
         .bind(&u.display_name)
         .bind(u.updated_at)
+        .bind(seen)
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
+        if done.rows_affected() > 0 {
+            return Ok(true);
         }
-        Ok(())
+        let exists = sqlx::query("SELECT 1 FROM tenant_users WHERE tenant = $1 AND username = $2")
+            .bind(tenant)
+            .bind(&u.username)
+            .fetch_optional(&self.pool)
+            .await?;
+        exists.map(|_| false).ok_or(StoreError::NotFound)
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db delete_user", otel.kind = "client", db.operation.name = "delete_user"))]

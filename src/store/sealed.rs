@@ -1,6 +1,9 @@
 //! `SealedValueStore` over the same `Any` pool: every column that holds a sealed value (or a JSON
 //! document holding one), read in key order in batches and replaced only if unchanged
-//! (compare-and-set), so that re-sealing under a new key never loses a concurrent write.
+//! (compare-and-set), so that re-sealing under a new key never loses a concurrent write. A
+//! tenant or catalog entry re-sealed gets a later `updated_at` (by 1 ms): an admin write that read
+//! it before then fails its own compare-and-set and reads it again, instead of writing the
+//! secret back sealed under the old key.
 
 use sqlx::Row;
 
@@ -20,12 +23,12 @@ fn sql(column: SealedColumn) -> (&'static str, &'static str) {
             "SELECT slug AS tenant, '' AS id, auth AS text FROM tenants \
              WHERE (slug, '') > ($1, $2) AND auth LIKE '%client_secret_sealed%' \
              ORDER BY slug LIMIT $3",
-            "UPDATE tenants SET auth = $4 WHERE slug = $1 AND $2 = '' AND auth = $3",
+            "UPDATE tenants SET auth = $4, updated_at = updated_at + 1 WHERE slug = $1 AND $2 = '' AND auth = $3",
         ),
         SealedColumn::WebhookSecrets => (
             "SELECT tenant, name AS id, body AS text FROM catalog_entries \
              WHERE kind = 'tool' AND (tenant, name) > ($1, $2) ORDER BY tenant, name LIMIT $3",
-            "UPDATE catalog_entries SET body = $4 \
+            "UPDATE catalog_entries SET body = $4, updated_at = updated_at + 1 \
              WHERE tenant = $1 AND kind = 'tool' AND name = $2 AND body = $3",
         ),
         SealedColumn::ElicitationSecrets => (

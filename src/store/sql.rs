@@ -244,10 +244,10 @@ impl TenantStore for SqlStore {
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip(self, tenant), fields(otel.name = "db update_tenant", otel.kind = "client", db.operation.name = "update_tenant", tenant = %tenant.slug))]
-    async fn update_tenant(&self, tenant: &TenantRecord) -> Result<(), StoreError> {
+    async fn update_tenant(&self, tenant: &TenantRecord, seen: i64) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE tenants SET display_name = $2, status = $3, catalogs = $4, limits = $5, updated_at = $6, \
-             auth = $7 WHERE slug = $1",
+             auth = $7 WHERE slug = $1 AND updated_at = $8",
         )
         .bind(&tenant.slug)
         .bind(&tenant.display_name)
@@ -256,12 +256,17 @@ impl TenantStore for SqlStore {
         .bind(json(&tenant.limits))
         .bind(tenant.updated_at)
         .bind(json(&tenant.auth))
+        .bind(seen)
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
+        if done.rows_affected() > 0 {
+            return Ok(true);
         }
-        Ok(())
+        let exists = sqlx::query("SELECT 1 FROM tenants WHERE slug = $1")
+            .bind(&tenant.slug)
+            .fetch_optional(&self.pool)
+            .await?;
+        exists.map(|_| false).ok_or(StoreError::NotFound)
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db delete_tenant", otel.kind = "client", db.operation.name = "delete_tenant"))]
@@ -309,21 +314,31 @@ impl CatalogStore for SqlStore {
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip(self, entry), fields(otel.name = "db replace_entry", otel.kind = "client", db.operation.name = "replace_entry", tenant = %entry.tenant, kind = entry.kind.as_str(), name = %entry.name))]
-    async fn replace_entry(&self, entry: &CatalogEntry) -> Result<(), StoreError> {
+    async fn replace_entry(&self, entry: &CatalogEntry, seen: i64) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE catalog_entries SET body = $4, updated_at = $5 WHERE tenant = $1 AND kind = $2 AND name = $3",
+            "UPDATE catalog_entries SET body = $4, updated_at = $5 \
+             WHERE tenant = $1 AND kind = $2 AND name = $3 AND updated_at = $6",
         )
         .bind(&entry.tenant)
         .bind(entry.kind.as_str())
         .bind(&entry.name)
         .bind(json(&entry.body))
         .bind(entry.updated_at)
+        .bind(seen)
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
+        if done.rows_affected() > 0 {
+            return Ok(true);
         }
-        Ok(())
+        let exists = sqlx::query(
+            "SELECT 1 FROM catalog_entries WHERE tenant = $1 AND kind = $2 AND name = $3",
+        )
+        .bind(&entry.tenant)
+        .bind(entry.kind.as_str())
+        .bind(&entry.name)
+        .fetch_optional(&self.pool)
+        .await?;
+        exists.map(|_| false).ok_or(StoreError::NotFound)
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db get_entry", otel.kind = "client", db.operation.name = "get_entry"))]

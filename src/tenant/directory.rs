@@ -324,6 +324,20 @@ impl TenantDirectory {
             self.start_tenant(record).await?;
             return Ok(());
         };
+        // Two updates applied here out of order: the older one is not applied over the newer,
+        // but the catalogs it changed are rebuilt from the tenant as it is now.
+        let newest;
+        let record = if catalogs_changed && handle.policy.has_newer_than(record.updated_at) {
+            match self.store.get_tenant(&record.slug).await? {
+                Some(r) => {
+                    newest = r;
+                    &newest
+                }
+                None => return Ok(()),
+            }
+        } else {
+            record
+        };
         let was_suspended = handle.policy.is_suspended();
         handle.policy.apply(record);
         handle.sessions.set_caps(session_caps(&record.limits));

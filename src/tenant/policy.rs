@@ -56,6 +56,9 @@ pub struct TenantPolicy {
     /// Largest request body and largest single message (`usize::MAX`: the server's).
     max_body_bytes: AtomicUsize,
     max_message_bytes: AtomicUsize,
+    /// The `updated_at` of the record applied last, held while one is applied: an older record
+    /// (two updates applied here out of order) is not applied over a newer one.
+    applied: Mutex<i64>,
 }
 
 impl Default for TenantPolicy {
@@ -72,6 +75,7 @@ impl Default for TenantPolicy {
             cache_ttl_ms: AtomicU64::new(u64::MAX),
             max_body_bytes: AtomicUsize::new(usize::MAX),
             max_message_bytes: AtomicUsize::new(usize::MAX),
+            applied: Mutex::new(i64::MIN),
         }
     }
 }
@@ -104,8 +108,19 @@ impl TenantPolicy {
         self.max_message_bytes.load(Ordering::Relaxed)
     }
 
-    /// Takes a tenant's current status, limits and auth settings.
-    pub fn apply(&self, record: &TenantRecord) {
+    /// Whether a record newer than one last written at `updated_at` has been applied.
+    pub fn has_newer_than(&self, updated_at: i64) -> bool {
+        *self.applied.lock() > updated_at
+    }
+
+    /// Takes a tenant's current status, limits and auth settings, unless a newer record of the
+    /// tenant was applied already (false then).
+    pub fn apply(&self, record: &TenantRecord) -> bool {
+        let mut applied = self.applied.lock();
+        if *applied > record.updated_at {
+            return false;
+        }
+        *applied = record.updated_at;
         let size = |limit: Option<u32>| limit.map_or(usize::MAX, |n| n as usize);
         self.max_body_bytes
             .store(size(record.limits.max_body_bytes), Ordering::Relaxed);
@@ -148,6 +163,7 @@ impl TenantPolicy {
                 last: Instant::now(),
             }
         });
+        true
     }
 
     pub fn is_suspended(&self) -> bool {
