@@ -392,15 +392,10 @@ impl OAuthStore for SqlStore {
         .bind(seen)
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() > 0 {
-            return Ok(true);
-        }
         let exists = sqlx::query("SELECT 1 FROM tenant_users WHERE tenant = $1 AND username = $2")
             .bind(tenant)
-            .bind(&u.username)
-            .fetch_optional(&self.pool)
-            .await?;
-        exists.map(|_| false).ok_or(StoreError::NotFound)
+            .bind(&u.username);
+        super::sql::compared(&self.pool, done, exists).await
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db delete_user", otel.kind = "client", db.operation.name = "delete_user"))]

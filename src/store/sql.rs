@@ -132,6 +132,23 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
 }
 
 /// An insert's outcome: a unique-key violation means the row already exists.
+/// The outcome of a compare-and-set `UPDATE` (`written`): true when it wrote the row; else false
+/// when the row is there (it changed since it was read), `NotFound` when it is not (`exists`,
+/// a `SELECT 1` of that row, asked only then).
+pub(super) async fn compared<'q>(
+    pool: &AnyPool,
+    written: sqlx::any::AnyQueryResult,
+    exists: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+) -> Result<bool, StoreError> {
+    if written.rows_affected() > 0 {
+        return Ok(true);
+    }
+    match exists.fetch_optional(pool).await? {
+        Some(_) => Ok(false),
+        None => Err(StoreError::NotFound),
+    }
+}
+
 pub(super) fn inserted<T>(result: Result<T, sqlx::Error>) -> Result<(), StoreError> {
     match result {
         Ok(_) => Ok(()),
@@ -259,14 +276,8 @@ impl TenantStore for SqlStore {
         .bind(seen)
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() > 0 {
-            return Ok(true);
-        }
-        let exists = sqlx::query("SELECT 1 FROM tenants WHERE slug = $1")
-            .bind(&tenant.slug)
-            .fetch_optional(&self.pool)
-            .await?;
-        exists.map(|_| false).ok_or(StoreError::NotFound)
+        let exists = sqlx::query("SELECT 1 FROM tenants WHERE slug = $1").bind(&tenant.slug);
+        compared(&self.pool, done, exists).await
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db delete_tenant", otel.kind = "client", db.operation.name = "delete_tenant"))]
@@ -327,18 +338,13 @@ impl CatalogStore for SqlStore {
         .bind(seen)
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() > 0 {
-            return Ok(true);
-        }
         let exists = sqlx::query(
             "SELECT 1 FROM catalog_entries WHERE tenant = $1 AND kind = $2 AND name = $3",
         )
         .bind(&entry.tenant)
         .bind(entry.kind.as_str())
-        .bind(&entry.name)
-        .fetch_optional(&self.pool)
-        .await?;
-        exists.map(|_| false).ok_or(StoreError::NotFound)
+        .bind(&entry.name);
+        compared(&self.pool, done, exists).await
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db get_entry", otel.kind = "client", db.operation.name = "get_entry"))]

@@ -324,10 +324,10 @@ impl TenantDirectory {
             self.start_tenant(record).await?;
             return Ok(());
         };
-        // Two updates applied here out of order: the older one is not applied over the newer,
-        // but the catalogs it changed are rebuilt from the tenant as it is now.
+        // Two updates applied here out of order: the older one applies the tenant as it is now
+        // (its policy, session caps and, when it changed them, catalogs), never its own record.
         let newest;
-        let record = if catalogs_changed && handle.policy.has_newer_than(record.updated_at) {
+        let record = if handle.policy.has_newer_than(record.updated_at) {
             match self.store.get_tenant(&record.slug).await? {
                 Some(r) => {
                     newest = r;

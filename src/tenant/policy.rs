@@ -114,11 +114,11 @@ impl TenantPolicy {
     }
 
     /// Takes a tenant's current status, limits and auth settings, unless a newer record of the
-    /// tenant was applied already (false then).
-    pub fn apply(&self, record: &TenantRecord) -> bool {
+    /// tenant was applied already.
+    pub fn apply(&self, record: &TenantRecord) {
         let mut applied = self.applied.lock();
         if *applied > record.updated_at {
-            return false;
+            return;
         }
         *applied = record.updated_at;
         let size = |limit: Option<u32>| limit.map_or(usize::MAX, |n| n as usize);
@@ -163,7 +163,6 @@ impl TenantPolicy {
                 last: Instant::now(),
             }
         });
-        true
     }
 
     pub fn is_suspended(&self) -> bool {
