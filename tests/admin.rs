@@ -736,6 +736,92 @@ async fn create_tagged(app: &TestApp, collection: &str, body: Value, item: &str)
     tag
 }
 
+/// A DELETE with `If-Match` removes the record only at a revision it names: after a write, the
+/// tag read before it answers 412 and the record stays; the current tag (or `*`) deletes it; a
+/// record already gone is 404 whatever the condition. Without `If-Match` a DELETE is as before.
+#[actix_rt::test]
+async fn a_delete_with_if_match_removes_only_the_revision_it_names() {
+    let app = spawn_app().await;
+    let delete = |path: &str, if_match: Option<&str>| {
+        let mut req = app.admin(Method::DELETE, path);
+        if let Some(tag) = if_match {
+            req = req.header("if-match", tag);
+        }
+        req.send()
+    };
+    let tool = json!({ "name": "lookup", "description": "Looks things up", "webhook": { "url": "https://hooks.acme.example/lookup" } });
+    for (collection, item, body) in [
+        (
+            "/tenants",
+            "/tenants/acme",
+            json!({ "slug": "acme", "catalogs": [] }),
+        ),
+        ("/tenants/acme/tools", "/tenants/acme/tools/lookup", tool),
+    ] {
+        let read = create_tagged(&app, collection, body, item).await;
+        // Someone changes the record after it was read.
+        let (status, _) = if item.ends_with("lookup") {
+            send(
+                &app,
+                Method::PUT,
+                item,
+                Some(json!({ "name": "lookup", "description": "Revised", "webhook": { "url": "https://hooks.acme.example/lookup" } })),
+            )
+            .await
+        } else {
+            send(
+                &app,
+                Method::PATCH,
+                item,
+                Some(json!({ "display_name": "Acme" })),
+            )
+            .await
+        };
+        assert_eq!(status, 200);
+        let stale = delete(item, Some(&read)).await.unwrap();
+        assert_eq!(stale.status(), 412, "{item}");
+        let body: Value = stale.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "precondition_failed");
+        assert_eq!(
+            send(&app, Method::GET, item, None).await.0,
+            200,
+            "{item} stays"
+        );
+        assert_eq!(
+            delete(item, Some("acme")).await.unwrap().status(),
+            400,
+            "{item}: not an entity tag"
+        );
+        let current = etag(&app.admin(Method::GET, item).send().await.unwrap());
+        let listed = format!("{read}, W/{current}, {current}");
+        assert_eq!(delete(item, Some(&listed)).await.unwrap().status(), 204);
+        assert_eq!(
+            send(&app, Method::GET, item, None).await.0,
+            404,
+            "{item} is gone"
+        );
+        for gone in [Some(current.as_str()), Some("*"), None] {
+            assert_eq!(
+                delete(item, gone).await.unwrap().status(),
+                404,
+                "{item} {gone:?}"
+            );
+        }
+        if item == "/tenants/acme" {
+            // The tenant again, for the tool.
+            create_tenant(&app, "acme", json!([])).await;
+        }
+    }
+    // `*` and no condition delete whatever revision is there.
+    create_tenant(&app, "beta", json!([])).await;
+    create_tenant(&app, "gamma", json!([])).await;
+    assert_eq!(
+        delete("/tenants/beta", Some("*")).await.unwrap().status(),
+        204
+    );
+    assert_eq!(delete("/tenants/gamma", None).await.unwrap().status(), 204);
+}
+
 /// Writes over an existing record are conditional: every representation carries the record's
 /// `ETag`; `If-Match` with an older one answers 412 and writes nothing; and concurrent updates
 /// of different fields all land (none puts back what another changed meanwhile).

@@ -1958,4 +1958,24 @@ async fn a_rename_never_undoes_a_password_reset() {
         stale.await.unwrap().status(),
         StatusCode::PRECONDITION_FAILED
     );
+    // A delete decided on that stale read is refused too, and the user can still sign in.
+    let delete_at = |tag: String| {
+        let sent = app
+            .admin(Method::DELETE, path)
+            .header("if-match", tag)
+            .send();
+        async move { sent.await.unwrap().status() }
+    };
+    assert_eq!(
+        delete_at(tag.clone()).await,
+        StatusCode::PRECONDITION_FAILED
+    );
+    let params = authorize_params(&client_id, &pkce(), REDIRECT);
+    let r = sign_in(&app, "acme", &params, "alice", &old_password, "allow").await;
+    assert_eq!(r.status(), 303, "the user was not deleted");
+    let read = app.admin(Method::GET, path).send().await.unwrap();
+    let current = read.headers()["etag"].to_str().unwrap().to_string();
+    assert_eq!(delete_at(current).await, StatusCode::NO_CONTENT);
+    let r = sign_in(&app, "acme", &params, "alice", &old_password, "allow").await;
+    assert_eq!(r.status(), 401, "a deleted user signs in no more");
 }

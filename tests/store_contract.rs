@@ -160,16 +160,36 @@ async fn contract(store: SqlStore) {
             .await,
         Err(StoreError::NotFound)
     ));
+    // A delete at a revision the entry no longer has deletes nothing; at its own, it deletes.
+    let alpha = store
+        .get_entry("acme", CatalogKind::Tool, "alpha")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!store
+        .delete_entry(
+            "acme",
+            CatalogKind::Tool,
+            "alpha",
+            Some(alpha.updated_at - 1)
+        )
+        .await
+        .unwrap());
     assert!(store
-        .delete_entry("acme", CatalogKind::Tool, "alpha")
+        .get_entry("acme", CatalogKind::Tool, "alpha")
+        .await
+        .unwrap()
+        .is_some());
+    assert!(store
+        .delete_entry("acme", CatalogKind::Tool, "alpha", Some(alpha.updated_at))
         .await
         .unwrap());
     assert!(!store
-        .delete_entry("acme", CatalogKind::Tool, "alpha")
+        .delete_entry("acme", CatalogKind::Tool, "alpha", None)
         .await
         .unwrap());
     assert!(!store
-        .delete_entry("core", CatalogKind::Tool, "lookup")
+        .delete_entry("core", CatalogKind::Tool, "lookup", None)
         .await
         .unwrap());
 
@@ -178,8 +198,17 @@ async fn contract(store: SqlStore) {
     elicitation_contract(&store).await;
 
     // Deleting a tenant removes what it owns, and nothing of others.
-    assert!(store.delete_tenant("acme").await.unwrap());
-    assert!(!store.delete_tenant("acme").await.unwrap());
+    let acme = store.get_tenant("acme").await.unwrap().unwrap();
+    assert!(!store
+        .delete_tenant("acme", Some(acme.updated_at + 1))
+        .await
+        .unwrap());
+    assert!(store.get_tenant("acme").await.unwrap().is_some());
+    assert!(store
+        .delete_tenant("acme", Some(acme.updated_at))
+        .await
+        .unwrap());
+    assert!(!store.delete_tenant("acme", None).await.unwrap());
     assert_eq!(store.get_tenant("acme").await.unwrap(), None);
     assert!(store.all_entries("acme").await.unwrap().is_empty());
     assert_eq!(store.all_entries("beta").await.unwrap().len(), 1);
@@ -569,8 +598,16 @@ async fn oauth_contract(store: &SqlStore) {
         page.iter().map(|u| u.username.as_str()).collect::<Vec<_>>(),
         ["bob"]
     );
-    assert!(store.delete_user("acme", "bob").await.unwrap());
-    assert!(!store.delete_user("acme", "bob").await.unwrap());
+    let bob = store.get_user("acme", "bob").await.unwrap().unwrap();
+    assert!(!store
+        .delete_user("acme", "bob", Some(bob.updated_at - 1))
+        .await
+        .unwrap());
+    assert!(store
+        .delete_user("acme", "bob", Some(bob.updated_at))
+        .await
+        .unwrap());
+    assert!(!store.delete_user("acme", "bob", None).await.unwrap());
 
     // The sweep removes expired grants and long-retired keys only.
     store

@@ -608,17 +608,33 @@ pub async fn replace(
 
 pub async fn delete(
     _: Admin,
+    req: HttpRequest,
     state: web::Data<AdminState>,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, AdminError> {
     let (slug, segment, name) = path.into_inner();
     let kind = kind_of(&segment)?;
+    let if_match = IfMatch::of(&req)?;
     let existing = load(&state, &slug, kind, &name).await?;
-    state
-        .directory
-        .store
-        .delete_entry(&slug, kind, &name)
-        .await?;
+    let store = &state.directory.store;
+    let (tenant, entry) = (slug.as_str(), name.as_str());
+    let deleted = precondition::delete(
+        &if_match,
+        || async move {
+            Ok(store
+                .get_entry(tenant, kind, entry)
+                .await?
+                .map(|e| e.updated_at))
+        },
+        |seen| async move { Ok(store.delete_entry(tenant, kind, entry, seen).await?) },
+    )
+    .await?;
+    if !deleted {
+        return Err(AdminError::not_found(format!(
+            "no {} {name:?}",
+            label(kind)
+        )));
+    }
     announce_change(&state, &slug, &existing).await?;
     tracing::info!(tenant = %slug, kind = kind.as_str(), name = %name, "catalog entry removed");
     Ok(HttpResponse::NoContent().finish())

@@ -409,12 +409,22 @@ pub async fn update_user(
 
 pub async fn delete_user(
     _: Admin,
+    req: HttpRequest,
     state: web::Data<AdminState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AdminError> {
     let (slug, name) = path.into_inner();
+    let if_match = IfMatch::of(&req)?;
     tenant_exists(&state, &slug).await?;
-    if !state.directory.store.delete_user(&slug, &name).await? {
+    let store = &state.directory.store;
+    let (tenant, user) = (slug.as_str(), name.as_str());
+    let deleted = precondition::delete(
+        &if_match,
+        || async move { Ok(store.get_user(tenant, user).await?.map(|u| u.updated_at)) },
+        |seen| async move { Ok(store.delete_user(tenant, user, seen).await?) },
+    )
+    .await?;
+    if !deleted {
         return Err(AdminError::not_found(format!("no user {name:?}")));
     }
     Ok(HttpResponse::NoContent().finish())

@@ -1,12 +1,16 @@
 //! Optimistic concurrency for the admin API's writes over an existing record (a tenant's PATCH,
-//! a catalog entry's PUT). A record's revision is its `updated_at`, sent as a strong `ETag`
-//! (`"<updated_at>"`) with every representation of it. A write reads the record, changes it and
-//! writes it back only if it is still the one read (the store's compare-and-set):
+//! a catalog entry's PUT, a user's PATCH, and the DELETE of each). A record's revision is its
+//! `updated_at`, sent as a strong `ETag` (`"<updated_at>"`) with every representation of it. A
+//! write reads the record, changes it and writes it back only if it is still the one read (the
+//! store's compare-and-set):
 //! - with `If-Match` (RFC 9110 §13.1.1), the write applies only if the current `ETag` is listed
 //!   (or the value is `*`); otherwise 412, and nothing is written;
 //! - without it, a write that lost the race to another reads the record again and applies its
 //!   change to the newer one, so that two writes of different fields both land (a PATCH never
 //!   puts back what another one changed meanwhile).
+//!
+//! A DELETE with entity tags in `If-Match` deletes the record only at a listed revision (412
+//! otherwise); without them it deletes whatever is there ([`delete`]).
 
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
@@ -83,6 +87,38 @@ impl IfMatch {
             }
         }
     }
+}
+
+/// Deletes a record as its request's `If-Match` asks, answering whether there was one to delete
+/// (`false`: 404). Without entity tags (no `If-Match`, or `*`) it is one delete of whatever is
+/// there, `delete(None)`. With them, the record's revision is read (`revision`: its
+/// `updated_at`, `None` when it is gone), checked (412 unless listed) and the record deleted
+/// only if it is still at that revision, `delete(Some(seen))`; a write that landed in between
+/// is read and checked again.
+pub async fn delete<R, RF, D, DF>(
+    condition: &IfMatch,
+    mut revision: R,
+    mut delete: D,
+) -> Result<bool, AdminError>
+where
+    R: FnMut() -> RF,
+    RF: std::future::Future<Output = Result<Option<i64>, AdminError>>,
+    D: FnMut(Option<i64>) -> DF,
+    DF: std::future::Future<Output = Result<bool, AdminError>>,
+{
+    if !matches!(condition, IfMatch::Tags(_)) {
+        return delete(None).await;
+    }
+    for _ in 0..ATTEMPTS {
+        let Some(seen) = revision().await? else {
+            return Ok(false);
+        };
+        condition.check(seen)?;
+        if delete(Some(seen)).await? {
+            return Ok(true);
+        }
+    }
+    Err(AdminError::write_contended())
 }
 
 pub(super) enum Parsed {

@@ -266,16 +266,22 @@ pub async fn update(
 
 pub async fn delete(
     _: Admin,
+    req: HttpRequest,
     state: web::Data<AdminState>,
     slug: web::Path<String>,
 ) -> Result<HttpResponse, AdminError> {
-    if !state.directory.store.delete_tenant(&slug).await? {
-        return Err(AdminError::not_found(format!(
-            "no tenant {:?}",
-            slug.as_str()
-        )));
+    let store = &state.directory.store;
+    let slug = slug.as_str();
+    let deleted = precondition::delete(
+        &IfMatch::of(&req)?,
+        || async move { Ok(store.get_tenant(slug).await?.map(|t| t.updated_at)) },
+        |seen| async move { Ok(store.delete_tenant(slug, seen).await?) },
+    )
+    .await?;
+    if !deleted {
+        return Err(AdminError::not_found(format!("no tenant {slug:?}")));
     }
-    state.directory.deactivate(&slug).await;
+    state.directory.deactivate(slug).await;
     tracing::info!(tenant = %slug, "tenant deleted");
     Ok(HttpResponse::NoContent().finish())
 }

@@ -299,8 +299,9 @@ pub trait TenantStore {
     /// `NotFound` when it is gone. Callers give a written record a newer `updated_at`
     /// ([`next_revision`]), so every write is seen by the next compare-and-set.
     async fn update_tenant(&self, tenant: &TenantRecord, seen: i64) -> Result<bool, StoreError>;
-    /// Deletes the tenant and everything it owns; false when there was no such tenant.
-    async fn delete_tenant(&self, slug: &str) -> Result<bool, StoreError>;
+    /// Deletes the tenant and everything it owns; false when there was no such tenant or, with
+    /// `seen`, when its `updated_at` is no longer `seen` (it changed since; nothing is deleted).
+    async fn delete_tenant(&self, slug: &str, seen: Option<i64>) -> Result<bool, StoreError>;
 }
 
 /// A tenant's published catalog.
@@ -326,11 +327,14 @@ pub trait CatalogStore {
     ) -> Result<Vec<CatalogEntry>, StoreError>;
     /// Every entry of a tenant (to build its live catalog).
     async fn all_entries(&self, tenant: &str) -> Result<Vec<CatalogEntry>, StoreError>;
+    /// Deletes an entry; false when there was none or, with `seen`, when its `updated_at` is no
+    /// longer `seen` (as [`TenantStore::delete_tenant`]).
     async fn delete_entry(
         &self,
         tenant: &str,
         kind: CatalogKind,
         name: &str,
+        seen: Option<i64>,
     ) -> Result<bool, StoreError>;
 }
 
@@ -525,7 +529,14 @@ pub trait OAuthStore {
         user: &UserRecord,
         seen: i64,
     ) -> Result<bool, StoreError>;
-    async fn delete_user(&self, tenant: &str, username: &str) -> Result<bool, StoreError>;
+    /// Deletes a user; false when there was none or, with `seen`, when its `updated_at` is no
+    /// longer `seen` (as [`TenantStore::delete_tenant`]).
+    async fn delete_user(
+        &self,
+        tenant: &str,
+        username: &str,
+        seen: Option<i64>,
+    ) -> Result<bool, StoreError>;
     async fn list_users(
         &self,
         tenant: &str,

@@ -399,13 +399,23 @@ impl OAuthStore for SqlStore {
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db delete_user", otel.kind = "client", db.operation.name = "delete_user"))]
-    async fn delete_user(&self, tenant: &str, username: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM tenant_users WHERE tenant = $1 AND username = $2")
-            .bind(tenant)
-            .bind(username)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() > 0)
+    async fn delete_user(
+        &self,
+        tenant: &str,
+        username: &str,
+        seen: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        let query = match seen {
+            None => sqlx::query("DELETE FROM tenant_users WHERE tenant = $1 AND username = $2"),
+            Some(_) => sqlx::query(
+                "DELETE FROM tenant_users WHERE tenant = $1 AND username = $2 AND updated_at = $3",
+            ),
+        };
+        let mut query = query.bind(tenant).bind(username);
+        if let Some(seen) = seen {
+            query = query.bind(seen);
+        }
+        Ok(query.execute(&self.pool).await?.rows_affected() > 0)
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db list_users", otel.kind = "client", db.operation.name = "list_users"))]

@@ -281,8 +281,23 @@ impl TenantStore for SqlStore {
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db delete_tenant", otel.kind = "client", db.operation.name = "delete_tenant"))]
-    async fn delete_tenant(&self, slug: &str) -> Result<bool, StoreError> {
+    async fn delete_tenant(&self, slug: &str, seen: Option<i64>) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
+        if let Some(seen) = seen {
+            // Holds the tenant's row (PostgreSQL locks it; SQLite's write lock is the whole
+            // database) from the check to the delete, so no write lands in between.
+            let held = sqlx::query(
+                "UPDATE tenants SET updated_at = updated_at WHERE slug = $1 AND updated_at = $2",
+            )
+            .bind(slug)
+            .bind(seen)
+            .execute(&mut *tx)
+            .await?;
+            if held.rows_affected() == 0 {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+        }
         for delete in [
             "DELETE FROM catalog_entries WHERE tenant = $1",
             "DELETE FROM pending_inputs WHERE tenant = $1",
@@ -409,16 +424,22 @@ impl CatalogStore for SqlStore {
         tenant: &str,
         kind: CatalogKind,
         name: &str,
+        seen: Option<i64>,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "DELETE FROM catalog_entries WHERE tenant = $1 AND kind = $2 AND name = $3",
-        )
-        .bind(tenant)
-        .bind(kind.as_str())
-        .bind(name)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() > 0)
+        let query = match seen {
+            None => sqlx::query(
+                "DELETE FROM catalog_entries WHERE tenant = $1 AND kind = $2 AND name = $3",
+            ),
+            Some(_) => sqlx::query(
+                "DELETE FROM catalog_entries \
+                 WHERE tenant = $1 AND kind = $2 AND name = $3 AND updated_at = $4",
+            ),
+        };
+        let mut query = query.bind(tenant).bind(kind.as_str()).bind(name);
+        if let Some(seen) = seen {
+            query = query.bind(seen);
+        }
+        Ok(query.execute(&self.pool).await?.rows_affected() > 0)
     }
 }
 
