@@ -366,15 +366,42 @@ async fn unknown_paths_are_404_and_wrong_methods_405() {
         "/t/mcp",
         "/t/demo",
     ] {
-        let resp = app
-            .http
-            .post(format!("{}{path}", app.base))
-            .header("content-type", "application/json")
-            .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
-            .send()
-            .await
-            .unwrap();
+        let resp = post_json(
+            &app,
+            path,
+            &[],
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        )
+        .await;
         assert_eq!(resp.status(), 404, "{path}");
+    }
+    // A percent-encoded spelling of an endpoint's path names that endpoint, as on every other
+    // route (RFC 3986 §6.2.2.2); an encoded `/` separates nothing.
+    for (path, status) in [
+        ("/t/dem%6F/mc%70", 200),
+        ("/t/%64emo/mcp", 200),
+        ("/t/demo%2Fx/mcp", 404),
+        ("/t/demo/mcp%2F", 404),
+    ] {
+        let accept = ("accept", "application/json, text/event-stream");
+        let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        let resp = post_json(&app, path, &[accept], initialize).await;
+        assert_eq!(resp.status(), status, "{path}");
+        if status == 200 {
+            // The session is the tenant's, reached at the canonical path.
+            let session = resp.headers()["mcp-session-id"]
+                .to_str()
+                .unwrap()
+                .to_string();
+            let headers = [
+                accept,
+                ("mcp-session-id", &session),
+                ("mcp-protocol-version", "2025-06-18"),
+            ];
+            let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+            let resp = post_json(&app, "/t/demo/mcp", &headers, ping).await;
+            assert_eq!(resp.status(), 200, "{path}");
+        }
     }
     let resp = app
         .http
@@ -390,6 +417,23 @@ async fn unknown_paths_are_404_and_wrong_methods_405() {
         .await
         .unwrap();
     assert_eq!(error_of(resp).await.0, 404);
+}
+
+/// POSTs `body` as JSON to `path` with `headers` besides.
+async fn post_json(
+    app: &common::TestApp,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &'static str,
+) -> reqwest::Response {
+    let mut req = app
+        .http
+        .post(format!("{}{path}", app.base))
+        .header("content-type", "application/json");
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    req.body(body).send().await.unwrap()
 }
 
 /// A configured tenant naming a built-in catalog that does not exist stops the start, naming it.

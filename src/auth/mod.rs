@@ -298,7 +298,7 @@ impl AuthService {
         };
         let challenge = |status: u16, error: Option<&str>, description: String| {
             let base = base_url(req, &self.config);
-            let endpoint = if req.path().ends_with("/mcp") {
+            let endpoint = if req.match_info().as_str().ends_with("/mcp") {
                 "mcp"
             } else {
                 "sse"

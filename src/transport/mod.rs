@@ -297,7 +297,7 @@ impl FromRequest for Admitted {
     fn from_request(req: &HttpRequest, _: &mut DevPayload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move {
-            let slug = routes::tenant_of(req.path());
+            let slug = routes::tenant_of(req.match_info().as_str());
             let directory = req
                 .app_data::<web::Data<TenantDirectory>>()
                 .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?;

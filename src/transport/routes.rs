@@ -8,8 +8,9 @@
 //! rest of the path by hand ([`endpoint_of`]); a path under `/t` that is not one of these
 //! endpoints fails the guard and goes on to the other routes (OAuth, discovery, elicitation
 //! pages) or to the app's `not_found`, as before. The tenant is read from the path the same way
-//! ([`tenant_of`]), so an endpoint is served at its canonical path only (a percent-encoded
-//! spelling of `mcp` or of the tenant is not decoded into it).
+//! ([`tenant_of`]) from the path as the router reads it (its match info: percent-encoded
+//! characters decoded, except `/`, `%` and `+`), so `/t/dem%6F/mcp` is `/t/demo/mcp`, as it is
+//! on every other route.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,7 +18,7 @@ use std::task::{Context, Poll};
 
 use actix_web::dev::{
     AppService, HttpServiceFactory, ResourceDef, Service, ServiceFactory, ServiceRequest,
-    ServiceResponse,
+    ServiceResponse, Url,
 };
 use actix_web::guard::{Guard, GuardContext};
 use actix_web::http::header::HeaderValue;
@@ -94,7 +95,13 @@ struct IsEndpoint;
 
 impl Guard for IsEndpoint {
     fn check(&self, ctx: &GuardContext<'_>) -> bool {
-        endpoint_of(ctx.head().uri.path()).is_some()
+        let path = ctx.head().uri.path();
+        if path.contains('%') {
+            // Read as the router reads every path (`Url`): percent-encoded characters decoded,
+            // except `/`, `%` and `+`. The service reads the same from the request's match info.
+            return endpoint_of(Url::new(ctx.head().uri.clone()).path()).is_some();
+        }
+        endpoint_of(path).is_some()
     }
 }
 
@@ -159,7 +166,7 @@ impl Service<ServiceRequest> for EndpointsService {
     }
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        let endpoint = endpoint_of(req.path()).map(|(_, endpoint)| endpoint);
+        let endpoint = endpoint_of(req.match_info().as_str()).map(|(_, endpoint)| endpoint);
         let route = match (endpoint, req.method()) {
             (Some(Endpoint::Mcp), &Method::POST) => &self.post,
             (Some(Endpoint::Mcp), &Method::GET) => &self.get,
