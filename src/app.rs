@@ -319,7 +319,7 @@ impl Application {
                 let route = crate::metrics::route_group(req.path());
                 // The HTTP server span (only when exporting traces): handlers see it as the
                 // current span and hand it to the session actor with their message.
-                let span = crate::telemetry::http_span(&req);
+                let span = crate::telemetry::http_span(&req, crate::routes::of);
                 let response = span.in_scope(|| srv.call(req));
                 let done = span.clone();
                 async move {

@@ -31,6 +31,7 @@ pub mod pace;
 pub mod protocol;
 pub mod request;
 pub mod reseal;
+pub mod routes;
 pub mod session;
 pub mod store;
 pub mod telemetry;

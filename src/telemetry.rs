@@ -408,29 +408,10 @@ impl Injector for HeadersOut {
 // ---------------------------------------------------------------------------------------------
 // Spans
 
-/// The `http.route` of a path: the tenant and other identifiers replaced by placeholders.
-pub fn http_route(path: &str) -> String {
-    let mut parts: Vec<&str> = path.split('/').collect();
-    if parts.get(1) == Some(&"t") && parts.len() > 2 {
-        parts[2] = "{tenant}";
-        if parts.get(3) == Some(&"oauth") && parts.get(4) == Some(&"register") && parts.len() > 5 {
-            parts[5] = "{client_id}";
-        }
-    } else if parts.get(1) == Some(&"admin") && parts.get(3) == Some(&"tenants") && parts.len() > 4
-    {
-        parts[4] = "{tenant}";
-        for p in parts.iter_mut().skip(6) {
-            *p = "{id}";
-        }
-    } else if parts.get(1) == Some(&".well-known") && parts.len() > 3 {
-        return format!("/.well-known/{}/…", parts[2]);
-    }
-    parts.join("/")
-}
-
 /// The server span of one HTTP request (continuing a `traceparent` header), or a disabled span
-/// when not exporting.
-pub fn http_span(req: &actix_web::dev::ServiceRequest) -> Span {
+/// when not exporting. `route_of` gives the `http.route` of the request's path (asked only for a
+/// span that is made).
+pub fn http_span(req: &actix_web::dev::ServiceRequest, route_of: fn(&str) -> &'static str) -> Span {
     if !tracing_enabled() {
         return Span::none();
     }
@@ -438,7 +419,8 @@ pub fn http_span(req: &actix_web::dev::ServiceRequest) -> Span {
     if !parent.span().span_context().is_valid() && !sample_root() {
         return Span::none();
     }
-    let route = http_route(req.path());
+    // The path as the router reads it (percent-encoded characters decoded).
+    let route = route_of(req.match_info().as_str());
     let method = req.method().as_str();
     let span = tracing::info_span!(
         target: "mcp_harbor::http",
@@ -714,24 +696,6 @@ impl Visit for JsonFields {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn routes_hide_identifiers() {
-        assert_eq!(http_route("/t/acme/mcp"), "/t/{tenant}/mcp");
-        assert_eq!(
-            http_route("/t/acme/oauth/register/abc"),
-            "/t/{tenant}/oauth/register/{client_id}"
-        );
-        assert_eq!(
-            http_route("/admin/v1/tenants/acme/tools/x"),
-            "/admin/v1/tenants/{tenant}/tools/{id}"
-        );
-        assert_eq!(
-            http_route("/.well-known/oauth-protected-resource/t/acme/mcp"),
-            "/.well-known/oauth-protected-resource/…"
-        );
-        assert_eq!(http_route("/healthz"), "/healthz");
-    }
 
     #[test]
     fn meta_trace_context_is_read_and_bad_ones_ignored() {

@@ -98,6 +98,17 @@ fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a any_value::Value> {
         .and_then(|v| v.value.as_ref())
 }
 
+/// Asserts string attributes of a span.
+fn assert_attrs(span: &Span, expected: &[(&str, &str)]) {
+    for (key, value) in expected {
+        assert_eq!(
+            attr_str(&span.attributes, key).as_deref(),
+            Some(*value),
+            "{key}"
+        );
+    }
+}
+
 fn attr_str(attrs: &[KeyValue], key: &str) -> Option<String> {
     match attr(attrs, key)? {
         any_value::Value::StringValue(s) => Some(s.clone()),
@@ -300,6 +311,15 @@ async fn an_mcp_session_is_traced_and_measured_over_otlp() {
         assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
     }
 
+    // A path no route serves, under a sampled traceparent: its span names no path.
+    let stray = http
+        .get(format!("{base}/t/acme/no-such-page-4711"))
+        .header("traceparent", format!("00-{HTTP_TRACE}-{HTTP_SPAN}-01"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stray.status(), 404);
+
     // The session: initialize under an HTTP traceparent, tool calls under `_meta.traceparent`.
     let url = format!("{base}/t/acme/mcp");
     let http_tp = format!("00-{HTTP_TRACE}-{HTTP_SPAN}-01");
@@ -424,6 +444,26 @@ async fn an_mcp_session_is_traced_and_measured_over_otlp() {
         r.spans.iter().filter(|(_, s)| s.name == name).collect()
     };
     let names: Vec<&str> = r.spans.iter().map(|(_, s)| s.name.as_str()).collect();
+    // The one span of that name.
+    let one = |name: &str| -> &Span {
+        let found = by_name(name);
+        assert_eq!(found.len(), 1, "one {name} span: {names:?}");
+        &found[0].1
+    };
+
+    // The stray request's span: `http.route` and the name are one value for every such path
+    // (the path itself is only in `url.path`).
+    assert_attrs(
+        one("GET unmatched"),
+        &[
+            ("http.route", "unmatched"),
+            ("url.path", "/t/acme/no-such-page-4711"),
+        ],
+    );
+    assert!(
+        !names.iter().any(|n| n.contains("no-such-page")),
+        "{names:?}"
+    );
 
     // Resource attributes.
     let (resource, _) = r.spans.first().expect("spans were exported");
@@ -583,20 +623,13 @@ async fn an_mcp_session_is_traced_and_measured_over_otlp() {
     assert_eq!(flaky_parent.name, "POST /t/{tenant}/mcp");
 
     // An unknown method: the JSON-RPC error code is the error type and status code.
-    let other = by_name("other");
-    assert_eq!(other.len(), 1, "{names:?}");
-    let (_, other) = other[0];
-    assert_eq!(
-        attr_str(&other.attributes, "error.type").as_deref(),
-        Some("-32601")
-    );
-    assert_eq!(
-        attr_str(&other.attributes, "rpc.response.status_code").as_deref(),
-        Some("-32601")
-    );
-    assert_eq!(
-        attr_str(&other.attributes, "mcp.method.name").as_deref(),
-        Some("no/such/method")
+    assert_attrs(
+        one("other"),
+        &[
+            ("error.type", "-32601"),
+            ("rpc.response.status_code", "-32601"),
+            ("mcp.method.name", "no/such/method"),
+        ],
     );
 
     // Store queries are client spans under the admin request that made them.
