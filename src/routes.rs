@@ -4,15 +4,14 @@
 
 use std::sync::LazyLock;
 
-use serde_json::Value;
-
 /// The `http.route` of a path a client asks for no route the server has: one value whatever
 /// the path, since the conventions want the route (and the span name made of it) to have few
 /// values, and any client chooses its paths.
 pub const UNMATCHED: &str = "unmatched";
 
 /// Every route the server serves, as templates: `{…}` stands for one segment and a last `…` for
-/// one or more. The admin API's come from its OpenAPI document.
+/// one or more. The admin API's are the paths of its OpenAPI document (as `admin::openapi` read
+/// it).
 static ROUTES: LazyLock<Vec<String>> = LazyLock::new(|| {
     let mut routes: Vec<String> = [
         "/t/{tenant}/mcp",
@@ -47,11 +46,12 @@ static ROUTES: LazyLock<Vec<String>> = LazyLock::new(|| {
             routes.push(format!("{base}/.well-known/{doc}/…"));
         }
     }
-    if let Ok(document) = serde_json::from_str::<Value>(crate::admin::openapi::DOCUMENT) {
-        if let Some(paths) = document["paths"].as_object() {
-            routes.extend(paths.keys().map(|path| format!("/admin/v1{path}")));
-        }
-    }
+    let admin = crate::admin::openapi::BASE;
+    routes.extend(
+        crate::admin::openapi::documented_paths()
+            .into_iter()
+            .map(|path| format!("{admin}{path}")),
+    );
     routes
 });
 

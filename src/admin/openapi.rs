@@ -37,6 +37,8 @@ const HTTP_METHODS: &[&str] = &[
 /// One documented operation, as far as requests are checked against it.
 struct Operation {
     method: Method,
+    /// The documented path (after [`BASE`]), `{variables}` and all.
+    path: String,
     /// The path's segments after [`BASE`]; `None` stands for a `{variable}`.
     segments: Vec<Option<String>>,
     /// The query parameters it takes.
@@ -119,6 +121,7 @@ impl Contract {
                 }
                 operations.push(Operation {
                     method,
+                    path: path.clone(),
                     segments: segments.clone(),
                     query,
                 });
@@ -148,6 +151,17 @@ fn resolve<'a>(doc: &'a Value, v: &'a Value) -> &'a Value {
 fn path_segments(path: &str) -> Option<Vec<&str>> {
     let rest = path.strip_prefix(BASE)?;
     Some(rest.split('/').skip(1).collect())
+}
+
+/// Every documented path (after [`BASE`]), once each, as the document writes it.
+pub fn documented_paths() -> Vec<&'static str> {
+    let mut paths: Vec<&'static str> = CONTRACT
+        .operations
+        .iter()
+        .map(|op| op.path.as_str())
+        .collect();
+    paths.dedup();
+    paths
 }
 
 /// The methods of the documented path that `path` (a request path) names, if any.

@@ -131,7 +131,6 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
     }
 }
 
-/// An insert's outcome: a unique-key violation means the row already exists.
 /// The outcome of a compare-and-set `UPDATE` (`written`): true when it wrote the row; else false
 /// when the row is there (it changed since it was read), `NotFound` when it is not (`exists`,
 /// a `SELECT 1` of that row, asked only then).
@@ -149,6 +148,7 @@ pub(super) async fn compared<'q>(
     }
 }
 
+/// An insert's outcome: a unique-key violation means the row already exists.
 pub(super) fn inserted<T>(result: Result<T, sqlx::Error>) -> Result<(), StoreError> {
     match result {
         Ok(_) => Ok(()),
