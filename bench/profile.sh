@@ -12,7 +12,10 @@
 #
 # Environment: SECONDS_MEASURED (16; inits run half of it), OUT (a temporary directory; keeps
 # callgrind.out for callgrind_annotate / kcachegrind), COMPARE_TARGET_DIR (where compare.sh built
-# the echo, ~/.cache/mcp-harbor/compare-target). Needs valgrind (Debian: apt-get install valgrind).
+# the echo, ~/.cache/mcp-harbor/compare-target), CACHE_SIM=1 (also simulate the caches and branch
+# predictors: prints instruction- and data-cache misses and mispredicted branches per request,
+# what separates two servers that run as many instructions at different speeds; slower).
+# Needs valgrind (Debian: apt-get install valgrind).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -28,6 +31,9 @@ fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 data=$(mktemp -d)
 callgrind=(valgrind --tool=callgrind --compress-strings=no --compress-pos=no --callgrind-out-file="$out/callgrind.out")
+if [[ ${CACHE_SIM:-0} == 1 ]]; then
+    callgrind+=(--cache-sim=yes --branch-sim=yes)
+fi
 if [[ $server == echo ]]; then
     echo_bin=${COMPARE_TARGET_DIR:-$HOME/.cache/mcp-harbor/compare-target}/release/actix-echo
     [[ -x $echo_bin ]] || { echo "no $echo_bin: run bench/compare.sh once (it builds the peers)" >&2; exit 1; }

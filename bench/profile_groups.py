@@ -49,6 +49,30 @@ def self_costs(path):
     return costs
 
 
+# The simulated events (callgrind --cache-sim=yes --branch-sim=yes) worth a line per unit.
+SIMULATED = [
+    ("I1mr", "instruction fetches missing the first-level cache"),
+    ("D1mr", "data reads missing the first-level cache"),
+    ("D1mw", "data writes missing the first-level cache"),
+    ("ILmr", "instruction fetches missing the last-level cache"),
+    ("DLmr", "data reads missing the last-level cache"),
+    ("Bcm", "mispredicted conditional branches"),
+    ("Bim", "mispredicted indirect branches"),
+]
+
+
+def simulated(path):
+    """The per-event totals of a dump when it has more events than instructions, else {}."""
+    events, totals = [], []
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line.startswith("events:"):
+                events = line.split()[1:]
+            elif line.startswith("totals:"):
+                totals = [int(v) for v in line.split()[1:]]
+    return dict(zip(events, totals)) if len(events) > 1 else {}
+
+
 def main():
     path, units = sys.argv[1], float(sys.argv[2])
     top = int(sys.argv[3]) if len(sys.argv) > 3 else 25
@@ -60,6 +84,12 @@ def main():
     for group in [g for g, _ in GROUPS] + ["other"]:
         print(f"{grouped[group] / units:10,.0f}  {group}")
     print(f"{sum(grouped.values()) / units:10,.0f}  total")
+    totals = simulated(path)
+    if totals:
+        print("\nsimulated caches and branch predictors, per unit:")
+        for event, meaning in SIMULATED:
+            if event in totals:
+                print(f"{totals[event] / units:10,.0f}  {meaning} ({event})")
     print(f"\ncostliest functions (self):")
     for name, cost in costs.most_common(top):
         print(f"{cost / units:10,.0f}  {(name or '?')[:140]}")
