@@ -3,6 +3,8 @@
 //! part that mattered; the target and the invariant are named in each test.
 
 use mcp_harbor::catalog::stored::UriTemplate;
+use mcp_harbor::protocol::modern::header_matches;
+use serde_json::json;
 
 /// `uri_template`: "a parsed template's literal text has no `{` or `}`". `UriTemplate::parse`
 /// refused a `}` after the last variable but took one in the literal text before a variable.
@@ -127,4 +129,24 @@ fn messages_with_serde_jsons_raw_value_key_are_refused() {
         mcp_harbor::protocol::jsonrpc::request_message(&r.id, &r.method, r.params.clone().unwrap());
     let again = parse_payload(&serde_json::to_vec(&written).unwrap()).unwrap();
     assert_eq!(again, Payload::Single(Message::Request(r)));
+}
+
+/// `header_values`: "a finite float matches the texts Rust prints for it". Found in the first
+/// version of the exact comparison (before it landed), which compared floats by their decimal
+/// text too: two printers give one `f64` different shortest spellings, Rust 562949953421344.3
+/// where serde_json writes …344.2. Floats compare as floats; integers exactly (no two integers
+/// share a header).
+#[test]
+fn a_float_matches_every_spelling_of_itself() {
+    // The fuzzer's float (bytes 1..9 of its input, little-endian).
+    let f = f64::from_le_bytes([0x02, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x43]);
+    let body = json!(f);
+    assert!(header_matches(&f.to_string(), &body), "{f} vs {body}");
+    assert!(header_matches("562949953421344.2", &body));
+    assert!(header_matches("562949953421344.3", &body));
+    assert!(!header_matches("562949953421344.5", &body));
+    assert!(!header_matches(
+        "9007199254740992",
+        &json!(9_007_199_254_740_993_u64)
+    ));
 }

@@ -491,6 +491,23 @@ async fn x_mcp_header_parameters_are_mirrored_and_checked() {
     assert_eq!(bad.status(), 400);
     let answer: Value = bad.json().await.unwrap();
     assert_eq!(answer["error"]["code"], -32020);
+    // Integers compare exactly: one apart beyond 2^53 (the same f64) is another value.
+    let big = body(
+        3,
+        "tools/call",
+        json!({ "name": "query", "arguments": { "region": "eu", "limit": 9_007_199_254_740_993_u64 } }),
+        json!({}),
+    );
+    let limit = |value: &'static str| {
+        post(&app, "demo", &big)
+            .header("mcp-param-region", "eu")
+            .header("mcp-param-limit", value)
+    };
+    let off_by_one = limit("9007199254740992").send().await.unwrap();
+    assert_eq!(off_by_one.status(), 400);
+    let answer: Value = off_by_one.json().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32020, "{answer}");
+    assert_eq!(status(limit("9007199254740993").send().await.unwrap()), 200);
     // A header for an argument that is not there.
     let call = body(
         2,

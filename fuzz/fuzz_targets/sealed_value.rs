@@ -1,7 +1,7 @@
 //! Sealed values (`auth::seal::Sealer`, XChaCha20-Poly1305 under a fixed test key, bound to a
 //! purpose): signing keys and client secrets at rest, and the sealed `state` of a federated
 //! sign-in, which comes back from the browser (`oauth/callback`) and is opened as is. The
-//! request-state sealing of issue 9 does not exist yet.
+//! `requestState` of multi round-trip requests has a target of its own (`request_state`).
 //!
 //! Input: `purpose \0 plaintext`; the whole input is also opened as if it were a sealed value,
 //! and key specs are read from it line by line.
@@ -14,18 +14,12 @@
 //! - a key spec either configures a 32-byte key or is refused, never panics.
 #![no_main]
 
-use std::sync::OnceLock;
-
 use libfuzzer_sys::fuzz_target;
 use mcp_harbor::auth::seal::Sealer;
 
-/// `fuzz:` + base64 of 32 fixed bytes.
-const SPEC: &str = "fuzz:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
-
-fn sealer() -> &'static Sealer {
-    static S: OnceLock<Sealer> = OnceLock::new();
-    S.get_or_init(|| Sealer::from_specs(&[SPEC]).expect("the test key"))
-}
+#[path = "../shared/sealing.rs"]
+mod sealing;
+use sealing::{sealer, single_byte_changes};
 
 fuzz_target!(|data: &[u8]| {
     let s = sealer();
@@ -61,20 +55,10 @@ fuzz_target!(|data: &[u8]| {
             .chain([0, 8, bytes.len() - 1])
             .collect()
     };
-    for i in positions {
-        for replacement in [bytes[i] ^ 1, bytes[i].wrapping_add(7), b'A', b'.', b'_'] {
-            if replacement == bytes[i] {
-                continue;
-            }
-            let mut changed = bytes.to_vec();
-            changed[i] = replacement;
-            let Ok(changed) = String::from_utf8(changed) else {
-                continue;
-            };
-            assert!(
-                s.open(purpose, &changed).is_err(),
-                "{changed:?} (byte {i} of {sealed:?} changed) opened"
-            );
-        }
+    for (i, changed) in single_byte_changes(&sealed, positions) {
+        assert!(
+            s.open(purpose, &changed).is_err(),
+            "{changed:?} (byte {i} of {sealed:?} changed) opened"
+        );
     }
 });

@@ -28,6 +28,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use super::{error, finish, stamp_server_info, Answer, Env, Notes, Served};
 use crate::auth::hash_secret;
 use crate::auth::seal::purpose::{request_state as purpose, round_state};
+use crate::auth::seal::Sealer;
 use crate::protocol::mcp::LogLevel;
 use crate::protocol::modern::RequestMeta;
 use crate::protocol::{jsonrpc, RequestId, RpcError};
@@ -36,14 +37,29 @@ use crate::session::TenantSessions;
 use crate::store::{now_millis, RoundRecord, RoundStore};
 
 /// What a retry's `requestState` says, sealed.
-#[derive(Serialize, Deserialize)]
-struct Token {
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Token {
     /// The round's id in the database.
-    id: String,
+    pub id: String,
     /// Its number: a state from an earlier round of the same call is stale.
-    round: u32,
+    pub round: u32,
     /// Unix ms after which the state is refused.
-    exp: i64,
+    pub exp: i64,
+}
+
+impl Token {
+    /// The `requestState` a client gets: the token sealed for `tenant`.
+    pub fn seal(&self, sealer: &Sealer, tenant: &str) -> Result<String, RpcError> {
+        let token = serde_json::to_vec(self).map_err(|e| RpcError::internal(e.to_string()))?;
+        Ok(sealer.seal(&purpose(tenant), &token))
+    }
+
+    /// A client's `requestState` opened: `None` unless it is a token this deployment sealed
+    /// for `tenant` (altered, forged, or issued by another tenant).
+    pub fn open(sealer: &Sealer, tenant: &str, state: &str) -> Option<Token> {
+        let bytes = sealer.open(&purpose(tenant), state).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
 }
 
 /// What the database keeps of a call between rounds (sealed into `RoundRecord::state`).
@@ -410,19 +426,16 @@ impl Call {
                     "the server could not record this request's round; retry shortly",
                 )
             })?;
-        let token = serde_json::to_vec(&Token {
+        let token = Token {
             id: round_id.to_string(),
             round: number,
             exp: expires,
-        })
-        .map_err(|e| RpcError::internal(e.to_string()))?;
+        }
+        .seal(sealer, tenant)?;
         let mut result = Map::new();
         result.insert("resultType".into(), json!("input_required"));
         result.insert("inputRequests".into(), Value::Object(asked));
-        result.insert(
-            "requestState".into(),
-            json!(sealer.seal(&purpose(tenant), &token)),
-        );
+        result.insert("requestState".into(), Value::String(token));
         stamp_server_info(&self.env, &mut result);
         Ok(Answer::result(&self.id, &Value::Object(result)))
     }
@@ -431,13 +444,9 @@ impl Call {
     async fn open(&self, state: &str) -> Result<(Token, Round), RpcError> {
         let sealer = &self.env.auth.sealer;
         let tenant = &*self.env.tenant.slug;
-        let token: Token = sealer
-            .open(&purpose(tenant), state)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .ok_or_else(|| {
-                invalid_state("is not valid here (altered, or issued by another tenant)")
-            })?;
+        let token = Token::open(sealer, tenant, state).ok_or_else(|| {
+            invalid_state("is not valid here (altered, or issued by another tenant)")
+        })?;
         let now = now_millis();
         if token.exp <= now {
             return Err(invalid_state("has expired"));

@@ -355,17 +355,55 @@ pub fn argument_at<'a>(arguments: &'a Map<String, Value>, path: &[String]) -> Op
     (!value.is_null()).then_some(value)
 }
 
-/// Whether a decoded header value stands for `body` (numbers compare numerically).
+/// Whether a decoded header value stands for `body`. Numbers compare numerically, the header
+/// being a decimal number (`42`, `42.0` and `4.2e1` all stand for 42; `inf`, `0x2A` or ` 42`
+/// for nothing). An integer compares exactly, never through a float: in `f64`,
+/// `9007199254740993` would pass for 9007199254740992, letting a header that a load balancer
+/// routes on name another value than the body the server acts on. A float compares as a float:
+/// printers differ in the last digit of a float's shortest spelling (`562949953421344.3` and
+/// `…344.2` are the same `f64`).
 pub fn header_matches(header: &str, body: &Value) -> bool {
     match body {
         Value::String(s) => header == s,
         Value::Bool(b) => header == if *b { "true" } else { "false" },
-        Value::Number(n) => match (header.parse::<f64>(), n.as_f64()) {
-            (Ok(h), Some(b)) => h == b,
-            _ => false,
+        Value::Number(n) => match decimal(header) {
+            None => false,
+            Some(_) if n.is_f64() => header.parse::<f64>().ok() == n.as_f64(),
+            Some(h) => decimal(&n.to_string()) == Some(h),
         },
         _ => false,
     }
+}
+
+/// A decimal number (an optional sign, digits with an optional fraction, an optional exponent)
+/// as its sign, significant digits and power of ten, one spelling per value: `-12.50e1` is
+/// (true, "125", 0), every zero is (false, "", 0). `None` for anything else (`inf`, `0x10`,
+/// ` 1`).
+fn decimal(text: &str) -> Option<(bool, String, i64)> {
+    let (negative, rest) = match text.as_bytes().first()? {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(i) => (&rest[..i], rest[i + 1..].parse::<i64>().ok()?),
+        None => (rest, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = || whole.bytes().chain(fraction.bytes());
+    if whole.len() + fraction.len() == 0 || !digits().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits: String = digits().map(char::from).collect();
+    let leading = digits.trim_start_matches('0');
+    if leading.is_empty() {
+        return Some((false, String::new(), 0));
+    }
+    let significant = leading.trim_end_matches('0');
+    let exponent = exponent
+        .checked_sub(i64::try_from(fraction.len()).ok()?)?
+        .checked_add(i64::try_from(leading.len() - significant.len()).ok()?)?;
+    Some((negative, significant.to_string(), exponent))
 }
 
 #[cfg(test)]
@@ -472,6 +510,58 @@ mod tests {
         );
         assert_eq!(decode_header_value(b"bad\x01value"), None);
         assert_eq!(decode_header_value(b"=?base64?!!!?="), None);
+    }
+
+    #[test]
+    fn numbers_in_headers_compare_by_exact_value() {
+        for (header, body) in [
+            ("42", json!(42)),
+            ("42.0", json!(42)),
+            ("4.2e1", json!(42)),
+            ("+42", json!(42)),
+            ("042", json!(42)),
+            ("-7", json!(-7)),
+            ("0", json!(0)),
+            ("-0.0", json!(0)),
+            ("9007199254740993", json!(9_007_199_254_740_993_u64)),
+            ("18446744073709551615", json!(u64::MAX)),
+            ("-9223372036854775808", json!(i64::MIN)),
+            ("0.1", json!(0.1)),
+            ("0.10000000000000001", json!(0.1)),
+            ("1.5e-7", json!(1.5e-7)),
+            ("100000000000000000000", json!(1e20)),
+            ("42", json!(42.0)),
+        ] {
+            assert!(header_matches(header, &body), "{header} vs {body}");
+        }
+        for (header, body) in [
+            // One apart, beyond what an f64 holds exactly: equal as floats, not as numbers.
+            ("9007199254740992", json!(9_007_199_254_740_993_u64)),
+            ("18446744073709551614", json!(u64::MAX)),
+            ("42.0000000000000001", json!(42)),
+            ("-42", json!(42)),
+            ("43", json!(42)),
+            ("0.2", json!(0.1)),
+            ("inf", json!(f64::MAX)),
+            ("infinity", json!(f64::MAX)),
+            ("NaN", json!(0)),
+            ("0x2A", json!(42)),
+            (" 42", json!(42)),
+            ("42 ", json!(42)),
+            ("4_2", json!(42)),
+            ("", json!(0)),
+            (".", json!(0)),
+            ("1e", json!(1)),
+            ("--1", json!(-1)),
+            ("1e99999999999999999999", json!(1)),
+        ] {
+            assert!(!header_matches(header, &body), "{header} vs {body}");
+        }
+        assert!(header_matches("true", &json!(true)));
+        assert!(!header_matches("True", &json!(true)));
+        assert!(!header_matches("1", &json!(true)));
+        assert!(!header_matches("42", &json!("42.0")));
+        assert!(!header_matches("", &Value::Null));
     }
 
     #[test]
