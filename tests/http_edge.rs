@@ -334,13 +334,16 @@ async fn unknown_paths_are_404_and_wrong_methods_405() {
         .await
         .unwrap();
     assert_eq!(error_of(resp).await.0, 405);
-    // Every endpoint refuses the methods it does not serve, naming the replica as its answers do.
-    for (method, endpoint) in [
-        ("GET", "messages"),
-        ("DELETE", "sse"),
-        ("PATCH", "messages"),
-        ("HEAD", "mcp"),
-        ("OPTIONS", "mcp"),
+    // Every endpoint refuses the methods it does not serve, naming the replica as its answers do
+    // and the methods it serves (`Allow`, RFC 9110 §15.5.6).
+    for (method, endpoint, allow) in [
+        ("GET", "messages", "POST"),
+        ("DELETE", "sse", "GET"),
+        ("PATCH", "messages", "POST"),
+        ("HEAD", "mcp", "GET, POST, DELETE"),
+        ("OPTIONS", "mcp", "GET, POST, DELETE"),
+        ("PUT", "mcp", "GET, POST, DELETE"),
+        ("POST", "sse", "GET"),
     ] {
         let resp = app
             .http
@@ -356,6 +359,7 @@ async fn unknown_paths_are_404_and_wrong_methods_405() {
             resp.headers().contains_key("x-harbor-replica"),
             "{method} {endpoint}"
         );
+        assert_eq!(resp.headers()["allow"], allow, "{method} {endpoint}");
     }
     // Paths that are no endpoint: a trailing slash, a segment too many, none at all.
     for path in [

@@ -59,10 +59,20 @@ pub struct HttpError {
     pub error: RpcError,
     /// Refused because this replica is draining.
     draining: bool,
-    /// The bearer challenge of an unauthorized request.
-    www_authenticate: Option<String>,
+    /// `WWW-Authenticate` or `Allow`, for the statuses that carry them.
+    header: ExtraHeader,
     /// `Retry-After` in seconds, when the refusal knows it (a rate limit).
     retry_after: Option<u64>,
+}
+
+/// The header a refusal carries beside its status (at most one: each goes with one status).
+#[derive(Debug)]
+enum ExtraHeader {
+    None,
+    /// `WWW-Authenticate`: the bearer challenge of an unauthorized request.
+    Challenge(String),
+    /// `Allow` of a 405: the methods the resource serves (RFC 9110 §15.5.6).
+    Allow(&'static str),
 }
 
 impl HttpError {
@@ -71,8 +81,18 @@ impl HttpError {
             status,
             error,
             draining: false,
-            www_authenticate: None,
+            header: ExtraHeader::None,
             retry_after: None,
+        }
+    }
+    /// 405: `method` is not one of those the resource serves (`allow`, for the `Allow` header).
+    pub fn method_not_allowed(message: impl Into<String>, allow: &'static str) -> Self {
+        HttpError {
+            header: ExtraHeader::Allow(allow),
+            ..Self::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                RpcError::invalid_request(message),
+            )
         }
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -182,7 +202,9 @@ impl From<Challenge> for HttpError {
         let status = StatusCode::from_u16(c.status).unwrap_or(StatusCode::UNAUTHORIZED);
         let reason = status.canonical_reason().unwrap_or("Unauthorized");
         HttpError {
-            www_authenticate: c.www_authenticate,
+            header: c
+                .www_authenticate
+                .map_or(ExtraHeader::None, ExtraHeader::Challenge),
             ..HttpError::new(
                 status,
                 RpcError::new(
@@ -206,8 +228,14 @@ impl ResponseError for HttpError {
     }
     fn error_response(&self) -> HttpResponse {
         let mut builder = HttpResponse::build(self.status);
-        if let Some(challenge) = &self.www_authenticate {
-            builder.insert_header((header::WWW_AUTHENTICATE, challenge.as_str()));
+        match &self.header {
+            ExtraHeader::None => {}
+            ExtraHeader::Challenge(challenge) => {
+                builder.insert_header((header::WWW_AUTHENTICATE, challenge.as_str()));
+            }
+            ExtraHeader::Allow(allow) => {
+                builder.insert_header((header::ALLOW, *allow));
+            }
         }
         match self.status {
             StatusCode::TOO_MANY_REQUESTS => {
@@ -239,13 +267,12 @@ pub fn configure(cfg: &mut web::ServiceConfig, replica_id: &str) {
 }
 
 async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
-    HttpError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        RpcError::invalid_request(format!(
-            "Method Not Allowed: {} {}",
-            req.method(),
-            req.path()
-        )),
+    // Only an endpoint's path is routed here.
+    let allow = routes::endpoint_of(req.match_info().as_str())
+        .map_or("POST", |(_, endpoint)| endpoint.methods());
+    HttpError::method_not_allowed(
+        format!("Method Not Allowed: {} {}", req.method(), req.path()),
+        allow,
     )
     .error_response()
 }
@@ -553,13 +580,13 @@ pub fn check_version_header(req: &HttpRequest) -> Result<Option<ProtocolVersion>
         Some(v) => {
             let text = String::from_utf8_lossy(v.as_bytes());
             if ProtocolVersion::parse_modern(&text).is_some() {
-                return Err(HttpError::new(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    RpcError::invalid_request(format!(
+                return Err(HttpError::method_not_allowed(
+                    format!(
                         "Method Not Allowed: protocol version {text} has no {} on the MCP \
                          endpoint (POST only; no sessions)",
                         req.method()
-                    )),
+                    ),
+                    "POST",
                 ));
             }
             ProtocolVersion::parse(&text).map(Some).ok_or_else(|| {

@@ -39,6 +39,17 @@ pub enum Endpoint {
     Messages,
 }
 
+impl Endpoint {
+    /// The methods the endpoint serves (its `Allow` header).
+    pub fn methods(&self) -> &'static str {
+        match self {
+            Endpoint::Mcp => "GET, POST, DELETE",
+            Endpoint::Sse => "GET",
+            Endpoint::Messages => "POST",
+        }
+    }
+}
+
 /// `/t/{tenant}/{mcp|sse|messages}`, the tenant one non-empty segment: the tenant and the
 /// endpoint. Anything else (a trailing slash, more segments, another last segment) is `None`.
 pub fn endpoint_of(path: &str) -> Option<(&str, Endpoint)> {
