@@ -85,7 +85,7 @@ impl HttpError {
             retry_after: None,
         }
     }
-    /// 405: `method` is not one of those the resource serves (`allow`, for the `Allow` header).
+    /// 405 saying `message`, with `allow` (the methods the resource serves) as its `Allow`.
     pub fn method_not_allowed(message: impl Into<String>, allow: &'static str) -> Self {
         HttpError {
             header: ExtraHeader::Allow(allow),
