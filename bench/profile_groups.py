@@ -25,8 +25,11 @@ GROUPS = [
 ]
 
 
-def self_costs(path):
+def read_dump(path):
+    """Self instructions per function, and the dump's total of each event it recorded (several
+    with --cache-sim / --branch-sim), in one pass over the file."""
     costs = collections.Counter()
+    events, totals = [], []
     fn, after_calls = None, False
     with open(path, errors="replace") as f:
         for line in f:
@@ -46,7 +49,11 @@ def self_costs(path):
                     after_calls = False  # the inclusive cost of a call, not this function's own
                 else:
                     costs[fn] += cost
-    return costs
+            elif line.startswith("events:"):
+                events = line.split()[1:]
+            elif line.startswith("totals:"):
+                totals = [int(v) for v in line.split()[1:]]
+    return costs, dict(zip(events, totals))
 
 
 # The simulated events (callgrind --cache-sim=yes --branch-sim=yes) worth a line per unit.
@@ -61,22 +68,10 @@ SIMULATED = [
 ]
 
 
-def simulated(path):
-    """The per-event totals of a dump when it has more events than instructions, else {}."""
-    events, totals = [], []
-    with open(path, errors="replace") as f:
-        for line in f:
-            if line.startswith("events:"):
-                events = line.split()[1:]
-            elif line.startswith("totals:"):
-                totals = [int(v) for v in line.split()[1:]]
-    return dict(zip(events, totals)) if len(events) > 1 else {}
-
-
 def main():
     path, units = sys.argv[1], float(sys.argv[2])
     top = int(sys.argv[3]) if len(sys.argv) > 3 else 25
-    costs = self_costs(path)
+    costs, totals = read_dump(path)
     grouped = collections.Counter()
     for name, cost in costs.items():
         group = next((g for g, pattern in GROUPS if re.search(pattern, name or "")), "other")
@@ -84,8 +79,7 @@ def main():
     for group in [g for g, _ in GROUPS] + ["other"]:
         print(f"{grouped[group] / units:10,.0f}  {group}")
     print(f"{sum(grouped.values()) / units:10,.0f}  total")
-    totals = simulated(path)
-    if totals:
+    if len(totals) > 1:  # more events than instructions: simulated
         print("\nsimulated caches and branch predictors, per unit:")
         for event, meaning in SIMULATED:
             if event in totals:

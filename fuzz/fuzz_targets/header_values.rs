@@ -19,14 +19,20 @@ use libfuzzer_sys::fuzz_target;
 use mcp_harbor::protocol::modern::{decode_header_value, encode_header_value, header_matches};
 use serde_json::{json, Value};
 
+/// The first 8 bytes of `bytes`, zero-padded.
+fn eight(bytes: &[u8]) -> [u8; 8] {
+    let mut raw = [0u8; 8];
+    let n = bytes.len().min(8);
+    raw[..n].copy_from_slice(&bytes[..n]);
+    raw
+}
+
 /// An integer from 8 bytes and a flag: an i64, or a u64 (the two ranges JSON integers have).
 fn integer(bytes: &[u8], unsigned: bool) -> i128 {
-    let mut raw = [0u8; 8];
-    raw[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
     if unsigned {
-        i128::from(u64::from_le_bytes(raw))
+        i128::from(u64::from_le_bytes(eight(bytes)))
     } else {
-        i128::from(i64::from_le_bytes(raw))
+        i128::from(i64::from_le_bytes(eight(bytes)))
     }
 }
 
@@ -87,9 +93,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         _ => {
-            let mut raw = [0u8; 8];
-            raw[..rest.len().min(8)].copy_from_slice(&rest[..rest.len().min(8)]);
-            let f = f64::from_le_bytes(raw);
+            let f = f64::from_le_bytes(eight(rest));
             let body = json!(f);
             if !f.is_finite() {
                 assert!(body.is_null());
