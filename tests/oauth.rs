@@ -471,6 +471,77 @@ async fn a_protected_tenant_challenges_and_discovery_leads_to_its_issuer() {
     }
 }
 
+/// A method an endpoint of the authorization server does not serve is 405 with its `Allow`
+/// (RFC 9110 §15.5.6) and an OAuth error body; a path that is no endpoint stays 404, and a
+/// browser's preflight is still answered.
+#[actix_rt::test]
+async fn wrong_methods_on_the_authorization_server_are_405_with_allow() {
+    let app = oauth_app().await;
+    let (no, get, post) = (None, Some("GET, OPTIONS"), Some("POST, OPTIONS"));
+    for (method, path, allow) in [
+        ("GET", "/t/acme/oauth/token", post),
+        ("PUT", "/t/acme/oauth/revoke", post),
+        ("GET", "/t/acme/oauth/register", post),
+        (
+            "DELETE",
+            "/t/acme/oauth/authorize",
+            Some("GET, POST, OPTIONS"),
+        ),
+        ("POST", "/t/acme/oauth/jwks", get),
+        ("POST", "/t/acme/oauth/callback", get),
+        (
+            "POST",
+            "/t/acme/oauth/register/some-client",
+            Some("GET, PUT, DELETE, OPTIONS"),
+        ),
+        (
+            "POST",
+            "/.well-known/oauth-authorization-server/t/acme",
+            get,
+        ),
+        (
+            "DELETE",
+            "/.well-known/oauth-protected-resource/t/acme/mcp",
+            get,
+        ),
+        ("POST", "/t/acme/.well-known/openid-configuration", get),
+        // No endpoint there: 404.
+        ("GET", "/t/acme/oauth/nothing", no),
+        ("POST", "/t/acme/oauth/register/a/b", no),
+        ("POST", "/t/acme/oauth/register/", no),
+        ("POST", "/.well-known/something-else", no),
+        ("GET", "/t/acme/.well-known/something-else/x", no),
+    ] {
+        let r = app
+            .http
+            .request(method.parse().unwrap(), format!("{}{path}", app.base))
+            .send()
+            .await
+            .unwrap();
+        let Some(allow) = allow else {
+            assert_eq!(r.status(), 404, "{method} {path}");
+            continue;
+        };
+        assert_eq!(r.status(), 405, "{method} {path}");
+        assert_eq!(r.headers()["allow"], allow, "{method} {path}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"], "invalid_request", "{method} {path}");
+    }
+    let r = app
+        .http
+        .request(
+            reqwest::Method::OPTIONS,
+            format!("{}/t/acme/oauth/token", app.base),
+        )
+        .header("origin", "http://localhost:6274")
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert_eq!(r.headers()["access-control-allow-origin"], "*");
+}
+
 #[actix_rt::test]
 async fn the_code_flow_signs_a_user_in_and_the_token_opens_a_session() {
     let app = oauth_app().await;

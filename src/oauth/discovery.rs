@@ -12,9 +12,9 @@ use super::{as_tenant, resolve, OAuthError};
 use crate::auth::{self, AuthService};
 use crate::store::TenantAuth;
 
-const PRM: &str = "oauth-protected-resource";
-const ASM: &str = "oauth-authorization-server";
-const OIDC: &str = "openid-configuration";
+pub(super) const PRM: &str = "oauth-protected-resource";
+pub(super) const ASM: &str = "oauth-authorization-server";
+pub(super) const OIDC: &str = "openid-configuration";
 
 fn json_doc(v: Value) -> HttpResponse {
     HttpResponse::Ok()

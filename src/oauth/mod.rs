@@ -89,12 +89,43 @@ async fn preflight_or_404(req: HttpRequest) -> HttpResponse {
             .insert_header((header::ACCESS_CONTROL_MAX_AGE, "600"))
             .finish();
     }
-    OAuthError::new(
-        StatusCode::NOT_FOUND,
-        "not_found",
-        format!("no such endpoint: {}", req.path()),
+    let Some(allow) = methods_of(req.match_info().unprocessed()) else {
+        return OAuthError::not_found(format!("no such endpoint: {}", req.path())).error_response();
+    };
+    // An endpoint asked with a method it does not serve: 405 with what it serves (RFC 9110
+    // §15.5.6).
+    let mut response = OAuthError::bad(
+        "invalid_request",
+        format!("{} is not served at {}", req.method(), req.path()),
     )
-    .error_response()
+    .error_response();
+    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    response
+        .headers_mut()
+        .insert(header::ALLOW, header::HeaderValue::from_static(allow));
+    response
+}
+
+/// The methods a path of the authorization server's scopes serves (the rest of the path after
+/// `/t/{tenant}/oauth` or a `.well-known`), `None` when it is no endpoint.
+fn methods_of(rest: &str) -> Option<&'static str> {
+    let documents = [discovery::PRM, discovery::ASM, discovery::OIDC];
+    match rest {
+        "/authorize" => Some("GET, POST, OPTIONS"),
+        "/callback" | "/jwks" => Some("GET, OPTIONS"),
+        "/token" | "/revoke" | "/register" => Some("POST, OPTIONS"),
+        _ => {
+            let rest = rest.strip_prefix('/')?;
+            if rest
+                .strip_prefix("register/")
+                .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+            {
+                return Some("GET, PUT, DELETE, OPTIONS");
+            }
+            let document = rest.split('/').next().unwrap_or(rest);
+            documents.contains(&document).then_some("GET, OPTIONS")
+        }
+    }
 }
 
 /// What the authorization server keeps in memory on each replica.
