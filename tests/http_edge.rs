@@ -337,13 +337,12 @@ async fn unknown_paths_are_404_and_wrong_methods_405() {
     // Every endpoint refuses the methods it does not serve, naming the replica as its answers do
     // and the methods it serves (`Allow`, RFC 9110 §15.5.6).
     for (method, endpoint, allow) in [
-        ("GET", "messages", "POST"),
-        ("DELETE", "sse", "GET"),
-        ("PATCH", "messages", "POST"),
-        ("HEAD", "mcp", "GET, POST, DELETE"),
-        ("OPTIONS", "mcp", "GET, POST, DELETE"),
-        ("PUT", "mcp", "GET, POST, DELETE"),
-        ("POST", "sse", "GET"),
+        ("GET", "messages", "POST, OPTIONS"),
+        ("DELETE", "sse", "GET, OPTIONS"),
+        ("PATCH", "messages", "POST, OPTIONS"),
+        ("HEAD", "mcp", "GET, POST, DELETE, OPTIONS"),
+        ("PUT", "mcp", "GET, POST, DELETE, OPTIONS"),
+        ("POST", "sse", "GET, OPTIONS"),
     ] {
         let resp = app
             .http
@@ -452,4 +451,131 @@ async fn a_configured_tenant_with_an_unknown_catalog_stops_the_start() {
         .err()
         .expect("refused");
     assert!(refused.to_string().contains("nope"), "{refused}");
+}
+
+/// A browser page at an admitted origin can call the endpoints (CORS): its preflight learns the
+/// endpoint's methods and may send the headers it asked for; every answer to it, a 401's
+/// challenge included, names the origin and exposes the headers a client reads. A refused
+/// origin gets a 403 and no grant, a tenant's own origins admit no page to another tenant, and a
+/// request without `Origin` gets no CORS headers.
+#[actix_rt::test]
+async fn browsers_at_admitted_origins_get_cors_grants_and_others_do_not() {
+    let app = spawn_app().await;
+    let created = app
+        .admin(reqwest::Method::POST, "/tenants")
+        .json(
+            &json!({ "slug": "web", "catalogs": ["demo"], "auth": { "mode": "oauth" },
+            "limits": { "allowed_origins": ["https://App.example/"] } }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let options = |tenant: &str, endpoint: &str, origin: Option<&str>| {
+        let mut r = app
+            .http
+            .request(
+                reqwest::Method::OPTIONS,
+                format!("{}/t/{tenant}/{endpoint}", app.base),
+            )
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "authorization,content-type,mcp-protocol-version,mcp-session-id",
+            );
+        if let Some(origin) = origin {
+            r = r.header("origin", origin);
+        }
+        r.send()
+    };
+    let header = |resp: &reqwest::Response, name: &str| {
+        resp.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    let initialize = |tenant: &str, origin: Option<&str>| {
+        let mut r = app.post(tenant, None, &initialize_body("2025-11-25", json!({})));
+        if let Some(origin) = origin {
+            r = r.header("origin", origin);
+        }
+        r.send()
+    };
+
+    // The preflight of the tenant's own origin.
+    let resp = options("web", "mcp", Some("https://app.example"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+    for (name, value) in [
+        ("access-control-allow-origin", "https://app.example"),
+        ("access-control-allow-methods", "GET, POST, DELETE, OPTIONS"),
+        (
+            "access-control-allow-headers",
+            "authorization,content-type,mcp-protocol-version,mcp-session-id",
+        ),
+        ("access-control-max-age", "7200"),
+    ] {
+        assert_eq!(header(&resp, name).as_deref(), Some(value), "{name}");
+    }
+    assert!(header(&resp, "vary").unwrap().starts_with("Origin"));
+    assert_eq!(header(&resp, "access-control-allow-credentials"), None);
+    let resp = options("web", "sse", Some("https://app.example"))
+        .await
+        .unwrap();
+    assert_eq!(
+        header(&resp, "access-control-allow-methods").as_deref(),
+        Some("GET, OPTIONS")
+    );
+
+    // Refused: an origin nobody allows, and the tenant's origin on another tenant.
+    for (tenant, origin) in [
+        ("web", "https://evil.example"),
+        ("demo", "https://app.example"),
+    ] {
+        let resp = options(tenant, "mcp", Some(origin)).await.unwrap();
+        assert_eq!(resp.status(), 403, "{tenant} {origin}");
+        assert_eq!(header(&resp, "access-control-allow-origin"), None);
+        let resp = initialize(tenant, Some(origin)).await.unwrap();
+        assert_eq!(resp.status(), 403, "{tenant} {origin}");
+        assert_eq!(header(&resp, "access-control-allow-origin"), None);
+    }
+    let resp = options("nobody", "mcp", Some("https://app.example"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+
+    // The protected tenant's 401: the page can read the challenge and start authorization.
+    let resp = initialize("web", Some("https://app.example"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    assert!(header(&resp, "www-authenticate").is_some());
+    assert_eq!(
+        header(&resp, "access-control-allow-origin").as_deref(),
+        Some("https://app.example")
+    );
+    let exposed = header(&resp, "access-control-expose-headers").unwrap();
+    assert!(exposed.contains("WWW-Authenticate"), "{exposed}");
+
+    // An open tenant from a loopback page (the Inspector's): a session the page can read.
+    let origin = "http://localhost:6274";
+    let resp = initialize("demo", Some(origin)).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(header(&resp, "mcp-session-id").is_some());
+    assert_eq!(
+        header(&resp, "access-control-allow-origin").as_deref(),
+        Some(origin)
+    );
+    let exposed = header(&resp, "access-control-expose-headers").unwrap();
+    assert!(exposed.contains("Mcp-Session-Id"), "{exposed}");
+    assert_eq!(header(&resp, "vary").as_deref(), Some("Origin"));
+
+    // No Origin (not a browser): no CORS headers; OPTIONS names the methods.
+    let resp = initialize("demo", None).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "access-control-allow-origin"), None);
+    let resp = options("demo", "messages", None).await.unwrap();
+    assert_eq!(resp.status(), 204);
+    assert_eq!(header(&resp, "allow").as_deref(), Some("POST, OPTIONS"));
+    assert_eq!(header(&resp, "access-control-allow-origin"), None);
 }

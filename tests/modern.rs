@@ -212,7 +212,7 @@ async fn discovery_lists_results_and_errors_of_the_stateless_revision() {
             .unwrap();
         assert_eq!(resp.status(), 405, "{method}");
         // RFC 9110 §15.5.6: a 405 lists what the resource serves (here, to this revision).
-        assert_eq!(resp.headers()["allow"], "POST", "{method}");
+        assert_eq!(resp.headers()["allow"], "POST, OPTIONS", "{method}");
     }
 }
 

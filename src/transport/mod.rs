@@ -7,6 +7,7 @@
 //! `legacy`: 2024-11-05 HTTP+SSE), SSE framing, and forwarding to the replica that owns a
 //! session (`forward`).
 
+pub mod cors;
 pub mod forward;
 pub mod legacy;
 pub mod modern;
@@ -324,24 +325,8 @@ impl FromRequest for Admitted {
     fn from_request(req: &HttpRequest, _: &mut DevPayload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move {
+            let (tenant, directory) = admitted_tenant(&req).await?;
             let slug = routes::tenant_of(req.match_info().as_str());
-            let directory = req
-                .app_data::<web::Data<TenantDirectory>>()
-                .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?;
-            let tenant = directory
-                .resolve(slug)
-                .await
-                .map_err(|e| {
-                    tracing::warn!(error = %e, "tenant lookup failed");
-                    HttpError::unavailable(
-                        "Service Unavailable: the tenant store is unreachable; retry shortly",
-                    )
-                })?
-                .ok_or_else(|| HttpError::not_found(format!("Unknown tenant: {slug}")))?;
-            let edge = req
-                .app_data::<web::Data<EdgePolicy>>()
-                .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?;
-            edge.check_host_and_origin(&req, &tenant.policy)?;
             tenant.policy.admit()?;
             // Counted once: a request forwarded to its session's owner carries the forwarding
             // replica's proof that it was counted there (a client cannot make one).
@@ -353,15 +338,10 @@ impl FromRequest for Admitted {
             let auth = tenant.policy.auth();
             let principal = match *auth {
                 crate::store::TenantAuth::None => None,
-                _ => {
-                    let service = req
-                        .app_data::<web::Data<AuthService>>()
-                        .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))?;
-                    service
-                        .authenticate(&req, slug, &auth)
-                        .await
-                        .map_err(HttpError::from)?
-                }
+                _ => app_data::<AuthService>(&req)?
+                    .authenticate(&req, slug, &auth)
+                    .await
+                    .map_err(HttpError::from)?,
             };
             if let Some(p) = principal
                 .as_ref()
@@ -378,6 +358,35 @@ impl FromRequest for Admitted {
             })
         })
     }
+}
+
+/// Shared state the app registered (503 before it has: the server is not ready).
+fn app_data<T: 'static>(req: &HttpRequest) -> Result<&web::Data<T>, HttpError> {
+    req.app_data::<web::Data<T>>()
+        .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))
+}
+
+/// The tenant an endpoint's path names, live on this replica, with its Host and Origin admitted
+/// (`cors` notes an admitted origin): 404 for an unknown tenant, 403 for a refused Host or
+/// Origin, 503 while the tenant store cannot say.
+async fn admitted_tenant(
+    req: &HttpRequest,
+) -> Result<(TenantHandle, &web::Data<TenantDirectory>), HttpError> {
+    let slug = routes::tenant_of(req.match_info().as_str());
+    let directory = app_data::<TenantDirectory>(req)?;
+    let tenant = directory
+        .resolve(slug)
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, "tenant lookup failed");
+            HttpError::unavailable(
+                "Service Unavailable: the tenant store is unreachable; retry shortly",
+            )
+        })?
+        .ok_or_else(|| HttpError::not_found(format!("Unknown tenant: {slug}")))?;
+    app_data::<EdgePolicy>(req)?.check_host_and_origin(req, &tenant.policy)?;
+    cors::admitted(req);
+    Ok((tenant, directory))
 }
 
 /// A refused rate is counted in `mcp_harbor_rate_limited`.
@@ -586,7 +595,7 @@ pub fn check_version_header(req: &HttpRequest) -> Result<Option<ProtocolVersion>
                          endpoint (POST only; no sessions)",
                         req.method()
                     ),
-                    "POST",
+                    "POST, OPTIONS",
                 ));
             }
             ProtocolVersion::parse(&text).map(Some).ok_or_else(|| {

@@ -21,12 +21,12 @@ use actix_web::dev::{
     ServiceResponse, Url,
 };
 use actix_web::guard::{Guard, GuardContext};
-use actix_web::http::header::HeaderValue;
+use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::Method;
 use actix_web::{web, Error, Route};
 use futures_util::future::LocalBoxFuture;
 
-use super::{legacy, method_not_allowed, streamable, REPLICA};
+use super::{cors, legacy, method_not_allowed, streamable, REPLICA};
 
 /// Which endpoint of a tenant a path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,12 +40,12 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    /// The methods the endpoint serves (its `Allow` header).
+    /// The methods the endpoint serves (its `Allow` header; `OPTIONS` answers CORS preflights).
     pub fn methods(&self) -> &'static str {
         match self {
-            Endpoint::Mcp => "GET, POST, DELETE",
-            Endpoint::Sse => "GET",
-            Endpoint::Messages => "POST",
+            Endpoint::Mcp => "GET, POST, DELETE, OPTIONS",
+            Endpoint::Sse => "GET, OPTIONS",
+            Endpoint::Messages => "POST, OPTIONS",
         }
     }
 }
@@ -135,18 +135,20 @@ impl ServiceFactory<ServiceRequest> for EndpointsFactory {
             web::to(streamable::delete),
             web::to(legacy::open),
             web::to(legacy::message),
+            web::to(cors::options),
             web::to(method_not_allowed),
         ]
         .map(|route: Route| route.new_service(()));
         let replica = self.replica.clone();
         Box::pin(async move {
-            let [post, get, delete, open, message, not_allowed] = routes;
+            let [post, get, delete, open, message, options, not_allowed] = routes;
             Ok(EndpointsService {
                 post: post.await?,
                 get: get.await?,
                 delete: delete.await?,
                 open: open.await?,
                 message: message.await?,
+                options: options.await?,
                 not_allowed: not_allowed.await?,
                 replica,
             })
@@ -162,6 +164,8 @@ pub struct EndpointsService {
     delete: RouteService,
     open: RouteService,
     message: RouteService,
+    /// `OPTIONS` on any endpoint (CORS preflights).
+    options: RouteService,
     /// Any other method on an endpoint: 405.
     not_allowed: RouteService,
     replica: HeaderValue,
@@ -184,19 +188,24 @@ impl Service<ServiceRequest> for EndpointsService {
             (Some(Endpoint::Mcp), &Method::DELETE) => &self.delete,
             (Some(Endpoint::Sse), &Method::GET) => &self.open,
             (Some(Endpoint::Messages), &Method::POST) => &self.message,
+            (Some(_), &Method::OPTIONS) => &self.options,
             _ => &self.not_allowed,
         };
         WithReplica {
+            // Only a browser sends `Origin` (on every cross-origin request); others skip CORS.
+            cors: req.headers().contains_key(header::ORIGIN),
             response: route.call(req),
             replica: Some(self.replica.clone()),
         }
     }
 }
 
-/// A response with the replica header added.
+/// A response with the replica header added, and the CORS headers when the request came from
+/// a browser at an admitted origin.
 pub struct WithReplica {
     response: LocalBoxFuture<'static, Result<ServiceResponse, Error>>,
     replica: Option<HeaderValue>,
+    cors: bool,
 }
 
 impl Future for WithReplica {
@@ -212,6 +221,9 @@ impl Future for WithReplica {
             if !response.headers().contains_key(&REPLICA) {
                 response.headers_mut().insert(REPLICA, replica);
             }
+        }
+        if this.cors {
+            cors::add_headers(&mut response);
         }
         Poll::Ready(Ok(response))
     }

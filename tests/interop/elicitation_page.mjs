@@ -13,34 +13,13 @@
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import { mkdirSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { createRequire } from 'node:module';
+import { check, closeBrowser, fail, finished, launch } from './browser.mjs';
 
 const [server, adminToken, shots] = process.argv.slice(2);
 if (!server || !adminToken || !shots) {
   console.error('usage: node elicitation_page.mjs <server-url> <admin-token> <screenshot-dir>');
   process.exit(2);
-}
-const interopDir = process.env.INTEROP_DIR ?? join(homedir(), '.cache', 'mcp-harbor', 'interop');
-const require = createRequire(join(interopDir, 'noop.cjs'));
-const { chromium } = require('playwright-core');
-
-let browser;
-const deadline = setTimeout(() => fail('the flow did not finish within 90 s'), 90_000);
-async function fail(message) {
-  console.error(`FAIL: ${message}`);
-  try {
-    await browser?.close();
-  } catch {}
-  process.exit(1);
-}
-function check(ok, message) {
-  if (!ok) {
-    console.error(`FAIL: ${message}`);
-    process.exit(1);
-  }
-  console.log(`ok   ${message}`);
 }
 
 // The tool's endpoint: round 1 asks for a secret, round 2 reports what it got.
@@ -122,7 +101,7 @@ check((await post({ jsonrpc: '2.0', id: request.id, result: { action: 'accept' }
 
 // The page, in Chromium.
 mkdirSync(shots, { recursive: true });
-browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: ['--no-sandbox'] });
+const browser = await launch();
 const page = await browser.newPage();
 const response = await page.goto(url);
 check(response.status() === 200, 'the page opens');
@@ -134,8 +113,7 @@ await page.screenshot({ path: join(shots, 'elicitation-page.png'), fullPage: tru
 await Promise.all([page.waitForNavigation(), page.click('button[value=submit]')]);
 check((await page.textContent('h1')).includes('Thank you'), 'submitted: the page thanks the user');
 await page.screenshot({ path: join(shots, 'elicitation-done.png'), fullPage: true });
-await browser.close();
-browser = undefined;
+await closeBrowser();
 
 // The session learns it is done, and the tool finishes with the secret.
 const complete = await nextMessage();
@@ -147,6 +125,6 @@ const listed = await (await admin('GET', `/tenants/${tenant}/elicitations?status
 check(listed.items.length === 1 && !JSON.stringify(listed).includes(secret), 'the admin API lists it completed, without the secret');
 await admin('DELETE', `/tenants/${tenant}`);
 endpoint.close();
-clearTimeout(deadline);
+finished();
 console.log(`screenshots in ${shots}`);
 console.log('ELICITATION BROWSER FLOW OK');

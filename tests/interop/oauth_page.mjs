@@ -11,34 +11,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import { mkdirSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { createRequire } from 'node:module';
+import { check, closeBrowser, finished, launch } from './browser.mjs';
 
 const [mcpUrl, username, password, shots] = process.argv.slice(2);
 if (!mcpUrl || !username || !password || !shots) {
   console.error('usage: node oauth_page.mjs <mcp-url> <username> <password> <screenshot-dir>');
   process.exit(2);
-}
-const interopDir = process.env.INTEROP_DIR ?? join(homedir(), '.cache', 'mcp-harbor', 'interop');
-const require = createRequire(join(interopDir, 'noop.cjs'));
-const { chromium } = require('playwright-core');
-
-let browser;
-const deadline = setTimeout(() => fail('the flow did not finish within 90 s'), 90_000);
-async function fail(message) {
-  console.error(`FAIL: ${message}`);
-  try {
-    await browser?.close();
-  } catch {}
-  process.exit(1);
-}
-function check(ok, message) {
-  if (!ok) {
-    console.error(`FAIL: ${message}`);
-    process.exit(1);
-  }
-  console.log(`ok   ${message}`);
 }
 const b64url = (buf) => buf.toString('base64url');
 
@@ -89,7 +68,7 @@ for (const [k, v] of Object.entries({ response_type: 'code', client_id, redirect
 }
 
 mkdirSync(shots, { recursive: true });
-browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
+const browser = await launch();
 const page = await browser.newPage();
 await page.goto(authorize.href);
 await page.screenshot({ path: join(shots, 'login.png'), fullPage: true });
@@ -108,8 +87,7 @@ check((await page.textContent('[role="alert"]'))?.includes('Wrong username or pa
 await page.fill('#password', password);
 await Promise.all([page.waitForURL((u) => u.href.startsWith(redirectUri), { timeout: 15_000 }), page.click('button[value="allow"]')]);
 await page.screenshot({ path: join(shots, 'callback.png'), fullPage: true });
-await browser.close();
-browser = undefined;
+await closeBrowser();
 check(received?.searchParams.get('state') === state, 'landed on the redirect URI with the state');
 check(received?.searchParams.get('iss') === issuer, 'and the issuer (RFC 9207)');
 const code = received?.searchParams.get('code');
@@ -129,6 +107,6 @@ const init = await fetch(mcpUrl, {
   body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'browser-test', version: '1' } } }),
 });
 check(init.status === 200 && Boolean(init.headers.get('mcp-session-id')), 'the token opens an MCP session');
-clearTimeout(deadline);
+finished();
 console.log(`screenshots: ${join(shots, 'login.png')}, ${join(shots, 'callback.png')}`);
 console.log('OAUTH BROWSER FLOW OK');
