@@ -88,8 +88,9 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(check_session_route(route), Ok(()));
             let random = id.strip_prefix(route).and_then(|r| r.strip_prefix('.'));
             assert!(
-                random.is_some_and(|r| r.len() == 32
-                    && r.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))),
+                random
+                    .is_some_and(|r| r.len() == 32
+                        && r.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))),
                 "{id:?}"
             );
         }
