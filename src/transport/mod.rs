@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::Payload as DevPayload;
-use actix_web::http::header::{self, HeaderMap, HeaderName};
+use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse, ResponseError};
 use futures_util::future::LocalBoxFuture;
@@ -325,8 +325,7 @@ impl FromRequest for Admitted {
     fn from_request(req: &HttpRequest, _: &mut DevPayload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move {
-            let (tenant, directory) = admitted_tenant(&req).await?;
-            let slug = routes::tenant_of(req.match_info().as_str());
+            let (tenant, directory, slug) = admitted_tenant(&req).await?;
             tenant.policy.admit()?;
             // Counted once: a request forwarded to its session's owner carries the forwarding
             // replica's proof that it was counted there (a client cannot make one).
@@ -366,12 +365,12 @@ fn app_data<T: 'static>(req: &HttpRequest) -> Result<&web::Data<T>, HttpError> {
         .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))
 }
 
-/// The tenant an endpoint's path names, live on this replica, with its Host and Origin admitted
-/// (`cors` notes an admitted origin): 404 for an unknown tenant, 403 for a refused Host or
-/// Origin, 503 while the tenant store cannot say.
+/// The tenant an endpoint's path names (and that name), live on this replica, with its Host and
+/// Origin admitted (`cors` notes an admitted origin): 404 for an unknown tenant, 403 for a
+/// refused Host or Origin, 503 while the tenant store cannot say.
 async fn admitted_tenant(
     req: &HttpRequest,
-) -> Result<(TenantHandle, &web::Data<TenantDirectory>), HttpError> {
+) -> Result<(TenantHandle, &web::Data<TenantDirectory>, &str), HttpError> {
     let slug = routes::tenant_of(req.match_info().as_str());
     let directory = app_data::<TenantDirectory>(req)?;
     let tenant = directory
@@ -384,9 +383,10 @@ async fn admitted_tenant(
             )
         })?
         .ok_or_else(|| HttpError::not_found(format!("Unknown tenant: {slug}")))?;
-    app_data::<EdgePolicy>(req)?.check_host_and_origin(req, &tenant.policy)?;
-    cors::admitted(req);
-    Ok((tenant, directory))
+    if let Some(origin) = app_data::<EdgePolicy>(req)?.check_host_and_origin(req, &tenant.policy)? {
+        cors::admitted(req, origin);
+    }
+    Ok((tenant, directory, slug))
 }
 
 /// A refused rate is counted in `mcp_harbor_rate_limited`.
@@ -425,12 +425,12 @@ impl EdgePolicy {
     }
 
     /// DNS-rebinding protection: the `Host` must name this server and a present `Origin` must be
-    /// allowed; otherwise 403.
-    pub fn check_host_and_origin(
+    /// allowed; otherwise 403. Gives the admitted `Origin` (`None`: the request has none).
+    pub fn check_host_and_origin<'r>(
         &self,
-        req: &HttpRequest,
+        req: &'r HttpRequest,
         tenant: &TenantPolicy,
-    ) -> Result<(), HttpError> {
+    ) -> Result<Option<&'r HeaderValue>, HttpError> {
         // HTTP/1.1 sends Host; HTTP/2 sends the :authority the request URI carries.
         let host = req
             .headers()
@@ -443,7 +443,8 @@ impl EdgePolicy {
                 "Forbidden: Host {host:?} is not allowed"
             )));
         }
-        if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let sent = req.headers().get(header::ORIGIN);
+        if let Some(origin) = sent {
             let origin = crate::header_text(origin)
                 .unwrap_or("")
                 .trim_end_matches('/')
@@ -459,7 +460,7 @@ impl EdgePolicy {
                 )));
             }
         }
-        Ok(())
+        Ok(sent)
     }
 
     fn host_allowed(&self, name: &str) -> bool {
@@ -470,12 +471,18 @@ impl EdgePolicy {
 /// The host name of a `host[:port]` (IPv6 literals keep their brackets), lowercased (copied
 /// only when it is not lowercase already: this is on every request).
 fn host_name(authority: &str) -> std::borrow::Cow<'_, str> {
-    let authority = authority.trim();
-    let name = if authority.starts_with('[') {
-        authority.split_inclusive(']').next().unwrap_or("")
+    // By byte (the header is ASCII; `split` on a char goes through the general searcher).
+    let authority = authority.trim_ascii();
+    let bytes = authority.as_bytes();
+    let end = if authority.starts_with('[') {
+        bytes
+            .iter()
+            .position(|&b| b == b']')
+            .map_or(bytes.len(), |i| i + 1)
     } else {
-        authority.split(':').next().unwrap_or("")
+        bytes.iter().position(|&b| b == b':').unwrap_or(bytes.len())
     };
+    let name = &authority[..end];
     if name.bytes().any(|b| b.is_ascii_uppercase()) {
         name.to_ascii_lowercase().into()
     } else {
@@ -743,6 +750,22 @@ where
 mod tests {
     use super::*;
     use actix_web::test::TestRequest;
+
+    #[test]
+    fn host_names_are_read_from_authorities() {
+        for (authority, name) in [
+            ("Example.COM:8080", "example.com"),
+            ("example.com", "example.com"),
+            (" localhost:1 ", "localhost"),
+            ("[::1]:8080", "[::1]"),
+            ("[::1]", "[::1]"),
+            ("[::1", "[::1"),
+            (":80", ""),
+            ("", ""),
+        ] {
+            assert_eq!(host_name(authority), name, "{authority:?}");
+        }
+    }
 
     fn policy() -> EdgePolicy {
         EdgePolicy {
