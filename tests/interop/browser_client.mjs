@@ -56,13 +56,14 @@ async function run(mcp) {
   const call = await answer(r);
   say('tools/call echo: ' + r.status + ' ' + call.result?.content?.[0]?.text);
   r = await fetch(mcp, { method: 'DELETE', headers: inSession });
-  say('DELETE session: ' + r.status);
+  const deleted = r.status;
+  say('DELETE session: ' + deleted);
   const meta = { 'io.modelcontextprotocol/protocolVersion': V2, 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 'browser-page', version: '1' } };
   r = await post({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'echo', arguments: { text: 'stateless from a browser' }, _meta: meta } },
     { 'mcp-protocol-version': V2, 'mcp-method': 'tools/call', 'mcp-name': 'echo' });
   const modern = await answer(r);
   say('2026-07-28 tools/call echo: ' + r.status + ' ' + modern.result?.content?.[0]?.text);
-  return { session: Boolean(session), init: init.result?.protocolVersion, text: call.result?.content?.[0]?.text, modern: modern.result?.content?.[0]?.text, out };
+  return { session: Boolean(session), init: init.result?.protocolVersion, text: call.result?.content?.[0]?.text, deleted, modern: modern.result?.content?.[0]?.text, out };
 }
 `;
 const page = `<!doctype html><meta charset="utf-8"><title>Browser MCP client</title>
@@ -90,6 +91,7 @@ check(!result.error, `the page at http://localhost:${port} ran its calls${result
 check(result.session, 'the page read Mcp-Session-Id (an exposed header)');
 check(result.init === '2025-11-25', 'initialize answered across origins');
 check(result.text === 'hello from a browser', 'tools/call in the session, after a preflight');
+check(result.deleted >= 200 && result.deleted < 300, `DELETE ended the session (${result.deleted})`);
 check(result.modern === 'stateless from a browser', 'a 2026-07-28 tools/call with Mcp-Method/Mcp-Name, after a preflight');
 for (const line of result.out) console.log(`     ${line}`);
 
