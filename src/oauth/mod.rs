@@ -38,7 +38,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/register/{client_id}", web::put().to(clients::update))
             .route("/register/{client_id}", web::delete().to(clients::delete))
             .route("/jwks", web::get().to(discovery::jwks))
-            .default_service(web::to(preflight_or_404)),
+            .default_service(web::to(|req| preflight_or_refusal(req, endpoint_methods))),
     )
     .service(
         web::scope("/t/{tenant}/.well-known")
@@ -48,14 +48,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 "/{doc}/{rest:.*}",
                 web::get().to(discovery::appended_with_rest),
             )
-            .default_service(web::to(preflight_or_404)),
+            .default_service(web::to(|req| preflight_or_refusal(req, document_methods))),
     )
     .service(
         web::scope("/.well-known")
             .wrap(cors())
             .route("/{doc}", web::get().to(fallback::metadata))
             .route("/{doc}/{rest:.*}", web::get().to(discovery::inserted))
-            .default_service(web::to(preflight_or_404)),
+            .default_service(web::to(|req| preflight_or_refusal(req, document_methods))),
     )
     // 2025-03-26 default endpoints, on hosts dedicated to a tenant.
     .route("/authorize", web::get().to(fallback::authorize_show))
@@ -75,7 +75,13 @@ fn cors() -> actix_web::middleware::DefaultHeaders {
         ))
 }
 
-async fn preflight_or_404(req: HttpRequest) -> HttpResponse {
+/// A scope's default service: a browser's preflight is answered; a path of the scope asked with
+/// a method it does not serve (`methods` of the rest of the path after the scope) is 405 with
+/// `Allow` (RFC 9110 §15.5.6); any other path is 404.
+async fn preflight_or_refusal(
+    req: HttpRequest,
+    methods: fn(&str) -> Option<&'static str>,
+) -> HttpResponse {
     if req.method() == actix_web::http::Method::OPTIONS {
         return HttpResponse::NoContent()
             .insert_header((
@@ -89,43 +95,42 @@ async fn preflight_or_404(req: HttpRequest) -> HttpResponse {
             .insert_header((header::ACCESS_CONTROL_MAX_AGE, "600"))
             .finish();
     }
-    let Some(allow) = methods_of(req.match_info().unprocessed()) else {
+    let Some(allow) = methods(req.match_info().unprocessed()) else {
         return OAuthError::not_found(format!("no such endpoint: {}", req.path())).error_response();
     };
-    // An endpoint asked with a method it does not serve: 405 with what it serves (RFC 9110
-    // §15.5.6).
-    let mut response = OAuthError::bad(
+    let mut response = OAuthError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
         "invalid_request",
         format!("{} is not served at {}", req.method(), req.path()),
     )
     .error_response();
-    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
     response
         .headers_mut()
         .insert(header::ALLOW, header::HeaderValue::from_static(allow));
     response
 }
 
-/// The methods a path of the authorization server's scopes serves (the rest of the path after
-/// `/t/{tenant}/oauth` or a `.well-known`), `None` when it is no endpoint.
-fn methods_of(rest: &str) -> Option<&'static str> {
-    let documents = [discovery::PRM, discovery::ASM, discovery::OIDC];
+/// The methods an endpoint under `/t/{tenant}/oauth` serves (`rest`: its path after that),
+/// `None` when it is no endpoint.
+fn endpoint_methods(rest: &str) -> Option<&'static str> {
     match rest {
         "/authorize" => Some("GET, POST, OPTIONS"),
         "/callback" | "/jwks" => Some("GET, OPTIONS"),
         "/token" | "/revoke" | "/register" => Some("POST, OPTIONS"),
-        _ => {
-            let rest = rest.strip_prefix('/')?;
-            if rest
-                .strip_prefix("register/")
-                .is_some_and(|id| !id.is_empty() && !id.contains('/'))
-            {
-                return Some("GET, PUT, DELETE, OPTIONS");
-            }
-            let document = rest.split('/').next().unwrap_or(rest);
-            documents.contains(&document).then_some("GET, OPTIONS")
-        }
+        _ => rest
+            .strip_prefix("/register/")
+            .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+            .then_some("GET, PUT, DELETE, OPTIONS"),
     }
+}
+
+/// The methods a discovery document under a `.well-known` serves (`rest`: the path after it,
+/// `/{document}` or `/{document}/…`), `None` when it names no document.
+fn document_methods(rest: &str) -> Option<&'static str> {
+    let document = rest.strip_prefix('/')?.split('/').next()?;
+    [discovery::PRM, discovery::ASM, discovery::OIDC]
+        .contains(&document)
+        .then_some("GET, OPTIONS")
 }
 
 /// What the authorization server keeps in memory on each replica.
