@@ -521,6 +521,12 @@ async fn admins_list_inspect_and_cancel_and_tenants_are_isolated() {
             .status(),
         404
     );
+    // The page is read and submitted; other methods are 405 with `Allow`.
+    for method in [Method::PUT, Method::DELETE, Method::PATCH] {
+        let r = app.http.request(method.clone(), &url).send().await.unwrap();
+        assert_eq!(r.status(), 405, "{method}");
+        assert_eq!(r.headers()["allow"], "GET, POST", "{method}");
+    }
     for method in [Method::GET, Method::DELETE] {
         let r = app
             .admin(method, &format!("/tenants/beta/elicitations/{id}"))

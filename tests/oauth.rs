@@ -1866,6 +1866,53 @@ async fn the_2025_03_26_root_endpoints_serve_a_host_dedicated_to_a_tenant() {
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
+    // Nor do its default paths, whatever the method.
+    for (method, path) in [("GET", "/token"), ("POST", "/token"), ("PUT", "/register")] {
+        let r = app
+            .http
+            .request(method.parse().unwrap(), format!("{}{path}", app.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "{method} {path}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"], "not_found", "{method} {path}");
+    }
+    // On the dedicated host they are endpoints: a wrong method is 405 with `Allow`, and a
+    // browser's preflight is granted.
+    for (method, path, allow) in [
+        ("GET", "/token", "POST, OPTIONS"),
+        ("GET", "/register", "POST, OPTIONS"),
+        ("DELETE", "/authorize", "GET, POST, OPTIONS"),
+    ] {
+        let r = app
+            .http
+            .request(method.parse().unwrap(), format!("{dedicated}{path}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 405, "{method} {path}");
+        assert_eq!(r.headers()["allow"], allow, "{method} {path}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"], "invalid_request", "{method} {path}");
+    }
+    for path in ["/token", "/register"] {
+        let r = app
+            .http
+            .request(reqwest::Method::OPTIONS, format!("{dedicated}{path}"))
+            .header("origin", "http://localhost:6274")
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 204, "{path}");
+        assert_eq!(r.headers()["access-control-allow-origin"], "*", "{path}");
+        assert!(r.headers()["access-control-allow-methods"]
+            .to_str()
+            .unwrap()
+            .contains("POST"));
+    }
     let r = app
         .http
         .get(format!(
@@ -1885,11 +1932,13 @@ async fn the_2025_03_26_root_endpoints_serve_a_host_dedicated_to_a_tenant() {
     let r = app
         .http
         .post(format!("{dedicated}/register"))
+        .header("origin", "http://localhost:6274")
         .json(&json!({ "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none" }))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
+    assert_eq!(r.headers()["access-control-allow-origin"], "*");
     let client_id = r.json::<Value>().await.unwrap()["client_id"]
         .as_str()
         .unwrap()

@@ -24,8 +24,26 @@ const CSRF_COOKIE: &str = "harbor_elicitation_csrf";
 
 /// Mounts the page (before the MCP `/t/{tenant}` scope).
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/t/{tenant}/elicitations/{id}", web::get().to(show))
-        .route("/t/{tenant}/elicitations/{id}", web::post().to(submit));
+    cfg.service(
+        web::resource("/t/{tenant}/elicitations/{id}")
+            .route(web::get().to(show))
+            .route(web::post().to(submit))
+            .default_service(web::to(method_not_allowed)),
+    );
+}
+
+/// The page is read (GET) and submitted (POST); any other method is 405 with `Allow`.
+async fn method_not_allowed() -> HttpResponse {
+    let mut response = error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "Method not allowed",
+        "This page is opened with GET and submitted with POST.",
+    );
+    response.headers_mut().insert(
+        actix_web::http::header::ALLOW,
+        actix_web::http::header::HeaderValue::from_static("GET, POST"),
+    );
+    response
 }
 
 /// How the page checks who the user is.

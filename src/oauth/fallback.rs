@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 
 use super::{authorize, clients, discovery, token, OAuthError, OAuthState};
 use crate::auth::AuthService;
@@ -79,4 +79,21 @@ pub async fn register(
 ) -> Result<HttpResponse, OAuthError> {
     let slug = host_tenant(&req, &auth)?;
     clients::register(req, web::Path::from(slug), auth, body).await
+}
+
+/// A root endpoint asked with a method it does not serve: a browser's preflight is answered;
+/// otherwise 404 on a shared host (the root names no tenant, whatever the method), 405 with
+/// `Allow` on a host dedicated to a tenant.
+pub async fn refusal(
+    req: HttpRequest,
+    auth: web::Data<AuthService>,
+    allow: &'static str,
+) -> HttpResponse {
+    if req.method() == actix_web::http::Method::OPTIONS {
+        return super::preflight();
+    }
+    match host_tenant(&req, &auth) {
+        Ok(_) => super::method_not_allowed(&req, allow),
+        Err(e) => e.error_response(),
+    }
 }

@@ -57,11 +57,33 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/{doc}/{rest:.*}", web::get().to(discovery::inserted))
             .default_service(web::to(|req| preflight_or_refusal(req, document_methods))),
     )
-    // 2025-03-26 default endpoints, on hosts dedicated to a tenant.
-    .route("/authorize", web::get().to(fallback::authorize_show))
-    .route("/authorize", web::post().to(fallback::authorize_submit))
-    .route("/token", web::post().to(fallback::token))
-    .route("/register", web::post().to(fallback::register));
+    // 2025-03-26 default endpoints, on hosts dedicated to a tenant: answered like the
+    // tenant's own (CORS, 405 with `Allow`), and 404 on a shared host whatever the method.
+    .service(
+        web::resource("/authorize")
+            .wrap(cors())
+            .route(web::get().to(fallback::authorize_show))
+            .route(web::post().to(fallback::authorize_submit))
+            .default_service(web::to(|req, auth| {
+                fallback::refusal(req, auth, "GET, POST, OPTIONS")
+            })),
+    )
+    .service(
+        web::resource("/token")
+            .wrap(cors())
+            .route(web::post().to(fallback::token))
+            .default_service(web::to(|req, auth| {
+                fallback::refusal(req, auth, "POST, OPTIONS")
+            })),
+    )
+    .service(
+        web::resource("/register")
+            .wrap(cors())
+            .route(web::post().to(fallback::register))
+            .default_service(web::to(|req, auth| {
+                fallback::refusal(req, auth, "POST, OPTIONS")
+            })),
+    );
 }
 
 /// Browser-based MCP clients (the Inspector) call discovery, registration and the token
@@ -83,21 +105,31 @@ async fn preflight_or_refusal(
     methods: fn(&str) -> Option<&'static str>,
 ) -> HttpResponse {
     if req.method() == actix_web::http::Method::OPTIONS {
-        return HttpResponse::NoContent()
-            .insert_header((
-                header::ACCESS_CONTROL_ALLOW_METHODS,
-                "GET, POST, PUT, DELETE, OPTIONS",
-            ))
-            .insert_header((
-                header::ACCESS_CONTROL_ALLOW_HEADERS,
-                "Authorization, Content-Type, MCP-Protocol-Version",
-            ))
-            .insert_header((header::ACCESS_CONTROL_MAX_AGE, "600"))
-            .finish();
+        return preflight();
     }
     let Some(allow) = methods(req.match_info().unprocessed()) else {
         return OAuthError::not_found(format!("no such endpoint: {}", req.path())).error_response();
     };
+    method_not_allowed(&req, allow)
+}
+
+/// The answer to a browser's preflight on any authorization-server endpoint.
+fn preflight() -> HttpResponse {
+    HttpResponse::NoContent()
+        .insert_header((
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            "GET, POST, PUT, DELETE, OPTIONS",
+        ))
+        .insert_header((
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            "Authorization, Content-Type, MCP-Protocol-Version",
+        ))
+        .insert_header((header::ACCESS_CONTROL_MAX_AGE, "600"))
+        .finish()
+}
+
+/// 405 with `Allow` and an OAuth error body.
+fn method_not_allowed(req: &HttpRequest, allow: &'static str) -> HttpResponse {
     let mut response = OAuthError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "invalid_request",
