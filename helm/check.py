@@ -4,8 +4,8 @@
   helm/install-check-deps.sh                              # once: venv with the two packages below
   ~/.cache/mcp-harbor/helmenv/bin/python helm/check.py    # [--binary target/release/mcp-harbor]
 
-For each scenario (defaults: embedded SQLite on an emptyDir; ingress with TLS, allowedHosts and
-extraEnv; SQLite on a PersistentVolumeClaim; PostgreSQL from existing Secrets with the migration
+For each scenario (defaults: embedded SQLite on an emptyDir; ingress with TLS, allowedHosts,
+allowedOrigins and extraEnv; SQLite on a PersistentVolumeClaim; PostgreSQL from existing Secrets with the migration
 hook Job (and OTLP/HTTPS export to a vendor with headers); the PostgreSQL URL inline in the
 chart-managed Secret; values-production.yaml; an inline admin token; OpenTelemetry export over
 OTLP/HTTP with collector headers from a Secret, JSON logs and a ServiceMonitor; OTLP/gRPC with
@@ -27,8 +27,8 @@ traces only) it
      API; the ServiceMonitor selecting the Service's labels and its "metrics" port,
   4. when a built server binary is found, boots it with the rendered config and environment (the
      container's volume mounts remapped to temporary directories, secretKeyRefs resolved) and
-     checks /healthz, /readyz, that every allowed Host (and no other) may initialize a session,
-     that the SQLite file lands on the data volume, and the admin API: GET /admin/v1/tenants
+     checks /healthz, /readyz, that every allowed Host and browser Origin (and no other) may
+     initialize a session, that the SQLite file lands on the data volume, and the admin API: GET /admin/v1/tenants
      answers 200 with the token (configured, or the one the server printed) and 401 without;
      a generated token survives a restart on the same data volume. With OTLP export configured
      the server boots although the rendered collector is unreachable, and (OTLP/HTTP) a second
@@ -191,6 +191,7 @@ SCENARIOS: dict[str, dict] = {
             "tls": {"enabled": True},
         },
         "allowedHosts": ["mcp.internal.example.com"],
+        "allowedOrigins": ["https://inspector.example.com"],
         "extraEnv": [{"name": "MCP_HARBOR__SESSIONS__IDLE_TIMEOUT_SECS", "value": "600"}],
         "podAnnotations": {"example.com/team": "mcp"},
     },
@@ -263,6 +264,8 @@ BAD_VALUES: dict[str, dict] = {
     "unknown image.pullPolicy": {"image": {"pullPolicy": "Sometimes"}},
     "ingress enabled without a host": {"ingress": {"enabled": True, "host": ""}},
     "allowedHosts entry with a port": {"allowedHosts": ["mcp.example.com:443"]},
+    "allowedOrigins entry without a scheme": {"allowedOrigins": ["inspector.example.com"]},
+    "allowedOrigins entry with a path": {"allowedOrigins": ["https://inspector.example.com/app"]},
     "config is not a string": {"config": 8080},
     "storage.databaseUrl that is not postgres://": {"storage": {"databaseUrl": "mysql://db/x"}},
     "storage.databaseUrl and storage.existingSecret together":
@@ -687,6 +690,15 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
     r.check("allowed hosts include allowedHosts, the Service names and the ingress host",
             want_hosts <= set(hosts), f"missing {sorted(want_hosts - set(hosts))}")
 
+    # Allowed browser origins: only set when there are some, as the JSON list the server reads.
+    origins_env = env.get("MCP_HARBOR__SERVER__ALLOWED_ORIGINS")
+    if merged["allowedOrigins"]:
+        r.check("MCP_HARBOR__SERVER__ALLOWED_ORIGINS is the JSON list of allowedOrigins",
+                origins_env is not None and json.loads(origins_env) == merged["allowedOrigins"],
+                f"got {origins_env!r}")
+    else:
+        r.check("no MCP_HARBOR__SERVER__ALLOWED_ORIGINS without allowedOrigins", origins_env is None)
+
     for extra in merged["extraEnv"]:
         r.check(f"extraEnv {extra['name']} reaches the container",
                 env.get(extra["name"]) == extra.get("value", ""))
@@ -798,6 +810,7 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
 
     job_env = check_migration_job(r, merged, hook_docs, dep, container, env, svc, cm) if postgres else None
     return {"config_text": config_text, "config": config or {}, "env": env, "hosts": hosts,
+            "origins": merged["allowedOrigins"],
             "container": container, "pod_spec": pod["spec"], "configmaps": {cm["metadata"]["name"]: cm},
             "job_env": job_env, "postgres": postgres,
             "admin_token": env.get("MCP_HARBOR__ADMIN__TOKEN"),
@@ -1199,6 +1212,15 @@ def boot_once(r: Report, binary: Path, label, facts: dict, env: dict[str, str], 
                     all(s == 200 for s in statuses.values()), str(statuses))
             evil = http_status(port, "POST", path, "evil.example.com", init)
             r.check("an unlisted Host is refused (403)", evil == 403, f"got {evil}")
+            if facts["origins"]:
+                host = f"127.0.0.1:{port}"
+                statuses = {o: http_status(port, "POST", path, host, init, extra={"Origin": o})
+                            for o in facts["origins"]}
+                r.check("a page at every allowedOrigins origin may initialize a session",
+                        all(s == 200 for s in statuses.values()), str(statuses))
+                other = http_status(port, "POST", path, host, init,
+                                    extra={"Origin": "https://evil.example.com"})
+                r.check("a page at an unlisted origin is refused (403)", other == 403, f"got {other}")
 
         data_dir = env.get("MCP_HARBOR__STORAGE__DATA_DIR")
         if not facts["postgres"]:

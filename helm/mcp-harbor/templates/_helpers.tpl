@@ -100,6 +100,10 @@ Call with (dict "root" $ "resources" <name of the ConfigMap/Secret to read> "mig
   value: {{ $v.containerPort | quote }}
 - name: MCP_HARBOR__SERVER__ALLOWED_HOSTS
   value: {{ include "mcp-harbor.allowedHosts" .root | quote }}
+{{- with $v.allowedOrigins }}
+- name: MCP_HARBOR__SERVER__ALLOWED_ORIGINS
+  value: {{ toJson . | quote }}
+{{- end }}
 {{- if include "mcp-harbor.postgres" .root }}
 - name: MCP_HARBOR__STORAGE__DATABASE_URL
   valueFrom:
