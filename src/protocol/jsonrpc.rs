@@ -222,11 +222,11 @@ impl read::Element {
     fn classify(self) -> Result<Message, RpcError> {
         match self {
             read::Element::Object {
-                fields,
+                members,
                 params,
                 meta,
                 reserved,
-            } => classify_parts(fields, params, meta, reserved),
+            } => classify_parts(members, params, meta, reserved),
             read::Element::Value(v) => classify(v),
             read::Element::NotObject => Err(not_an_object()),
         }
@@ -264,13 +264,13 @@ pub fn classify(v: Value) -> Result<Message, RpcError> {
         Some(Value::Object(p)) => WireMeta::split(p).map(Box::new),
         _ => None,
     };
-    classify_parts(obj, params, meta, reserved)
+    classify_parts(read::Members::take(&mut obj), params, meta, reserved)
 }
 
 /// A message from its members (`params` and its `meta` apart); `reserved`: it holds
 /// [`RAW_VALUE_KEY`] somewhere.
 fn classify_parts(
-    mut obj: Map<String, Value>,
+    members: read::Members,
     params: Option<Value>,
     meta: Option<Box<WireMeta>>,
     reserved: bool,
@@ -280,7 +280,7 @@ fn classify_parts(
             "Invalid Request: the object key {RAW_VALUE_KEY:?} is reserved"
         )));
     }
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    if members.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
         return Err(RpcError::invalid_request(
             "Invalid Request: \"jsonrpc\" must be exactly \"2.0\"",
         ));
@@ -294,19 +294,18 @@ fn classify_parts(
             ))
         }
     };
-    let id = match obj.get("id") {
+    let id = match &members.id {
         None => None,
         Some(raw) => Some(RequestId::from_value(raw).ok_or_else(|| {
             RpcError::invalid_request("Invalid Request: \"id\" must be a string or an integer")
         })?),
     };
-    if let Some(method) = obj.get("method") {
-        let method = method
-            .as_str()
-            .ok_or_else(|| {
-                RpcError::invalid_request("Invalid Request: \"method\" must be a string")
-            })?
-            .to_string();
+    if let Some(method) = members.method {
+        let Value::String(method) = method else {
+            return Err(RpcError::invalid_request(
+                "Invalid Request: \"method\" must be a string",
+            ));
+        };
         return Ok(match id {
             Some(id) => Message::Request(Request {
                 id,
@@ -324,7 +323,7 @@ fn classify_parts(
     let id = id.ok_or_else(|| {
         RpcError::invalid_request("Invalid Request: a message needs \"method\" or \"id\"")
     })?;
-    match (obj.remove("result"), obj.get("error")) {
+    match (members.result, &members.error) {
         (Some(result), None) => Ok(Message::Response(Response {
             id,
             outcome: Ok(result),
@@ -563,21 +562,70 @@ mod tests {
                 .to_string(),
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"x":1e400}}}"#.to_string(),
             r#"{"jsonrpc":"2.0","id":"a","result":{"_meta":{}}}"#.to_string(),
+            // Members other than params: the last of each counts, others are checked and
+            // dropped, a reserved key anywhere in what would be kept refuses the message.
+            r#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b","id":"x"}"#.to_string(),
+            r#"{"jsonrpc":"1.0","jsonrpc":"2.0","method":"n"}"#.to_string(),
+            r#"{"jsonrpc":"2.0","method":7}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"m"},"extra":[1,{"a":null}]}"#
+                .to_string(),
+            r#"{"\u006aso\u006erpc":"2.0","\u0069d":2,"meth\u006fd":"p\u0069ng"}"#.to_string(),
+            format!(r#"{{"jsonrpc":"2.0","method":"n","x":{{"{raw}":"1"}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","method":"n","x":{{"a":{{"{raw}":"1"}}}},"x":2}}"#),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","x":2,"x":{{"a":[{{"b":0,"{raw}":"1"}}]}}}}"#
+            ),
+            format!(r#"{{"jsonrpc":"2.0","method":"n","{raw}":"1"}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":{{"{raw}":"1"}},"method":"n"}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"a":{{"b":1,"{raw}":"[]"}}}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","method":"n","x":{{"{raw}":"not json"}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","method":"n","x":{deep}}}"#),
+            r#"{"jsonrpc":"2.0","method":"n","x":1e400}"#.to_string(),
+            r#"{"jsonrpc":"2.0","method":"n","x":"\ud800"}"#.to_string(),
+            // Reserved keys inside params, found as they are read: the last value of a key
+            // counts, in params, in `_meta` and in this revision's `_meta` keys.
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"a":{{"b":1,"{raw}":"1"}},"a":2}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"a":2,"a":{{"b":1,"{raw}":"1"}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"a":[1,{{"b":[{{"c":1,"{raw}":"1"}}]}}]}}}}"#
+            ),
+            format!(r#"{{"jsonrpc":"2.0","method":"n","params":[{{"b":1,"{raw}":"1"}}]}}"#),
+            format!(r#"{{"jsonrpc":"2.0","method":"n","params":{{"b":1,"{raw}":"1"}}}}"#),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"a":{{"{raw}":"{{\"b\":1,\"{raw}\":2}}"}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"_meta":{{"p":{{"b":1,"{raw}":"1"}}}},"_meta":3}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"_meta":3,"_meta":{{"p":{{"b":1,"{raw}":"1"}}}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"_meta":{{"{pv}":{{"b":1,"{raw}":"1"}}}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"_meta":{{"{pv}":{{"b":1,"{raw}":"1"}},"{pv}":"x"}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"_meta":{{"{caps}":[{{"b":1,"{raw}":"1"}}]}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"_meta":{{"q":1,"{raw}":"1"}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"_meta":[{{"b":1,"{raw}":"1"}}]}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"{raw}":"{{\"_meta\":{{\"b\":1,\"{raw}\":1}}}}"}}}}"#
+            ),
         ];
         for body in &bodies {
-            let expected = match serde_json::from_slice::<Value>(body.as_bytes()) {
-                Err(_) => None,
-                Ok(Value::Array(items)) if items.is_empty() => None,
-                Ok(Value::Array(items)) => Some(Ok(Payload::Batch(
-                    items.into_iter().map(classify).collect(),
-                ))),
-                Ok(v) => Some(classify(v).map(Payload::Single)),
-            };
-            let got = parse_payload(body.as_bytes());
-            match expected {
-                None => assert!(got.is_err(), "{body}: {got:?}"),
-                Some(expected) => assert_eq!(got, expected, "{body}"),
-            }
+            assert_reads_as_a_value_does(body.as_bytes());
         }
         // What the first body holds, set apart.
         let Ok(Payload::Single(Message::Request(r))) = parse_payload(bodies[0].as_bytes()) else {
@@ -587,6 +635,38 @@ mod tests {
         let meta = r.meta.expect("meta");
         assert_eq!(meta.protocol_version, Some(json!("2026-07-28")));
         assert_eq!(meta.client_capabilities, Some(json!({})));
+    }
+
+    /// `parse_payload` gives what `classify` gives for the body read as a `Value`, and errors
+    /// where reading a `Value` errors.
+    fn assert_reads_as_a_value_does(body: &[u8]) {
+        let expected = match serde_json::from_slice::<Value>(body) {
+            Err(_) => None,
+            Ok(Value::Array(items)) if items.is_empty() => None,
+            Ok(Value::Array(items)) => Some(Ok(Payload::Batch(
+                items.into_iter().map(classify).collect(),
+            ))),
+            Ok(v) => Some(classify(v).map(Payload::Single)),
+        };
+        let got = parse_payload(body);
+        let shown = String::from_utf8_lossy(body);
+        match expected {
+            None => assert!(got.is_err(), "{shown}: {got:?}"),
+            Some(expected) => assert_eq!(got, expected, "{shown}"),
+        }
+    }
+
+    /// Every body the JSON-RPC fuzz target has kept in its corpus reads as a `Value` does.
+    #[test]
+    fn the_fuzz_corpus_reads_as_values_do() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/jsonrpc_payload");
+        let mut read = 0;
+        for entry in std::fs::read_dir(dir).expect("the corpus") {
+            let body = std::fs::read(entry.expect("an entry").path()).expect("a file");
+            assert_reads_as_a_value_does(&body);
+            read += 1;
+        }
+        assert!(read > 100, "only {read} corpus files");
     }
 
     #[test]

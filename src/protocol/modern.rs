@@ -135,16 +135,6 @@ impl WireMeta {
             }
         }
     }
-
-    pub(crate) fn values(&self) -> impl Iterator<Item = &Value> {
-        [
-            &self.protocol_version,
-            &self.client_capabilities,
-            &self.log_level,
-        ]
-        .into_iter()
-        .flatten()
-    }
 }
 
 /// What a stateless request says about itself in `params._meta`.

@@ -42,36 +42,39 @@ macro_rules! scalars {
 }
 
 /// The visits of a visitor that reads anything but an object as the `Value` it is (as `Value`
-/// reads it), wrapped by `$wrap`.
+/// reads it), wrapped by `$wrap(value, reserved)`: `reserved`, an array holds
+/// [`RAW_VALUE_KEY`] as a key somewhere.
 macro_rules! value_visits {
     ($wrap:expr) => {
         fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-            Ok($wrap(Value::Bool(v)))
+            Ok($wrap(Value::Bool(v), false))
         }
         fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-            Ok($wrap(Value::from(v)))
+            Ok($wrap(Value::from(v), false))
         }
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-            Ok($wrap(Value::from(v)))
+            Ok($wrap(Value::from(v), false))
         }
         fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-            Ok($wrap(Value::from(v)))
+            Ok($wrap(Value::from(v), false))
         }
         fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-            Ok($wrap(Value::String(v.to_owned())))
+            Ok($wrap(Value::String(v.to_owned()), false))
         }
         fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-            Ok($wrap(Value::String(v)))
+            Ok($wrap(Value::String(v), false))
         }
         fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok($wrap(Value::Null))
+            Ok($wrap(Value::Null, false))
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
             let mut items = Vec::new();
-            while let Some(item) = seq.next_element()? {
-                items.push(item);
+            let mut reserved = false;
+            while let Some(item) = seq.next_element::<Checked>()? {
+                reserved |= item.reserved;
+                items.push(item.value);
             }
-            Ok($wrap(Value::Array(items)))
+            Ok($wrap(Value::Array(items), reserved))
         }
     };
 }
@@ -87,8 +90,8 @@ pub(super) enum Body {
 /// One message of a body.
 pub(super) enum Element {
     Object {
-        /// Every member but `params`.
-        fields: Map<String, Value>,
+        /// The members that say what the message is (any other is checked and dropped).
+        members: Members,
         params: Option<Value>,
         meta: Option<Box<WireMeta>>,
         /// A reserved key ([`RAW_VALUE_KEY`]) somewhere in the message.
@@ -147,36 +150,84 @@ impl<'de> Deserialize<'de> for Element {
     }
 }
 
-/// A message object: `params` read by [`Params`], the rest as `Value`s.
-fn message<'de, A: MapAccess<'de>>(mut map: A) -> Result<Element, A::Error> {
-    let mut fields = Map::new();
-    let mut params: Option<Params> = None;
-    let mut first = true;
-    while let Some(key) = map.next_key::<String>()? {
-        if std::mem::take(&mut first) && key == RAW_VALUE_KEY {
-            return raw_value(&mut map).map(Element::Value);
-        }
-        if key == "params" {
-            params = Some(map.next_value()?);
-        } else {
-            let value = map.next_value()?;
-            fields.insert(key, value);
+/// The members of a message object that say what it is: the last of each, as in a `Value`.
+#[derive(Default)]
+pub(super) struct Members {
+    pub jsonrpc: Option<Value>,
+    pub id: Option<Value>,
+    pub method: Option<Value>,
+    pub result: Option<Value>,
+    pub error: Option<Value>,
+}
+
+impl Members {
+    fn slot(&mut self, key: &str) -> Option<&mut Option<Value>> {
+        match key {
+            "jsonrpc" => Some(&mut self.jsonrpc),
+            "id" => Some(&mut self.id),
+            "method" => Some(&mut self.method),
+            "result" => Some(&mut self.result),
+            "error" => Some(&mut self.error),
+            _ => None,
         }
     }
-    let mut reserved =
-        fields.contains_key(RAW_VALUE_KEY) || fields.values().any(holds_raw_value_key);
+
+    /// Takes them out of an object read whole.
+    pub(super) fn take(object: &mut Map<String, Value>) -> Members {
+        let mut members = Members::default();
+        for key in ["jsonrpc", "id", "method", "result", "error"] {
+            if let (Some(value), Some(slot)) = (object.remove(key), members.slot(key)) {
+                *slot = Some(value);
+            }
+        }
+        members
+    }
+
+    fn hold_raw_value_key(&self) -> bool {
+        [
+            &self.jsonrpc,
+            &self.id,
+            &self.method,
+            &self.result,
+            &self.error,
+        ]
+        .into_iter()
+        .flatten()
+        .any(holds_raw_value_key)
+    }
+}
+
+/// A message object: its [`Members`] as `Value`s, `params` read by [`Params`], any other
+/// member checked as a `Value` would be read and dropped (nothing reads it): no map and no
+/// owned key per member.
+fn message<'de, A: MapAccess<'de>>(mut map: A) -> Result<Element, A::Error> {
+    let mut members = Members::default();
+    let mut params: Option<Params> = None;
+    let mut others = Reserved::default();
+    let mut first = true;
+    while let Some(key) = map.next_key::<Key<'de>>()? {
+        if std::mem::take(&mut first) && key.0 == RAW_VALUE_KEY {
+            return raw_value(&mut map).map(Element::Value);
+        }
+        if key.0 == "params" {
+            params = Some(map.next_value()?);
+        } else if let Some(slot) = members.slot(&key.0) {
+            *slot = Some(map.next_value()?);
+        } else {
+            let value: Skip = map.next_value()?;
+            others.note(&key.0, value.reserved);
+        }
+    }
+    let mut reserved = others.any() || members.hold_raw_value_key();
     let (params, meta) = match params {
         None => (None, None),
         Some(p) => {
-            reserved |= p.reserved || holds_raw_value_key(&p.value);
-            if let Some(meta) = &p.meta {
-                reserved |= meta.values().any(holds_raw_value_key);
-            }
+            reserved |= p.reserved;
             (Some(p.value), p.meta)
         }
     };
     Ok(Element::Object {
-        fields,
+        members,
         params,
         meta,
         reserved,
@@ -187,46 +238,48 @@ fn message<'de, A: MapAccess<'de>>(mut map: A) -> Result<Element, A::Error> {
 struct Params {
     value: Value,
     meta: Option<Box<WireMeta>>,
-    /// A reserved key in the `clientInfo` that was skipped.
+    /// [`RAW_VALUE_KEY`] is a key somewhere in the params as a `Value` would read them (this
+    /// revision's `_meta` keys included), or in the `clientInfo` that was skipped.
     reserved: bool,
+}
+
+impl Params {
+    /// Params read whole as a `Value`: this revision's `_meta` keys split off afterwards.
+    fn whole(mut value: Value, reserved: bool) -> Params {
+        let meta = match &mut value {
+            Value::Object(params) => WireMeta::split(params).map(Box::new),
+            _ => None,
+        };
+        Params {
+            value,
+            meta,
+            reserved,
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for Params {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
-        impl V {
-            fn plain(value: Value) -> Params {
-                Params {
-                    value,
-                    meta: None,
-                    reserved: false,
-                }
-            }
-        }
         impl<'de> Visitor<'de> for V {
             type Value = Params;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a JSON value")
             }
-            value_visits!(Self::plain);
+            value_visits!(Params::whole);
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Params, A::Error> {
                 let mut rest = Map::new();
+                // Which of `rest`'s members hold a reserved key.
+                let mut held = Reserved::default();
                 // The last `_meta` read as an object: its other keys, this revision's keys and
-                // whether its skipped `clientInfo` held a reserved key.
+                // whether any of them (or its skipped `clientInfo`) held a reserved key.
                 let mut meta: Option<(Map<String, Value>, WireMeta, bool)> = None;
                 let mut first = true;
                 while let Some(key) = map.next_key::<Key<'de>>()? {
                     if std::mem::take(&mut first) && key.0 == RAW_VALUE_KEY {
-                        let mut value = raw_value(&mut map)?;
-                        let meta = match &mut value {
-                            Value::Object(params) => WireMeta::split(params).map(Box::new),
-                            _ => None,
-                        };
-                        return Ok(Params {
-                            value,
-                            meta,
-                            reserved: false,
-                        });
+                        let value = raw_value(&mut map)?;
+                        let reserved = holds_raw_value_key(&value);
+                        return Ok(Params::whole(value, reserved));
                     }
                     if key.0 == "_meta" {
                         match map.next_value::<MetaObject>()? {
@@ -236,28 +289,33 @@ impl<'de> Deserialize<'de> for Params {
                                 reserved,
                             } => {
                                 rest.remove("_meta");
+                                held.note(&key.0, false);
                                 meta = Some((other, wire, reserved));
                             }
-                            MetaObject::Value(value) => {
+                            MetaObject::Value(value, reserved) => {
                                 // Not an object (or the raw-value oddity): kept as it is and,
                                 // if it is an object after all, split below.
                                 meta = None;
+                                held.note(&key.0, reserved);
                                 rest.insert(key.0.into_owned(), value);
                             }
                         }
                     } else {
-                        let value = map.next_value()?;
-                        rest.insert(key.0.into_owned(), value);
+                        let value: Checked = map.next_value()?;
+                        held.note(&key.0, value.reserved);
+                        rest.insert(key.0.into_owned(), value.value);
                     }
                 }
-                let (meta, reserved) = match meta {
-                    Some((other, wire, reserved)) => {
+                let mut reserved = held.any();
+                let meta = match meta {
+                    Some((other, wire, meta_reserved)) => {
                         if !other.is_empty() {
                             rest.insert("_meta".into(), Value::Object(other));
                         }
-                        (Some(Box::new(wire)), reserved)
+                        reserved |= meta_reserved;
+                        Some(Box::new(wire))
                     }
-                    None => (WireMeta::split(&mut rest).map(Box::new), false),
+                    None => WireMeta::split(&mut rest).map(Box::new),
                 };
                 Ok(Params {
                     value: Value::Object(rest),
@@ -275,9 +333,11 @@ enum MetaObject {
     Object {
         other: Map<String, Value>,
         wire: WireMeta,
+        /// A reserved key in `other`, in this revision's keys or in the skipped `clientInfo`.
         reserved: bool,
     },
-    Value(Value),
+    /// Not an object, or the raw-value oddity; `true`: it holds a reserved key.
+    Value(Value, bool),
 }
 
 impl<'de> Deserialize<'de> for MetaObject {
@@ -290,24 +350,31 @@ impl<'de> Deserialize<'de> for MetaObject {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MetaObject, A::Error> {
                 let mut other = Map::new();
+                let mut held = Reserved::default();
                 let mut wire = WireMeta::default();
-                let mut reserved = false;
+                // Which of this revision's keys hold a reserved key.
+                let mut wire_held = Reserved::default();
+                let mut client_info = false;
                 let mut first = true;
                 while let Some(key) = map.next_key::<Key<'de>>()? {
                     if std::mem::take(&mut first) && key.0 == RAW_VALUE_KEY {
-                        return raw_value(&mut map).map(MetaObject::Value);
+                        let value = raw_value(&mut map)?;
+                        let reserved = holds_raw_value_key(&value);
+                        return Ok(MetaObject::Value(value, reserved));
                     }
                     match MetaKey::of(&key.0) {
                         MetaKey::Other => {
-                            let value = map.next_value()?;
-                            other.insert(key.0.into_owned(), value);
+                            let value: Checked = map.next_value()?;
+                            held.note(&key.0, value.reserved);
+                            other.insert(key.0.into_owned(), value.value);
                         }
                         // The last one counts, as in a `Value`.
-                        MetaKey::ClientInfo => reserved = map.next_value::<Skip>()?.reserved,
+                        MetaKey::ClientInfo => client_info = map.next_value::<Skip>()?.reserved,
                         known => {
-                            let value = map.next_value()?;
+                            let value: Checked = map.next_value()?;
                             if let Some(slot) = wire.slot(&known) {
-                                *slot = Some(value);
+                                *slot = Some(value.value);
+                                wire_held.note(&key.0, value.reserved);
                             }
                         }
                     }
@@ -315,11 +382,54 @@ impl<'de> Deserialize<'de> for MetaObject {
                 Ok(MetaObject::Object {
                     other,
                     wire,
-                    reserved,
+                    reserved: held.any() || client_info || wire_held.any(),
                 })
             }
             // Anything else is read as the `Value` it is.
             value_visits!(MetaObject::Value);
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A `Value`, read as serde_json reads one, and whether it holds [`RAW_VALUE_KEY`] as a key
+/// (found while reading rather than by walking the value again).
+struct Checked {
+    value: Value,
+    reserved: bool,
+}
+
+impl Checked {
+    fn new(value: Value, reserved: bool) -> Checked {
+        Checked { value, reserved }
+    }
+}
+
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Checked;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            value_visits!(Checked::new);
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+                let mut object = Map::new();
+                let mut held = Reserved::default();
+                let mut first = true;
+                while let Some(key) = map.next_key::<Key<'de>>()? {
+                    if std::mem::take(&mut first) && key.0 == RAW_VALUE_KEY {
+                        let value = raw_value(&mut map)?;
+                        let reserved = holds_raw_value_key(&value);
+                        return Ok(Checked::new(value, reserved));
+                    }
+                    let value: Checked = map.next_value()?;
+                    held.note(&key.0, value.reserved);
+                    object.insert(key.0.into_owned(), value.value);
+                }
+                Ok(Checked::new(Value::Object(object), held.any()))
+            }
         }
         d.deserialize_any(V)
     }
@@ -369,9 +479,7 @@ impl<'de> Deserialize<'de> for Skip {
                 skip_seq(seq)
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
-                // Keys whose last value holds a reserved key (duplicates: the last one wins).
-                let mut holding: Vec<Cow<'de, str>> = Vec::new();
-                let mut reserved_key = false;
+                let mut members = Reserved::default();
                 let mut first = true;
                 while let Some(key) = map.next_key::<Key<'de>>()? {
                     if std::mem::take(&mut first) && key.0 == RAW_VALUE_KEY {
@@ -380,22 +488,47 @@ impl<'de> Deserialize<'de> for Skip {
                             reserved: holds_raw_value_key(&value),
                         });
                     }
-                    reserved_key |= key.0 == RAW_VALUE_KEY;
                     let value: Skip = map.next_value()?;
-                    match holding.iter().position(|k| *k == key.0) {
-                        Some(i) if !value.reserved => {
-                            holding.swap_remove(i);
-                        }
-                        None if value.reserved => holding.push(key.0),
-                        _ => {}
-                    }
+                    members.note(&key.0, value.reserved);
                 }
                 Ok(Skip {
-                    reserved: reserved_key || !holding.is_empty(),
+                    reserved: members.any(),
                 })
             }
         }
         d.deserialize_any(V)
+    }
+}
+
+/// Whether the members of an object read without keeping them would hold [`RAW_VALUE_KEY`]
+/// once read: as a key (not the first: that one is read as raw JSON), or in the last value of
+/// a key (duplicates: the last one wins, as in a `Value`).
+#[derive(Default)]
+struct Reserved {
+    /// Keys whose last value holds a reserved key (rare: a key is copied only then).
+    holding: Vec<String>,
+    reserved_key: bool,
+}
+
+impl Reserved {
+    /// The member `key` (read again: the last one wins) and whether its value holds a
+    /// reserved key.
+    fn note(&mut self, key: &str, value_reserved: bool) {
+        self.reserved_key |= key == RAW_VALUE_KEY;
+        if self.holding.is_empty() && !value_reserved {
+            return;
+        }
+        match self.holding.iter().position(|k| k == key) {
+            Some(i) if !value_reserved => {
+                self.holding.swap_remove(i);
+            }
+            None if value_reserved => self.holding.push(key.to_owned()),
+            _ => {}
+        }
+    }
+
+    fn any(&self) -> bool {
+        self.reserved_key || !self.holding.is_empty()
     }
 }
 

@@ -16,10 +16,20 @@ pub fn new_session_id(route: Option<&str>) -> String {
     // the platform's other secrets are: asking the OS for every id cost a `getrandom` system
     // call per session opening, the one it made beside its two reads and two writes.
     let random: u128 = rand::random();
-    match route {
-        Some(route) => format!("{route}.{random:032x}"),
-        None => format!("{random:032x}"),
+    let mut id = String::with_capacity(route.map_or(0, |r| r.len() + 1) + RANDOM_LEN);
+    if let Some(route) = route {
+        id.push_str(route);
+        id.push('.');
     }
+    // By nibble into bytes rather than through `format!`'s `{:032x}`, which cost ~700
+    // instructions per session opening (a callgrind profile of session inits).
+    let mut hex = [0u8; RANDOM_LEN];
+    for (i, digit) in hex.iter_mut().enumerate() {
+        let nibble = (random >> (4 * (RANDOM_LEN - 1 - i))) & 0xf;
+        *digit = b"0123456789abcdef"[nibble as usize];
+    }
+    id.push_str(std::str::from_utf8(&hex).unwrap_or_default());
+    id
 }
 
 /// The route label of a session id made by `new_session_id` with one; `None` for a plain id
@@ -36,6 +46,23 @@ pub fn route_of(id: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_random_part_is_the_128_bits_in_hex_most_significant_first() {
+        // Spread over many ids, every position takes every hex digit, and the digits read back
+        // as a u128 whose hex form (as `format!` writes it) is the id's.
+        let mut seen = [[false; 16]; RANDOM_LEN];
+        for _ in 0..2000 {
+            let id = new_session_id(None);
+            let value = u128::from_str_radix(&id, 16).unwrap();
+            assert_eq!(format!("{value:032x}"), id);
+            for (i, b) in id.bytes().enumerate() {
+                let digit = char::from(b).to_digit(16).unwrap() as usize;
+                seen[i][digit] = true;
+            }
+        }
+        assert!(seen.iter().all(|digits| digits.iter().all(|&d| d)));
+    }
 
     #[test]
     fn a_plain_id_is_32_hex_characters() {
