@@ -623,6 +623,13 @@ mod tests {
             format!(
                 r#"{{"jsonrpc":"2.0","method":"n","params":{{"{raw}":"{{\"_meta\":{{\"b\":1,\"{raw}\":1}}}}"}}}}"#
             ),
+            // A skipped clientInfo inside raw JSON: it counts as in the `Value` read whole.
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"_meta":{{"{raw}":"{{\"{info}\":{{\"b\":1,\"{raw}\":1}}}}"}}}}}}"#
+            ),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"n","params":{{"{raw}":"{{\"_meta\":{{\"{info}\":{{\"b\":1,\"{raw}\":1}}}}}}"}}}}"#
+            ),
         ];
         for body in &bodies {
             assert_reads_as_a_value_does(body.as_bytes());

@@ -1,8 +1,13 @@
 //! Reading a JSON-RPC body in one pass. Everything is read as serde_json's `Value` would read
 //! it (the same syntax, depth limit, number and string rules, duplicate keys: the last wins),
-//! except the keys of `params._meta` the stateless revision defines: those are read into a
-//! [`WireMeta`] as they come, and `clientInfo` is checked and not kept. A stateless request then
-//! costs no `_meta` map and no copies of its long key names (~40 bytes each).
+//! but not always kept as one:
+//! - a message's members go into slots ([`Members`], `params`); any other member is checked and
+//!   dropped, since nothing reads it: no map and no owned key per member;
+//! - the keys of `params._meta` the stateless revision defines are read into a [`WireMeta`] as
+//!   they come, and `clientInfo` is checked and not kept: a stateless request costs no `_meta`
+//!   map and no copies of its long key names (~40 bytes each);
+//! - whether a message holds [`RAW_VALUE_KEY`] as a key (it is then refused) is found while
+//!   reading it, not by walking what was read.
 //!
 //! One oddity of serde_json is kept too: with its `raw_value` feature (on, for sqlx), an object
 //! whose first key is [`RAW_VALUE_KEY`] reads as the JSON text in that key's string value. Such
@@ -182,19 +187,6 @@ impl Members {
         }
         members
     }
-
-    fn hold_raw_value_key(&self) -> bool {
-        [
-            &self.jsonrpc,
-            &self.id,
-            &self.method,
-            &self.result,
-            &self.error,
-        ]
-        .into_iter()
-        .flatten()
-        .any(holds_raw_value_key)
-    }
 }
 
 /// A message object: its [`Members`] as `Value`s, `params` read by [`Params`], any other
@@ -203,7 +195,8 @@ impl Members {
 fn message<'de, A: MapAccess<'de>>(mut map: A) -> Result<Element, A::Error> {
     let mut members = Members::default();
     let mut params: Option<Params> = None;
-    let mut others = Reserved::default();
+    // Which members other than params hold a reserved key (or are one).
+    let mut held = Reserved::default();
     let mut first = true;
     while let Some(key) = map.next_key::<Key<'de>>()? {
         if std::mem::take(&mut first) && key.0 == RAW_VALUE_KEY {
@@ -212,13 +205,15 @@ fn message<'de, A: MapAccess<'de>>(mut map: A) -> Result<Element, A::Error> {
         if key.0 == "params" {
             params = Some(map.next_value()?);
         } else if let Some(slot) = members.slot(&key.0) {
-            *slot = Some(map.next_value()?);
+            let value: Checked = map.next_value()?;
+            held.note(&key.0, value.reserved);
+            *slot = Some(value.value);
         } else {
             let value: Skip = map.next_value()?;
-            others.note(&key.0, value.reserved);
+            held.note(&key.0, value.reserved);
         }
     }
-    let mut reserved = others.any() || members.hold_raw_value_key();
+    let mut reserved = held.any();
     let (params, meta) = match params {
         None => (None, None),
         Some(p) => {
