@@ -49,6 +49,15 @@ async fn create_user(app: &TestApp, tenant: &str, username: &str) {
 }
 
 /// Tenants `acme` and `beta` (oauth) with users `alice` (acme), `bob` (acme) and `carol` (beta).
+/// `method` (a name such as "PUT") on `url`, without a body.
+async fn send(app: &TestApp, method: &str, url: &str) -> reqwest::Response {
+    app.http
+        .request(method.parse().unwrap(), url)
+        .send()
+        .await
+        .unwrap()
+}
+
 async fn oauth_app() -> TestApp {
     let app = spawn_app().await;
     create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
@@ -512,12 +521,7 @@ async fn wrong_methods_on_the_authorization_server_are_405_with_allow() {
         ("POST", "/.well-known/something-else", no),
         ("GET", "/t/acme/.well-known/something-else/x", no),
     ] {
-        let r = app
-            .http
-            .request(method.parse().unwrap(), format!("{}{path}", app.base))
-            .send()
-            .await
-            .unwrap();
+        let r = send(&app, method, &format!("{}{path}", app.base)).await;
         let Some(allow) = allow else {
             assert_eq!(r.status(), 404, "{method} {path}");
             continue;
@@ -1868,12 +1872,7 @@ async fn the_2025_03_26_root_endpoints_serve_a_host_dedicated_to_a_tenant() {
     assert_eq!(r.status(), 404);
     // Nor do its default paths, whatever the method.
     for (method, path) in [("GET", "/token"), ("POST", "/token"), ("PUT", "/register")] {
-        let r = app
-            .http
-            .request(method.parse().unwrap(), format!("{}{path}", app.base))
-            .send()
-            .await
-            .unwrap();
+        let r = send(&app, method, &format!("{}{path}", app.base)).await;
         assert_eq!(r.status(), 404, "{method} {path}");
         let body: Value = r.json().await.unwrap();
         assert_eq!(body["error"], "not_found", "{method} {path}");
@@ -1885,12 +1884,7 @@ async fn the_2025_03_26_root_endpoints_serve_a_host_dedicated_to_a_tenant() {
         ("GET", "/register", "POST, OPTIONS"),
         ("DELETE", "/authorize", "GET, POST, OPTIONS"),
     ] {
-        let r = app
-            .http
-            .request(method.parse().unwrap(), format!("{dedicated}{path}"))
-            .send()
-            .await
-            .unwrap();
+        let r = send(&app, method, &format!("{dedicated}{path}")).await;
         assert_eq!(r.status(), 405, "{method} {path}");
         assert_eq!(r.headers()["allow"], allow, "{method} {path}");
         let body: Value = r.json().await.unwrap();

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use actix_web::cookie::{Cookie, SameSite};
-use actix_web::http::StatusCode;
+use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use secrecy::SecretString;
 
@@ -39,10 +39,9 @@ async fn method_not_allowed() -> HttpResponse {
         "Method not allowed",
         "This page is opened with GET and submitted with POST.",
     );
-    response.headers_mut().insert(
-        actix_web::http::header::ALLOW,
-        actix_web::http::header::HeaderValue::from_static("GET, POST"),
-    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, header::HeaderValue::from_static("GET, POST"));
     response
 }
 

@@ -57,33 +57,32 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/{doc}/{rest:.*}", web::get().to(discovery::inserted))
             .default_service(web::to(|req| preflight_or_refusal(req, document_methods))),
     )
-    // 2025-03-26 default endpoints, on hosts dedicated to a tenant: answered like the
-    // tenant's own (CORS, 405 with `Allow`), and 404 on a shared host whatever the method.
+    // 2025-03-26 default endpoints, on hosts dedicated to a tenant.
     .service(
-        web::resource("/authorize")
-            .wrap(cors())
+        root_endpoint("/authorize", "GET, POST, OPTIONS")
             .route(web::get().to(fallback::authorize_show))
             .route(web::post().to(fallback::authorize_submit))
-            .default_service(web::to(|req, auth| {
-                fallback::refusal(req, auth, "GET, POST, OPTIONS")
-            })),
+            .wrap(cors()),
     )
     .service(
-        web::resource("/token")
-            .wrap(cors())
+        root_endpoint("/token", "POST, OPTIONS")
             .route(web::post().to(fallback::token))
-            .default_service(web::to(|req, auth| {
-                fallback::refusal(req, auth, "POST, OPTIONS")
-            })),
+            .wrap(cors()),
     )
     .service(
-        web::resource("/register")
-            .wrap(cors())
+        root_endpoint("/register", "POST, OPTIONS")
             .route(web::post().to(fallback::register))
-            .default_service(web::to(|req, auth| {
-                fallback::refusal(req, auth, "POST, OPTIONS")
-            })),
+            .wrap(cors()),
     );
+}
+
+/// A 2025-03-26 default endpoint at the root (its routes added by the caller), answered like a
+/// tenant's own: other methods are refused with `allow` on a host dedicated to a tenant, 404 on
+/// a shared host whatever the method (`fallback::refusal`).
+fn root_endpoint(path: &str, allow: &'static str) -> actix_web::Resource {
+    web::resource(path).default_service(web::to(move |req, auth| {
+        fallback::refusal(req, auth, allow)
+    }))
 }
 
 /// Browser-based MCP clients (the Inspector) call discovery, registration and the token
