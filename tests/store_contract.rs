@@ -229,6 +229,14 @@ async fn contract(store: SqlStore) {
         store.admin_token_hash().await.unwrap().as_deref(),
         Some("h2")
     );
+    // Replicas starting together each set it: none fails.
+    let sets =
+        futures_util::future::join_all((0..8).map(|_| store.set_admin_token_hash("h3"))).await;
+    assert!(sets.iter().all(Result::is_ok), "{sets:?}");
+    assert_eq!(
+        store.admin_token_hash().await.unwrap().as_deref(),
+        Some("h3")
+    );
     store.close().await;
 }
 

@@ -455,18 +455,18 @@ impl AdminStore for SqlStore {
 
     #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db set_admin_token_hash", otel.kind = "client", db.operation.name = "set_admin_token_hash"))]
     async fn set_admin_token_hash(&self, hash: &str) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("DELETE FROM admin_tokens WHERE id = $1")
-            .bind("admin")
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("INSERT INTO admin_tokens (id, token_hash, created_at) VALUES ($1, $2, $3)")
-            .bind("admin")
-            .bind(hash)
-            .bind(super::now_millis())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
+        // One upsert: replicas starting together on a fresh database each set the hash, and a
+        // delete-then-insert let the second insert fail on the primary key (seen with three
+        // replicas started at once: one exited).
+        sqlx::query(
+            "INSERT INTO admin_tokens (id, token_hash, created_at) VALUES ($1, $2, $3)
+             ON CONFLICT (id) DO UPDATE SET token_hash = excluded.token_hash, created_at = excluded.created_at",
+        )
+        .bind("admin")
+        .bind(hash)
+        .bind(super::now_millis())
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 }
