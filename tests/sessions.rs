@@ -216,6 +216,41 @@ async fn the_session_cap_is_enforced_per_tenant() {
 }
 
 #[actix_rt::test]
+async fn a_refused_initialize_leaves_no_session_behind() {
+    let app = spawn_app_with(|c| c.sessions.max_per_tenant = 1).await;
+    for _ in 0..3 {
+        let resp = app
+            .post(
+                "demo",
+                None,
+                &json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } }),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert!(resp.headers().get("mcp-session-id").is_none());
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["code"], -32602, "{body}");
+        assert_eq!(body["id"], 1);
+    }
+    // None of them took the tenant's one place: the next initialize opens a session at once.
+    let session = app.open_session("demo", "2025-11-25", json!({})).await;
+    let resp = app
+        .post("demo", None, &initialize_body("2025-11-25", json!({})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        429,
+        "the place is taken by {}",
+        session.session
+    );
+}
+
+#[actix_rt::test]
 async fn idle_sessions_expire_but_active_ones_stay() {
     let app = spawn_app_with(|c| c.sessions.idle_timeout_secs = 0.4).await;
     let idle = app.open_session("demo", "2025-11-25", json!({})).await;

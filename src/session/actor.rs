@@ -237,21 +237,6 @@ impl Handler<Post> for SessionActor {
     }
 }
 
-/// The POST that opens a session (its `initialize`): answered with the reply and whether the
-/// session is now initialized, so the transport need not read the answer back to know whether
-/// to keep the session (a refused initialize leaves none behind).
-#[derive(Message)]
-#[rtype(result = "(Reply, bool)")]
-pub struct Open(pub Post);
-
-impl Handler<Open> for SessionActor {
-    type Result = MessageResult<Open>;
-    fn handle(&mut self, msg: Open, ctx: &mut Context<Self>) -> Self::Result {
-        let MessageResult(reply) = <Self as Handler<Post>>::handle(self, msg.0, ctx);
-        MessageResult((reply, self.core.version().is_some()))
-    }
-}
-
 /// A GET: the standalone stream, or the resumption of a stream after `Last-Event-ID` (whose
 /// first item says whether the event was known).
 #[derive(Message)]

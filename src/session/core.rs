@@ -785,6 +785,20 @@ impl Session {
         (state, jobs)
     }
 
+    /// Answers the request that opens a Streamable HTTP session (its `initialize`) before the
+    /// session has an actor (`TenantSessions::open`): answering it starts no call and asks the
+    /// client nothing, so it needs no port. Whether the session is now initialized is
+    /// [`Session::version`].
+    pub fn open_with(&mut self, initialize: Request) -> Reply {
+        let key = self.open_request_stream(1, false);
+        let mut jobs = Vec::new();
+        self.dispatch(initialize, key, super::direct::no_port(), &mut jobs);
+        // Only a method that runs on (a tool call) leaves a job; this one answers at once.
+        debug_assert!(jobs.is_empty(), "an opening request started a call");
+        self.save_if_changed();
+        self.claim(key, false)
+    }
+
     /// The answer to a POST, once the calls it started were polled: `running` says whether any
     /// is still running (its stream then becomes resumable SSE on revisions with polling).
     pub fn finish_post(&mut self, state: PostState, running: bool) -> Reply {

@@ -118,6 +118,11 @@ impl SessionPort for NoPort {
 
 static NO_PORT: LazyLock<Arc<dyn SessionPort>> = LazyLock::new(|| Arc::new(NoPort));
 
+/// The port of a request that never talks to the client (also the opening `initialize`).
+pub(super) fn no_port() -> &'static Arc<dyn SessionPort> {
+    &NO_PORT
+}
+
 /// Answers `payload` for the session of `entry` here when it is eligible (see the module);
 /// otherwise gives it back for the actor. An eligible request first gives way to the worker's
 /// other connections (`pace::let_others_in`).

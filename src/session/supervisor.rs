@@ -7,6 +7,7 @@
 //! through `session::locate` only.
 
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -21,6 +22,7 @@ use super::core::{Session, SessionSettings, SessionSnapshot, TransportKind};
 use super::id::new_session_id;
 use super::locate::{Replica, SessionError};
 use super::outbox::Outbox;
+use super::Reply;
 use crate::catalog::CatalogHandle;
 use crate::cluster::{Acquired, Lease, SessionAdmission, SessionCaps, SessionKey, StreamId};
 
@@ -218,6 +220,46 @@ impl TenantSessions {
         transport: TransportKind,
         principal: Option<Arc<Value>>,
     ) -> Result<(Arc<str>, Addr<SessionActor>), SessionError> {
+        let (id, lease, core) = self.admit(transport, principal).await?;
+        let addr = self.launch_new(&id, core, transport, lease).await?;
+        Ok((id, addr))
+    }
+
+    /// Opens a Streamable HTTP session with its `initialize`: the new session's core answers it
+    /// here, on the HTTP worker, before the session has an actor, and only a session it
+    /// initialized is started (kept: its id is returned). That saves an opening the hop through
+    /// the mailbox, and a refused `initialize` the actor; the session is the same as one
+    /// started by [`TenantSessions::start`] that was then posted its `initialize`.
+    pub async fn open(
+        self: &Arc<Self>,
+        principal: Option<Arc<Value>>,
+        initialize: crate::protocol::Request,
+    ) -> Result<(Reply, Option<Arc<str>>), SessionError> {
+        let transport = TransportKind::Streamable;
+        let (id, lease, mut core) = self.admit(transport, principal).await?;
+        let Ok(reply) = catch_unwind(AssertUnwindSafe(|| core.open_with(initialize))) else {
+            tracing::error!(session = %id, "opening a session panicked");
+            core.shutdown();
+            return Err(SessionError::Unavailable(
+                "the session could not be opened; retry".into(),
+            ));
+        };
+        // A refused initialize (bad params) leaves no session behind.
+        if core.version().is_none() || !matches!(reply, Reply::Json(_)) {
+            core.shutdown();
+            return Ok((reply, None));
+        }
+        self.launch_new(&id, core, transport, lease).await?;
+        Ok((reply, Some(id)))
+    }
+
+    /// Admits a new session (replica not draining, tenant under its caps, its lease taken) and
+    /// builds its core.
+    async fn admit(
+        self: &Arc<Self>,
+        transport: TransportKind,
+        principal: Option<Arc<Value>>,
+    ) -> Result<(Arc<str>, Lease, Session), SessionError> {
         self.replica.admit_new()?;
         self.at_capacity()?;
         let id: Arc<str> = new_session_id(self.replica.session_route.as_deref()).into();
@@ -281,10 +323,21 @@ impl TenantSessions {
             self.settings.clone(),
         )
         .with_principal(principal);
+        Ok((id, lease, core))
+    }
+
+    /// Starts the actor of a session [`TenantSessions::admit`] admitted; a failure forgets it.
+    async fn launch_new(
+        self: &Arc<Self>,
+        id: &Arc<str>,
+        core: Session,
+        transport: TransportKind,
+        lease: Lease,
+    ) -> Result<Addr<SessionActor>, SessionError> {
         match self.launch(id.clone(), core, transport, lease, None) {
-            Ok(addr) => Ok((id, addr)),
+            Ok(addr) => Ok(addr),
             Err(e) => {
-                forget(key).await;
+                let _ = self.replica.backends.snapshots.delete(&self.key(id)).await;
                 Err(e)
             }
         }

@@ -22,7 +22,7 @@ use crate::cluster::EventId;
 
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 use crate::protocol::{Message, Payload, RpcError};
-use crate::session::actor::{Open, OpenStream, Post, Terminate};
+use crate::session::actor::{OpenStream, Post, Terminate};
 use crate::session::direct;
 use crate::session::locate::{self, Located};
 use crate::session::{Reply, SessionError, StreamItem, TransportKind};
@@ -86,59 +86,48 @@ pub async fn post(
     }
 }
 
-/// A POST without a session: only `initialize`, which opens one.
+/// A POST without a session: only `initialize`, which opens one (answered by the new
+/// session's core before its actor starts: `TenantSessions::open`).
 async fn initialize(
     admitted: &Admitted,
     payload: Payload,
     keepalive: Duration,
 ) -> Result<HttpResponse, HttpError> {
-    if !is_initialize(&payload) {
-        return Err(HttpError::bad_request("Bad Request: Mcp-Session-Id header is required (send initialize first to open a session)"));
-    }
-    let (id, addr) = admitted
+    let request = match payload {
+        Payload::Single(Message::Request(r)) if r.method == "initialize" => r,
+        _ => return Err(HttpError::bad_request("Bad Request: Mcp-Session-Id header is required (send initialize first to open a session)")),
+    };
+    let (reply, session) = admitted
         .tenant
         .sessions
-        .start(TransportKind::Streamable, admitted.principal_value())
+        .open(admitted.principal_value(), request)
         .await?;
-    let (reply, opened) = addr
-        .send(Open(Post::new(payload)))
-        .await
-        .map_err(|_| HttpError::from(SessionError::Draining))?;
-    let (first, rx) = match reply {
-        Reply::Json(body) => (Some(StreamItem::Json(body)), None),
-        Reply::Stream(mut rx) => (rx.recv().await, Some(rx)),
-        Reply::Refused(refusal) => {
-            addr.do_send(Terminate);
-            return Err(refusal.into());
-        }
-        Reply::Accepted => (None, None),
-    };
-    // A refused initialize (bad params) leaves no session behind.
-    let ok = opened && matches!(first, Some(StreamItem::Json(_)));
-    if !ok {
-        addr.do_send(Terminate);
-    }
-    let session = ok.then_some(&*id);
-    Ok(match (first, rx) {
-        (Some(StreamItem::Json(body)), _) => {
+    match reply {
+        Reply::Json(body) => {
             let mut response = json_response(body);
             if let Some(id) = session {
-                if let Ok(value) = HeaderValue::from_str(id) {
+                if let Ok(value) = HeaderValue::from_str(&id) {
                     response.headers_mut().insert(super::SESSION, value);
                 }
             }
-            response
+            Ok(response)
         }
-        (first, Some(rx)) => {
-            respond_with_first(first, rx, keepalive, session, &admitted.tenant.slug)
-        }
-        (_, None) => {
-            return Err(HttpError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                RpcError::internal("initialize produced no answer"),
+        Reply::Refused(refusal) => Err(refusal.into()),
+        Reply::Stream(mut rx) => {
+            let first = rx.recv().await;
+            Ok(respond_with_first(
+                first,
+                rx,
+                keepalive,
+                None,
+                &admitted.tenant.slug,
             ))
         }
-    })
+        Reply::Accepted => Err(HttpError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            RpcError::internal("initialize produced no answer"),
+        )),
+    }
 }
 
 fn json_response(body: Bytes) -> HttpResponse {
