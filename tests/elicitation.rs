@@ -527,6 +527,11 @@ async fn admins_list_inspect_and_cancel_and_tenants_are_isolated() {
         assert_eq!(r.status(), 405, "{method}");
         assert_eq!(r.headers()["allow"], "GET, POST", "{method}");
     }
+    // ... on a tenant that exists: an unknown one is 404 whatever the method.
+    let unknown = format!("{}/t/nope/elicitations/{id}", app.base);
+    let r = app.http.put(&unknown).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    assert!(r.headers().get("allow").is_none());
     for method in [Method::GET, Method::DELETE] {
         let r = app
             .admin(method, &format!("/tenants/beta/elicitations/{id}"))

@@ -32,8 +32,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     );
 }
 
-/// The page is read (GET) and submitted (POST); any other method is 405 with `Allow`.
-async fn method_not_allowed() -> HttpResponse {
+/// The page is read (GET) and submitted (POST); any other method is 405 with `Allow`, on a
+/// tenant that exists (an unknown one is 404, as for GET; the id is not looked up).
+async fn method_not_allowed(req: HttpRequest, path: web::Path<(String, String)>) -> HttpResponse {
+    match resolve(&req, &path.0).await {
+        Ok(_) => {}
+        Err(e) if e.status == StatusCode::NOT_FOUND => return not_found(),
+        Err(_) => return unavailable(),
+    }
     let mut response = error(
         StatusCode::METHOD_NOT_ALLOWED,
         "Method not allowed",
