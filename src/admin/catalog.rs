@@ -618,13 +618,21 @@ pub async fn delete(
     let existing = load(&state, &slug, kind, &name).await?;
     let store = &state.directory.store;
     let (tenant, entry) = (slug.as_str(), name.as_str());
+    // The first try goes on from the entry just loaded; a retry (it changed meanwhile) reads again.
+    let mut loaded = Some(existing.updated_at);
     let deleted = precondition::delete(
         &if_match,
-        || async move {
-            Ok(store
-                .get_entry(tenant, kind, entry)
-                .await?
-                .map(|e| e.updated_at))
+        || {
+            let known = loaded.take();
+            async move {
+                match known {
+                    Some(revision) => Ok(Some(revision)),
+                    None => Ok(store
+                        .get_entry(tenant, kind, entry)
+                        .await?
+                        .map(|e| e.updated_at)),
+                }
+            }
         },
         |seen| async move { Ok(store.delete_entry(tenant, kind, entry, seen).await?) },
     )
