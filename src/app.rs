@@ -357,15 +357,9 @@ impl Application {
         // Nagle would hold the second half of a streamed reply for the peer's delayed ACK: on
         // every accepted connection, HTTPS ones too (whose stream is not a bare TcpStream).
         .tcp_nodelay(true)
-        .on_connect(|conn, extensions| {
-            // Counted on its worker for as long as it is open (dropped with the connection). A
-            // connection that is not a bare TcpStream is an HTTPS one, which may be HTTP/2.
-            let open = if conn.is::<actix_web::rt::net::TcpStream>() {
-                crate::pace::Open::new()
-            } else {
-                crate::pace::Open::multiplexed()
-            };
-            extensions.insert(open);
+        .on_connect(|_, extensions| {
+            // Counted for as long as it is open (dropped with the connection).
+            extensions.insert(crate::connections::Open::new());
         })
         .disable_signals()
         .shutdown_timeout(config.cluster.drain_grace_secs.max(1))

@@ -83,7 +83,7 @@ pub struct Metrics {
     pub sse_streams_open: Family<TenantLabels, Gauge>,
     /// SSE streams closed because their client stopped reading (see `session::channel`).
     pub sse_streams_overflowed: Counter,
-    /// Open HTTP connections on the main port (kept by `pace::Open`, one per connection).
+    /// Open HTTP connections on the main port (kept by `connections::Open`, one per connection).
     pub http_connections_open: Gauge,
     pub webhook_duration: Histograms<OutcomeLabels>,
     pub oauth_grants: Family<GrantLabels, Counter>,

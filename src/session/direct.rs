@@ -124,8 +124,7 @@ pub(super) fn no_port() -> &'static Arc<dyn SessionPort> {
 }
 
 /// Answers `payload` for the session of `entry` here when it is eligible (see the module);
-/// otherwise gives it back for the actor. An eligible request first gives way to the worker's
-/// other connections (`pace::let_others_in`).
+/// otherwise gives it back for the actor.
 pub async fn answer(
     sessions: &TenantSessions,
     entry: &SessionEntry,
@@ -139,7 +138,6 @@ pub async fn answer(
         Payload::Single(Message::Request(req)) if eligible(&req, &catalog) => req,
         other => return Err(other),
     };
-    crate::pace::let_others_in().await;
     if entry.view.running.load(Ordering::Relaxed) > 0 {
         return Err(Payload::Single(Message::Request(req)));
     }

@@ -87,9 +87,6 @@ pub async fn post(
     admitted: Admitted,
     edge: web::Data<EdgePolicy>,
 ) -> Result<HttpResponse, HttpError> {
-    // Give way to the worker's other connections first (a session request answered at once
-    // does the same): see `pace`.
-    crate::pace::let_others_in().await;
     // The rest is built by a plain function: what it holds is never part of this future, which
     // every stateless request pays to move (only a call that has to wait keeps a boxed one).
     let answer = match start(&req, payload, admitted, &edge)? {
