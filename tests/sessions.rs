@@ -235,6 +235,23 @@ async fn a_refused_initialize_leaves_no_session_behind() {
         assert_eq!(body["error"]["code"], -32602, "{body}");
         assert_eq!(body["id"], 1);
     }
+    // Nor does an initialize in a batch (it must be sent alone).
+    let resp = app
+        .post(
+            "demo",
+            None,
+            &json!([initialize_body("2025-03-26", json!({}))]),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    assert!(resp.headers().get("mcp-session-id").is_none());
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("cannot be batched")));
     // None of them took the tenant's one place: the next initialize opens a session at once.
     let session = app.open_session("demo", "2025-11-25", json!({})).await;
     let resp = app

@@ -95,6 +95,14 @@ async fn initialize(
 ) -> Result<HttpResponse, HttpError> {
     let request = match payload {
         Payload::Single(Message::Request(r)) if r.method == "initialize" => r,
+        batch @ Payload::Batch(_) if is_initialize(&batch) => {
+            return Err(HttpError::new(
+                StatusCode::BAD_REQUEST,
+                RpcError::invalid_request(
+                    "JSON-RPC batches are not accepted before initialization (initialize cannot be batched)",
+                ),
+            ))
+        }
         _ => return Err(HttpError::bad_request("Bad Request: Mcp-Session-Id header is required (send initialize first to open a session)")),
     };
     let (reply, session) = admitted
