@@ -48,7 +48,6 @@ async fn create_user(app: &TestApp, tenant: &str, username: &str) {
     assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
 }
 
-/// Tenants `acme` and `beta` (oauth) with users `alice` (acme), `bob` (acme) and `carol` (beta).
 /// `method` (a name such as "PUT") on `url`, without a body.
 async fn send(app: &TestApp, method: &str, url: &str) -> reqwest::Response {
     app.http
@@ -58,6 +57,7 @@ async fn send(app: &TestApp, method: &str, url: &str) -> reqwest::Response {
         .unwrap()
 }
 
+/// Tenants `acme` and `beta` (oauth) with users `alice` (acme), `bob` (acme) and `carol` (beta).
 async fn oauth_app() -> TestApp {
     let app = spawn_app().await;
     create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;

@@ -254,11 +254,7 @@ async fn a_refused_initialize_leaves_no_session_behind() {
         .is_some_and(|m| m.contains("cannot be batched")));
     // None of them took the tenant's one place: the next initialize opens a session at once.
     let session = app.open_session("demo", "2025-11-25", json!({})).await;
-    let resp = app
-        .post("demo", None, &initialize_body("2025-11-25", json!({})))
-        .send()
-        .await
-        .unwrap();
+    let resp = app.initialize("demo", "2025-11-25", json!({})).await;
     assert_eq!(
         resp.status(),
         429,

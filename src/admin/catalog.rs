@@ -625,13 +625,13 @@ pub async fn delete(
         || {
             let known = loaded.take();
             async move {
-                match known {
-                    Some(revision) => Ok(Some(revision)),
-                    None => Ok(store
+                Ok(match known {
+                    Some(revision) => Some(revision),
+                    None => store
                         .get_entry(tenant, kind, entry)
                         .await?
-                        .map(|e| e.updated_at)),
-                }
+                        .map(|e| e.updated_at),
+                })
             }
         },
         |seen| async move { Ok(store.delete_entry(tenant, kind, entry, seen).await?) },

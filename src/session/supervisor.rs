@@ -293,9 +293,6 @@ impl TenantSessions {
             }
         }
         // From here on, a failure forgets the session again (it would count until it expired).
-        let forget = |key: SessionKey| async move {
-            let _ = self.replica.backends.snapshots.delete(&key).await;
-        };
         let acquired = self
             .replica
             .backends
@@ -310,7 +307,7 @@ impl TenantSessions {
                 ))
             }
             Err(e) => {
-                forget(key).await;
+                self.forget(&key).await;
                 return Err(e.into());
             }
         };
@@ -337,10 +334,16 @@ impl TenantSessions {
         match self.launch(id.clone(), core, transport, lease, None) {
             Ok(addr) => Ok(addr),
             Err(e) => {
-                let _ = self.replica.backends.snapshots.delete(&self.key(id)).await;
+                self.forget(&self.key(id)).await;
                 Err(e)
             }
         }
+    }
+
+    /// Forgets a session that was admitted but not started: it would count under the tenant's
+    /// caps until it expired.
+    async fn forget(&self, key: &SessionKey) {
+        let _ = self.replica.backends.snapshots.delete(key).await;
     }
 
     /// Starts an actor for `core` (on `arbiter`, or this thread's) and registers it.
