@@ -386,3 +386,52 @@ async fn a_redis_outage_lets_requests_in_on_this_replicas_own_rate() {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_too_many(stateless_list(&app, "rated", 20).send().await.unwrap(), 20).await;
 }
+
+/// An open tenant's requests are admitted without awaiting anything (no token, no rate to
+/// count); a rate or an authorization mode set on the live tenant applies from its next
+/// request, and lifting them opens it again.
+#[actix_rt::test]
+async fn a_live_open_tenant_takes_a_new_rate_or_auth_mode_at_once() {
+    let app = common::spawn_app().await;
+    create_tenant(&app, "live", json!({}), "none").await;
+    for id in 0..5 {
+        let resp = stateless_list(&app, "live", id).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    let patch = |body: Value| {
+        let app = &app;
+        async move {
+            let r = app
+                .admin(Method::PATCH, "/tenants/live")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        }
+    };
+    // 2 a minute: a burst of 2, then 429.
+    patch(json!({ "limits": { "requests_per_minute": 2 } })).await;
+    for id in 10..12 {
+        let resp = stateless_list(&app, "live", id).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    assert_too_many(stateless_list(&app, "live", 12).send().await.unwrap(), 30).await;
+    patch(json!({ "limits": { "requests_per_minute": null } })).await;
+    for id in 20..25 {
+        let resp = stateless_list(&app, "live", id).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    // Its own authorization server: a request without a token is challenged.
+    patch(json!({ "auth": { "mode": "oauth" } })).await;
+    let resp = stateless_list(&app, "live", 30).send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+    assert!(resp
+        .headers()
+        .get("www-authenticate")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("Bearer resource_metadata=")));
+    patch(json!({ "auth": { "mode": "none" } })).await;
+    let resp = stateless_list(&app, "live", 31).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+}

@@ -372,8 +372,9 @@ impl AuthService {
             Some(p) => p,
             None => {
                 let base = base_url(req, &self.config);
-                let (principal, expires_at) = self
-                    .verify(token, &base, tenant, auth)
+                // Boxed: a token is verified once (then found above), and what verifying awaits
+                // (keys, an introspection call) would otherwise size every request's future.
+                let (principal, expires_at) = Box::pin(self.verify(token, &base, tenant, auth))
                     .await
                     .map_err(|e| match e {
                         Ok(r) => invalid(r),

@@ -92,6 +92,13 @@ impl TenantPolicy {
         self.auth.read().clone()
     }
 
+    /// Whether the edge has nothing to await for this tenant's requests: no authentication and
+    /// no request rate to count.
+    pub fn is_open_and_unmetered(&self) -> bool {
+        self.requests_per_minute.load(Ordering::Relaxed) == 0
+            && matches!(**self.auth.read(), TenantAuth::None)
+    }
+
     /// The tenant's own `ttlMs` for stateless list and read results.
     pub fn cache_ttl_ms(&self) -> Option<u64> {
         let ttl = self.cache_ttl_ms.load(Ordering::Relaxed);

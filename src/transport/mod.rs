@@ -22,7 +22,7 @@ use actix_web::dev::Payload as DevPayload;
 use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse, ResponseError};
-use futures_util::future::LocalBoxFuture;
+use futures_util::future::{ready, Either, LocalBoxFuture, Ready};
 use futures_util::StreamExt;
 use serde_json::Value;
 
@@ -320,41 +320,71 @@ impl Admitted {
 
 impl FromRequest for Admitted {
     type Error = HttpError;
-    type Future = LocalBoxFuture<'static, Result<Admitted, HttpError>>;
+    type Future = Either<
+        Ready<Result<Admitted, HttpError>>,
+        LocalBoxFuture<'static, Result<Admitted, HttpError>>,
+    >;
 
     fn from_request(req: &HttpRequest, _: &mut DevPayload) -> Self::Future {
-        let req = req.clone();
-        Box::pin(async move {
-            let (tenant, directory, slug) = admitted_tenant(&req).await?;
+        match Admitted::at_once(req) {
+            Some(admitted) => Either::Left(ready(admitted)),
+            None => Either::Right(Box::pin(Admitted::awaiting(req.clone()))),
+        }
+    }
+}
+
+impl Admitted {
+    /// The common request, admitted without awaiting anything: its tenant is live on this
+    /// replica, open and without a request rate. Its future is not boxed (what the full path
+    /// awaits, a tenant read from the store, a token check, a shared quota, makes that future
+    /// large, moved whole into its box on every request). `None`: the full path decides.
+    fn at_once(req: &HttpRequest) -> Option<Result<Admitted, HttpError>> {
+        let slug = routes::tenant_of(req.match_info().as_str());
+        let tenant = app_data::<TenantDirectory>(req).ok()?.registry.get(slug)?;
+        if !tenant.policy.is_open_and_unmetered() {
+            return None;
+        }
+        Some(admit_host_and_origin(req, &tenant).and_then(|()| {
             tenant.policy.admit()?;
-            // Counted once: a request forwarded to its session's owner carries the forwarding
-            // replica's proof that it was counted there (a client cannot make one).
-            let counted_upstream = forward::was_counted(&directory.sealer, &req);
-            let quotas = &*tenant.sessions.replica.backends.quotas;
-            if !counted_upstream {
-                rate_limited(slug, tenant.policy.within_rate(quotas, slug, None).await)?;
-            }
-            let auth = tenant.policy.auth();
-            let principal = match *auth {
-                crate::store::TenantAuth::None => None,
-                _ => app_data::<AuthService>(&req)?
-                    .authenticate(&req, slug, &auth)
-                    .await
-                    .map_err(HttpError::from)?,
-            };
-            if let Some(p) = principal
-                .as_ref()
-                .filter(|_| !counted_upstream && tenant.policy.limits_principals())
-            {
-                let id = crate::auth::quota_id(&p.binding());
-                let counted = tenant.policy.within_rate(quotas, slug, Some(&id)).await;
-                rate_limited(slug, counted)?;
-            }
             Ok(Admitted {
-                tenant,
-                principal,
                 forwarded: req.headers().contains_key(FORWARDED),
+                tenant,
+                principal: None,
             })
+        }))
+    }
+
+    /// Every check, awaiting what it needs.
+    async fn awaiting(req: HttpRequest) -> Result<Admitted, HttpError> {
+        let (tenant, directory, slug) = admitted_tenant(&req).await?;
+        tenant.policy.admit()?;
+        // Counted once: a request forwarded to its session's owner carries the forwarding
+        // replica's proof that it was counted there (a client cannot make one).
+        let counted_upstream = forward::was_counted(&directory.sealer, &req);
+        let quotas = &*tenant.sessions.replica.backends.quotas;
+        if !counted_upstream {
+            rate_limited(slug, tenant.policy.within_rate(quotas, slug, None).await)?;
+        }
+        let auth = tenant.policy.auth();
+        let principal = match *auth {
+            crate::store::TenantAuth::None => None,
+            _ => app_data::<AuthService>(&req)?
+                .authenticate(&req, slug, &auth)
+                .await
+                .map_err(HttpError::from)?,
+        };
+        if let Some(p) = principal
+            .as_ref()
+            .filter(|_| !counted_upstream && tenant.policy.limits_principals())
+        {
+            let id = crate::auth::quota_id(&p.binding());
+            let counted = tenant.policy.within_rate(quotas, slug, Some(&id)).await;
+            rate_limited(slug, counted)?;
+        }
+        Ok(Admitted {
+            tenant,
+            principal,
+            forwarded: req.headers().contains_key(FORWARDED),
         })
     }
 }
@@ -373,9 +403,14 @@ async fn admitted_tenant(
 ) -> Result<(TenantHandle, &web::Data<TenantDirectory>, &str), HttpError> {
     let slug = routes::tenant_of(req.match_info().as_str());
     let directory = app_data::<TenantDirectory>(req)?;
-    let tenant = directory
-        .resolve(slug)
-        .await
+    // A tenant not live here yet is read from the store: boxed, so that this rare path does
+    // not size the future of every request that awaits this one.
+    let live = directory.registry.get(slug);
+    let tenant = match live {
+        Some(tenant) => Ok(Some(tenant)),
+        None => Box::pin(directory.resolve(slug)).await,
+    };
+    let tenant = tenant
         .map_err(|e| {
             tracing::warn!(error = %e, "tenant lookup failed");
             HttpError::unavailable(
@@ -383,10 +418,17 @@ async fn admitted_tenant(
             )
         })?
         .ok_or_else(|| HttpError::not_found(format!("Unknown tenant: {slug}")))?;
+    admit_host_and_origin(req, &tenant)?;
+    Ok((tenant, directory, slug))
+}
+
+/// The request's Host and Origin admitted for this tenant (403 otherwise); an admitted origin is
+/// noted for the CORS headers.
+fn admit_host_and_origin(req: &HttpRequest, tenant: &TenantHandle) -> Result<(), HttpError> {
     if let Some(origin) = app_data::<EdgePolicy>(req)?.check_host_and_origin(req, &tenant.policy)? {
         cors::admitted(req, origin);
     }
-    Ok((tenant, directory, slug))
+    Ok(())
 }
 
 /// A refused rate is counted in `mcp_harbor_rate_limited`.
