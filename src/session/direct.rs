@@ -123,23 +123,32 @@ pub(super) fn no_port() -> &'static Arc<dyn SessionPort> {
     &NO_PORT
 }
 
+/// How [`answer`] took a payload.
+pub enum Direct {
+    /// Answered: the JSON-RPC response.
+    Done(Bytes),
+    /// A call that did not finish when first polled; the response when it does (boxed: the
+    /// tools answered here finish at once, and this future would otherwise size the future of
+    /// every request).
+    Wait(crate::catalog::BoxFuture<Bytes>),
+    /// Not for this path: the payload, given back for the actor.
+    Actor(Payload),
+}
+
 /// Answers `payload` for the session of `entry` here when it is eligible (see the module);
-/// otherwise gives it back for the actor.
-pub async fn answer(
-    sessions: &TenantSessions,
-    entry: &SessionEntry,
-    payload: Payload,
-) -> Result<Bytes, Payload> {
+/// otherwise gives it back for the actor. Not `async`: what it answers is known at once, so it
+/// adds nothing to the future of the request that calls it.
+pub fn answer(sessions: &TenantSessions, entry: &SessionEntry, payload: Payload) -> Direct {
     let Some(scope) = entry.view.scope.get() else {
-        return Err(payload);
+        return Direct::Actor(payload);
     };
     let catalog = sessions.catalog().current();
     let mut req = match payload {
         Payload::Single(Message::Request(req)) if eligible(&req, &catalog) => req,
-        other => return Err(other),
+        other => return Direct::Actor(other),
     };
     if entry.view.running.load(Ordering::Relaxed) > 0 {
-        return Err(Payload::Single(Message::Request(req)));
+        return Direct::Actor(Payload::Single(Message::Request(req)));
     }
     let id = &scope.session;
     let started = std::time::Instant::now();
@@ -180,15 +189,50 @@ pub async fn answer(
             },
         }
     };
-    let outcome = match step {
-        ControlFlow::Break(outcome) => outcome,
-        ControlFlow::Continue(future) => {
-            use tracing::Instrument;
-            future.instrument(span.clone()).await
+    let future = match step {
+        ControlFlow::Break(outcome) => {
+            return Direct::Done(respond(&req, &sessions.tenant, started, &span, outcome))
         }
+        ControlFlow::Continue(future) => future,
     };
-    record_outcome(&req.method, &sessions.tenant, started, &span, &outcome);
-    Ok(Bytes::from(jsonrpc::encode_response(&req.id, &outcome)))
+    let tenant = sessions.tenant.clone();
+    let finish =
+        move |outcome, span: &tracing::Span| respond(&req, &tenant, started, span, outcome);
+    match at_once(future, span, finish) {
+        Ok(body) => Direct::Done(body),
+        Err(rest) => Direct::Wait(rest),
+    }
+}
+
+/// `future` polled once, in `span` (as the actor would run it): `finish` of its outcome when
+/// it is ready (a tool that answers at once), else the rest of it, boxed, polled in the span.
+fn at_once<T: Send + 'static>(
+    mut future: crate::catalog::CallFuture,
+    span: tracing::Span,
+    finish: impl FnOnce(Result<Value, RpcError>, &tracing::Span) -> T + Send + 'static,
+) -> Result<T, crate::catalog::BoxFuture<T>> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match span.in_scope(|| future.as_mut().poll(&mut cx)) {
+        std::task::Poll::Ready(outcome) => Ok(finish(outcome, &span)),
+        std::task::Poll::Pending => Err(Box::pin(async move {
+            use tracing::Instrument;
+            // Polled again with its task's waker, which replaces the one above.
+            let outcome = future.instrument(span.clone()).await;
+            finish(outcome, &span)
+        })),
+    }
+}
+
+/// The response to `req`, its outcome counted and recorded on its span.
+fn respond(
+    req: &Request,
+    tenant: &str,
+    started: std::time::Instant,
+    span: &tracing::Span,
+    outcome: Result<Value, RpcError>,
+) -> Bytes {
+    record_outcome(&req.method, tenant, started, span, &outcome);
+    Bytes::from(jsonrpc::encode_response(&req.id, &outcome))
 }
 
 /// Whether a request can be answered here: a method `methods` handles, asking no progress, and
@@ -210,6 +254,31 @@ fn eligible(req: &Request, catalog: &crate::catalog::TenantCatalog) -> bool {
 mod tests {
     use super::*;
     use crate::catalog::TenantCatalog;
+
+    #[tokio::test]
+    async fn a_call_not_done_when_first_polled_goes_on_with_its_tasks_waker() {
+        let finish = |outcome: Result<Value, RpcError>, _: &tracing::Span| outcome.ok();
+        let ready: crate::catalog::CallFuture = Box::pin(async { Ok(Value::from(1)) });
+        assert!(matches!(
+            at_once(ready, tracing::Span::none(), finish),
+            Ok(Some(v)) if v == 1
+        ));
+        // Pending when first polled (with a waker that wakes nothing), then woken by a send.
+        let (tx, rx) = oneshot::channel::<Value>();
+        let later: crate::catalog::CallFuture =
+            Box::pin(async move { rx.await.map_err(|_| RpcError::internal("dropped")) });
+        let Err(rest) = at_once(later, tracing::Span::none(), finish) else {
+            panic!("the call was not ready yet");
+        };
+        let task = tokio::spawn(rest);
+        tokio::task::yield_now().await;
+        tx.send(Value::from(2)).unwrap();
+        let answered = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
+        assert!(
+            matches!(&answered, Ok(Ok(Some(v))) if *v == 2),
+            "{answered:?}"
+        );
+    }
 
     #[test]
     fn the_methods_answered_here_are_those_methods_handles() {

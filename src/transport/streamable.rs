@@ -23,7 +23,7 @@ use crate::cluster::EventId;
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 use crate::protocol::{Message, Payload, RpcError};
 use crate::session::actor::{OpenStream, Post, Terminate};
-use crate::session::direct;
+use crate::session::direct::{self, Direct};
 use crate::session::locate::{self, Located};
 use crate::session::{Reply, SessionError, StreamItem, TransportKind};
 use crate::tenant::{owner_topic, OwnerMessage};
@@ -65,11 +65,21 @@ pub async fn post(
     if direct::acknowledge(&entry, &payload) {
         return Ok(HttpResponse::Accepted().finish());
     }
-    let payload = match direct::answer(&tenant.sessions, &entry, payload).await {
-        Ok(body) => return Ok(json_response(body)),
-        Err(payload) => payload,
+    let payload = match direct::answer(&tenant.sessions, &entry, payload) {
+        Direct::Done(body) => return Ok(json_response(body)),
+        Direct::Wait(answer) => return Ok(json_response(answer.await)),
+        Direct::Actor(payload) => payload,
     };
-    match locate::deliver(&tenant.sessions, id, entry, Post::new(payload)).await? {
+    // Boxed: the common requests are answered above, and this future would otherwise size
+    // theirs (each request's future is moved whole).
+    match Box::pin(locate::deliver(
+        &tenant.sessions,
+        id,
+        entry,
+        Post::new(payload),
+    ))
+    .await?
+    {
         Reply::Accepted => Ok(HttpResponse::Accepted().finish()),
         Reply::Refused(r) => Err(r.into()),
         Reply::Json(body) => Ok(json_response(body)),
