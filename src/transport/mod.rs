@@ -335,9 +335,9 @@ impl FromRequest for Admitted {
 
 impl Admitted {
     /// The common request, admitted without awaiting anything: its tenant is live on this
-    /// replica, open and without a request rate. Its future is not boxed (what the full path
-    /// awaits, a tenant read from the store, a token check, a shared quota, makes that future
-    /// large, moved whole into its box on every request). `None`: the full path decides.
+    /// replica, open and without a request rate. No future is boxed for it (the full path's,
+    /// which may await a tenant read from the store, a token check or a shared quota, is written
+    /// into a fresh allocation on every request). `None`: the full path decides.
     fn at_once(req: &HttpRequest) -> Option<Result<Admitted, HttpError>> {
         let slug = routes::tenant_of(req.match_info().as_str());
         let tenant = app_data::<TenantDirectory>(req).ok()?.registry.get(slug)?;
