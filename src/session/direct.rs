@@ -204,19 +204,19 @@ pub fn answer(sessions: &TenantSessions, entry: &SessionEntry, payload: Payload)
     }
 }
 
-/// `future` polled once, in `span` (as the actor would run it): `finish` of its outcome when
+/// `future` polled once, in `span` (as the actor runs its calls): `finish` of its outcome when
 /// it is ready (a tool that answers at once), else the rest of it, boxed, polled in the span.
 fn at_once<T: Send + 'static>(
     mut future: crate::catalog::CallFuture,
     span: tracing::Span,
     finish: impl FnOnce(Result<Value, RpcError>, &tracing::Span) -> T + Send + 'static,
 ) -> Result<T, crate::catalog::BoxFuture<T>> {
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match span.in_scope(|| future.as_mut().poll(&mut cx)) {
-        std::task::Poll::Ready(outcome) => Ok(finish(outcome, &span)),
-        std::task::Poll::Pending => Err(Box::pin(async move {
+    use futures_util::FutureExt;
+    match span.in_scope(|| (&mut future).now_or_never()) {
+        Some(outcome) => Ok(finish(outcome, &span)),
+        None => Err(Box::pin(async move {
             use tracing::Instrument;
-            // Polled again with its task's waker, which replaces the one above.
+            // Polled again with its task's waker (`now_or_never`'s wakes nothing).
             let outcome = future.instrument(span.clone()).await;
             finish(outcome, &span)
         })),

@@ -17,7 +17,7 @@ use actix_web::dev::ServiceResponse;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpMessage, HttpRequest, HttpResponse};
 
-use super::{admitted_tenant, routes, HttpError};
+use super::{admitted_tenant, live_tenant, routes, HttpError};
 
 /// The response headers a browser client reads: the session, the negotiated revision, the
 /// bearer challenge and how long to wait before a retry.
@@ -57,7 +57,7 @@ pub fn add_headers(response: &mut ServiceResponse) {
 pub async fn options(req: HttpRequest) -> Result<HttpResponse, HttpError> {
     let methods = routes::endpoint_of(req.match_info().as_str())
         .map_or("OPTIONS", |(_, endpoint)| endpoint.methods());
-    admitted_tenant(&req).await?;
+    admitted_tenant(&req, live_tenant(&req)).await?;
     let mut response = HttpResponse::NoContent();
     response.insert_header((header::ALLOW, methods));
     if !req.headers().contains_key(header::ORIGIN) {

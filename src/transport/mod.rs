@@ -326,9 +326,11 @@ impl FromRequest for Admitted {
     >;
 
     fn from_request(req: &HttpRequest, _: &mut DevPayload) -> Self::Future {
-        match Admitted::at_once(req) {
-            Some(admitted) => Either::Left(ready(admitted)),
-            None => Either::Right(Box::pin(Admitted::awaiting(req.clone()))),
+        match live_tenant(req) {
+            Some(tenant) if tenant.policy.is_open_and_unmetered() => {
+                Either::Left(ready(Admitted::at_once(req, tenant)))
+            }
+            live => Either::Right(Box::pin(Admitted::awaiting(req.clone(), live))),
         }
     }
 }
@@ -337,26 +339,20 @@ impl Admitted {
     /// The common request, admitted without awaiting anything: its tenant is live on this
     /// replica, open and without a request rate. No future is boxed for it (the full path's,
     /// which may await a tenant read from the store, a token check or a shared quota, is written
-    /// into a fresh allocation on every request). `None`: the full path decides.
-    fn at_once(req: &HttpRequest) -> Option<Result<Admitted, HttpError>> {
-        let slug = routes::tenant_of(req.match_info().as_str());
-        let tenant = app_data::<TenantDirectory>(req).ok()?.registry.get(slug)?;
-        if !tenant.policy.is_open_and_unmetered() {
-            return None;
-        }
-        Some(admit_host_and_origin(req, &tenant).and_then(|()| {
-            tenant.policy.admit()?;
-            Ok(Admitted {
-                forwarded: req.headers().contains_key(FORWARDED),
-                tenant,
-                principal: None,
-            })
-        }))
+    /// into a fresh allocation on every request).
+    fn at_once(req: &HttpRequest, tenant: TenantHandle) -> Result<Admitted, HttpError> {
+        admit_host_and_origin(req, &tenant)?;
+        tenant.policy.admit()?;
+        Ok(Admitted {
+            forwarded: req.headers().contains_key(FORWARDED),
+            tenant,
+            principal: None,
+        })
     }
 
-    /// Every check, awaiting what it needs.
-    async fn awaiting(req: HttpRequest) -> Result<Admitted, HttpError> {
-        let (tenant, directory, slug) = admitted_tenant(&req).await?;
+    /// Every check, awaiting what it needs (`live`: the tenant as this replica holds it).
+    async fn awaiting(req: HttpRequest, live: Option<TenantHandle>) -> Result<Admitted, HttpError> {
+        let (tenant, directory, slug) = admitted_tenant(&req, live).await?;
         tenant.policy.admit()?;
         // Counted once: a request forwarded to its session's owner carries the forwarding
         // replica's proof that it was counted there (a client cannot make one).
@@ -395,17 +391,25 @@ fn app_data<T: 'static>(req: &HttpRequest) -> Result<&web::Data<T>, HttpError> {
         .ok_or_else(|| HttpError::unavailable("Service Unavailable: not ready"))
 }
 
+/// The tenant an endpoint's path names, when it is live on this replica.
+fn live_tenant(req: &HttpRequest) -> Option<TenantHandle> {
+    let directory = req.app_data::<web::Data<TenantDirectory>>()?;
+    directory
+        .registry
+        .get(routes::tenant_of(req.match_info().as_str()))
+}
+
 /// The tenant an endpoint's path names (and that name), live on this replica, with its Host and
 /// Origin admitted (`cors` notes an admitted origin): 404 for an unknown tenant, 403 for a
-/// refused Host or Origin, 503 while the tenant store cannot say.
+/// refused Host or Origin, 503 while the tenant store cannot say. `live`: [`live_tenant`].
 async fn admitted_tenant(
     req: &HttpRequest,
+    live: Option<TenantHandle>,
 ) -> Result<(TenantHandle, &web::Data<TenantDirectory>, &str), HttpError> {
     let slug = routes::tenant_of(req.match_info().as_str());
     let directory = app_data::<TenantDirectory>(req)?;
     // A tenant not live here yet is read from the store: boxed, so that this rare path does
     // not size the future of every request that awaits this one.
-    let live = directory.registry.get(slug);
     let tenant = match live {
         Some(tenant) => Ok(Some(tenant)),
         None => Box::pin(directory.resolve(slug)).await,
