@@ -1297,12 +1297,32 @@ async fn client_id_metadata_documents_are_fetched_and_checked() {
         initialize(&app, "acme", Some(&access(&tokens))).await.0,
         200
     );
-    // A document whose client_id is not its URL, or that does not exist, is refused on the page.
-    for bad in [format!("{base}/liar.json"), format!("{base}/missing.json")] {
+    let nameless = format!("{base}/nameless.json");
+    docs.lock().insert(
+        "/nameless.json".into(),
+        json!({ "client_id": nameless, "redirect_uris": [REDIRECT],
+        "token_endpoint_auth_method": "none" }),
+    );
+    // A document whose client_id is not its URL, that lacks a required field (client_name), or
+    // that does not exist, is refused on the page.
+    for bad in [
+        format!("{base}/liar.json"),
+        nameless,
+        format!("{base}/missing.json"),
+    ] {
         let (status, _, html) =
             login_page(&app, "acme", &authorize_params(&bad, &p, REDIRECT)).await;
         assert_eq!(status, 400, "{bad}: {html}");
     }
+    // A redirect URI the document does not list is refused too.
+    let elsewhere = "https://elsewhere.example/cb";
+    let (status, _, html) =
+        login_page(&app, "acme", &authorize_params(&client_id, &p, elsewhere)).await;
+    assert_eq!(status, 400, "{html}");
+    assert!(
+        !html.contains("Metadata Host"),
+        "no consent for a foreign redirect"
+    );
 }
 
 /// An ES256 key of a test issuer: (JWK, encoding key).
@@ -1413,6 +1433,22 @@ async fn external_mode_accepts_the_tenants_own_issuer_tokens() {
     )
     .unwrap();
     assert_eq!(initialize(&app, "ext", Some(&hs)).await.0, 401);
+    // A token not valid yet (`nbf` ten minutes ahead, beyond the allowed clock skew) is
+    // refused, and says why; the same token without `nbf` is taken.
+    let mut early = claims("mcp-ext", &iss, "tools", now + 900);
+    early["nbf"] = json!(now + 600);
+    let (status, _, challenge) =
+        initialize(&app, "ext", Some(&external_token(&key, "k1", early))).await;
+    assert_eq!(status, 401);
+    assert!(challenge.unwrap_or_default().contains("not valid yet"));
+    let mut skewed = claims("mcp-ext", &iss, "tools", now + 900);
+    skewed["nbf"] = json!(now + 2);
+    assert_eq!(
+        initialize(&app, "ext", Some(&external_token(&key, "k1", skewed)))
+            .await
+            .0,
+        200
+    );
     // The platform's own authorization server is not offered for an external tenant.
     let r = app
         .http

@@ -55,6 +55,7 @@ pub enum TokenRejection {
     UnknownKey,
     BadSignature,
     Expired,
+    NotYetValid,
     WrongIssuer,
     WrongAudience,
     Other(String),
@@ -67,6 +68,7 @@ impl TokenRejection {
             TokenRejection::UnknownKey => "the access token is signed by an unknown key".into(),
             TokenRejection::BadSignature => "the access token signature is invalid".into(),
             TokenRejection::Expired => "the access token expired".into(),
+            TokenRejection::NotYetValid => "the access token is not valid yet (nbf)".into(),
             TokenRejection::WrongIssuer => "the access token is from another issuer".into(),
             TokenRejection::WrongAudience => {
                 "the access token is not meant for this resource (audience)".into()
@@ -80,6 +82,7 @@ fn rejection(e: jsonwebtoken::errors::Error) -> TokenRejection {
     use jsonwebtoken::errors::ErrorKind;
     match e.kind() {
         ErrorKind::ExpiredSignature => TokenRejection::Expired,
+        ErrorKind::ImmatureSignature => TokenRejection::NotYetValid,
         ErrorKind::InvalidIssuer => TokenRejection::WrongIssuer,
         ErrorKind::InvalidAudience => TokenRejection::WrongAudience,
         ErrorKind::InvalidSignature => TokenRejection::BadSignature,
@@ -94,6 +97,9 @@ fn rejection(e: jsonwebtoken::errors::Error) -> TokenRejection {
 fn validation(alg: Algorithm, issuer: &str, audiences: &[String], leeway: u64) -> Validation {
     let mut v = Validation::new(alg);
     v.leeway = leeway;
+    // Not yet valid (`nbf` in the future, beyond the leeway) is refused too: jsonwebtoken
+    // checks `nbf` only when asked.
+    v.validate_nbf = true;
     v.set_issuer(&[issuer]);
     v.set_audience(audiences);
     v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);

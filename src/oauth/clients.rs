@@ -291,6 +291,14 @@ async fn metadata_document(
     }
     let input: ClientInput =
         serde_json::from_value(doc.clone()).map_err(|e| bad(format!("malformed ({e})")))?;
+    // The fields a metadata document must hold (client_id is checked above; their values are
+    // checked as a registration's are, below).
+    if input.client_name.is_none() {
+        return Err(bad("it must name the client (client_name)".into()));
+    }
+    if input.redirect_uris.is_empty() {
+        return Err(bad("it must list its redirect_uris".into()));
+    }
     let method = input
         .token_endpoint_auth_method
         .clone()
