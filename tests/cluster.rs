@@ -308,6 +308,14 @@ async fn a_clients_answer_reaches_the_owner_over_the_bus() {
         text.contains("action=accept") && text.contains("ada"),
         "{response}"
     );
+    // A batch of notifications is not part of 2025-11-25: the non-owner answers what the owner
+    // answers (400), not a 202 for a message the owner would refuse.
+    let batch = json!([{ "jsonrpc": "2.0", "method": "notifications/progress",
+        "params": { "progressToken": 1, "progress": 1 } }]);
+    let at_owner = post_to(&a, &c.session, &batch).send().await.unwrap();
+    assert_eq!(at_owner.status(), 400);
+    let elsewhere = post_to(&b, &c.session, &batch).send().await.unwrap();
+    assert_eq!(elsewhere.status(), 400);
 }
 
 #[actix_rt::test]

@@ -54,8 +54,13 @@ pub async fn post(
             "Bad Request: initialize opens a new session and must be sent without Mcp-Session-Id",
         ));
     }
-    // Answers and notifications need nothing back: the bus can take them to another owner.
-    let bus_first = !has_requests(&payload);
+    // Answers and notifications need nothing back: the bus can take one to another owner. Not
+    // a batch (refused or taken by the revision the owner knows) nor a principal's message (the
+    // owner checks it is the session's): those are forwarded, so the client gets the owner's
+    // status, not a 202 for something the owner then drops.
+    let bus_first = matches!(payload, Payload::Single(_))
+        && admitted.principal.is_none()
+        && !has_requests(&payload);
     let entry = match reach(&admitted, id, &req, &forwarder, raw, bus_first).await? {
         Reached::Forwarded(response) => return Ok(response),
         Reached::Here(entry) => entry,
