@@ -160,9 +160,7 @@ impl RequestContext {
     }
 
     pub fn client_supports(&self, capability: &str) -> bool {
-        self.client_capabilities
-            .get(capability)
-            .is_some_and(|c| !c.is_null())
+        declares(&self.client_capabilities, capability)
     }
 
     /// Sends a server→client request and waits for the client's answer.
@@ -176,25 +174,13 @@ impl RequestContext {
     /// Whether the client takes form-mode elicitation: it declared `elicitation` (an empty
     /// object means form mode) and the revision has it.
     pub fn supports_form_elicitation(&self) -> bool {
-        self.version.has_elicitation()
-            && self
-                .client_capabilities
-                .get("elicitation")
-                .is_some_and(|e| {
-                    e.as_object()
-                        .is_some_and(|o| o.is_empty() || o.contains_key("form"))
-                })
+        takes_form_elicitation(self.version, &self.client_capabilities)
     }
 
     /// Whether the client takes URL-mode elicitation: it declared `elicitation.url`, in
     /// 2025-11-25 or later.
     pub fn supports_url_elicitation(&self) -> bool {
-        self.version >= ProtocolVersion::V2025_11_25
-            && self
-                .client_capabilities
-                .get("elicitation")
-                .and_then(|e| e.get("url"))
-                .is_some_and(|u| !u.is_null())
+        takes_url_elicitation(self.version, &self.client_capabilities)
     }
 
     /// `elicitation/create` in form mode. Refused unless the client declared form mode.
@@ -270,7 +256,7 @@ impl RequestContext {
 
     /// The error for a capability the client did not declare: MissingRequiredClientCapability
     /// (naming it) in the stateless revision, Invalid Request in the session era.
-    fn missing(&self, message: &str, required: Value) -> RpcError {
+    pub(crate) fn missing(&self, message: &str, required: Value) -> RpcError {
         if self.version.is_modern() {
             crate::protocol::modern::missing_capability(message, required)
         } else {
@@ -285,4 +271,65 @@ impl RequestContext {
     pub fn resource_updated(&self, uri: &str) {
         self.port().resource_updated(uri);
     }
+}
+
+fn declares(capabilities: &Value, capability: &str) -> bool {
+    capabilities.get(capability).is_some_and(|c| !c.is_null())
+}
+
+fn takes_form_elicitation(version: ProtocolVersion, capabilities: &Value) -> bool {
+    version.has_elicitation()
+        && capabilities.get("elicitation").is_some_and(|e| {
+            e.as_object()
+                .is_some_and(|o| o.is_empty() || o.contains_key("form"))
+        })
+}
+
+fn takes_url_elicitation(version: ProtocolVersion, capabilities: &Value) -> bool {
+    version >= ProtocolVersion::V2025_11_25
+        && capabilities
+            .get("elicitation")
+            .and_then(|e| e.get("url"))
+            .is_some_and(|u| !u.is_null())
+}
+
+/// Whether a stateless request's client (its `capabilities` in `version`) takes the
+/// server→client `request` (`{"method", "params"}`, as an `input_required` result lists it);
+/// else MissingRequiredClientCapability naming what it lacks. Each request's own capabilities
+/// count: none are inferred from an earlier request of the same call.
+pub fn check_declared(
+    version: ProtocolVersion,
+    capabilities: &Value,
+    request: &Value,
+) -> Result<(), RpcError> {
+    let (declared, name, required) = match request["method"].as_str() {
+        Some("elicitation/create") if request["params"]["mode"] == "url" => (
+            takes_url_elicitation(version, capabilities),
+            "elicitation (url)",
+            json!({ "elicitation": { "url": {} } }),
+        ),
+        Some("elicitation/create") => (
+            takes_form_elicitation(version, capabilities),
+            "elicitation (form)",
+            json!({ "elicitation": { "form": {} } }),
+        ),
+        Some("sampling/createMessage") => (
+            declares(capabilities, "sampling"),
+            "sampling",
+            json!({ "sampling": {} }),
+        ),
+        Some("roots/list") => (
+            declares(capabilities, "roots"),
+            "roots",
+            json!({ "roots": {} }),
+        ),
+        _ => return Ok(()),
+    };
+    if declared {
+        return Ok(());
+    }
+    Err(crate::protocol::modern::missing_capability(
+        format!("the client did not declare the {name} capability"),
+        required,
+    ))
 }

@@ -616,14 +616,37 @@ async fn a_stateless_call_gets_its_secret_through_input_required() {
     let url = request["params"]["url"].as_str().unwrap().to_string();
     let retry = json!({ "requestState": result["requestState"], "inputResponses": { key.clone(): { "action": "accept" } } });
 
-    // The user has not used the page yet: the retry cannot proceed (-32042, the elicitation).
-    let (_, waiting) = modern_call(&app, "acme", 2, retry.clone()).await;
-    assert_eq!(waiting["error"]["code"], -32042, "{waiting}");
-    assert_eq!(waiting["error"]["data"]["elicitations"][0]["url"], url);
+    // The user has not used the page yet. 2026-07-28 has no -32042: a new call of the tool is
+    // asked for the same elicitation again (the same page), not refused.
+    let (status, again) = modern_call(&app, "acme", 2, json!({})).await;
+    assert_eq!(status, 200);
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+    let asked: Vec<&Value> = again["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .values()
+        .collect();
+    assert_eq!(asked.len(), 1, "{again}");
+    assert_eq!(asked[0]["params"]["url"], url.as_str());
 
-    // After the page, calling again completes with the secret handed to the endpoint once.
-    submit_secret(&app, &url, TOKEN).await;
-    let (_, done) = modern_call(&app, "acme", 3, json!({})).await;
+    // The retry waits for the page (the revision's URL flow), then completes with the secret,
+    // handed to the endpoint once.
+    let submitted = std::sync::atomic::AtomicBool::new(false);
+    let retried = async {
+        let answer = modern_call(&app, "acme", 3, retry.clone()).await;
+        (answer, submitted.load(std::sync::atomic::Ordering::SeqCst))
+    };
+    let page = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        submitted.store(true, std::sync::atomic::Ordering::SeqCst);
+        submit_secret(&app, &url, TOKEN).await;
+    };
+    let (((status, done), after_page), ()) = tokio::join!(retried, page);
+    assert!(
+        after_page,
+        "the retry answered before the page was used: {done}"
+    );
+    assert_eq!(status, 200);
     assert_eq!(
         done["result"]["content"][0]["text"],
         format!("deployed with a {}-character token", TOKEN.len()),

@@ -71,6 +71,17 @@ async fn send(app: &TestApp, tenant: &str, body: &Value) -> (u16, Value, Vec<Val
     (status, answer, notes)
 }
 
+/// Publishes a webhook tool on the `demo` tenant: the status and the body of the answer.
+async fn publish(app: &TestApp, tool: &Value) -> (u16, String) {
+    let resp = app
+        .admin(Method::POST, "/tenants/demo/tools")
+        .json(tool)
+        .send()
+        .await
+        .unwrap();
+    (resp.status().as_u16(), resp.text().await.unwrap())
+}
+
 async fn result(app: &TestApp, tenant: &str, body: &Value) -> Value {
     let (status, answer, _) = send(app, tenant, body).await;
     assert_eq!(status, 200, "{answer}");
@@ -432,8 +443,27 @@ async fn headers_must_match_the_body() {
         .as_object_mut()
         .unwrap()
         .remove("io.modelcontextprotocol/clientCapabilities");
-    let resp = post(&app, "demo", &no_caps).send().await.unwrap();
-    assert_eq!(resp.status(), 400);
+    let answer = expect(post(&app, "demo", &no_caps).send().await.unwrap(), -32602).await;
+    assert!(answer["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("clientCapabilities"));
+    // The header names the revision but _meta has no protocol version: a malformed request
+    // (-32602), not a header mismatch; the same without any _meta.
+    let mut no_version = call.clone();
+    no_version["params"]["_meta"]
+        .as_object_mut()
+        .unwrap()
+        .remove("io.modelcontextprotocol/protocolVersion");
+    let mut no_meta = call.clone();
+    no_meta["params"].as_object_mut().unwrap().remove("_meta");
+    for body in [&no_version, &no_meta] {
+        let answer = expect(post(&app, "demo", body).send().await.unwrap(), -32602).await;
+        assert!(answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("protocolVersion"));
+    }
 
     // Batches and responses are not part of the revision; a notification is accepted.
     let resp = post(&app, "demo", &call)
@@ -457,13 +487,8 @@ async fn x_mcp_header_parameters_are_mirrored_and_checked() {
             "limit": { "type": "integer", "x-mcp-header": "Limit" },
             "sql": { "type": "string" } } },
         "webhook": { "url": format!("{base}/echo"), "secret": SECRET, "timeout_ms": 2000 } });
-    let resp = app
-        .admin(Method::POST, "/tenants/demo/tools")
-        .json(&tool)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 201, "{}", resp.text().await.unwrap());
+    let (status, text) = publish(&app, &tool).await;
+    assert_eq!(status, 201, "{text}");
     let call = body(
         1,
         "tools/call",
@@ -505,10 +530,12 @@ async fn x_mcp_header_parameters_are_mirrored_and_checked() {
             .header("mcp-param-region", "eu")
             .header("mcp-param-limit", value)
     };
-    let off_by_one = limit("9007199254740992").send().await.unwrap();
-    assert_eq!(off_by_one.status(), 400);
-    let answer: Value = off_by_one.json().await.unwrap();
-    assert_eq!(answer["error"]["code"], -32020, "{answer}");
+    let mismatch = |resp: reqwest::Response| async move {
+        assert_eq!(resp.status(), 400);
+        let answer: Value = resp.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], -32020, "{answer}");
+    };
+    mismatch(limit("9007199254740992").send().await.unwrap()).await;
     assert_eq!(status(limit("9007199254740993").send().await.unwrap()), 200);
     // A header for an argument that is not there.
     let call = body(
@@ -524,6 +551,27 @@ async fn x_mcp_header_parameters_are_mirrored_and_checked() {
         .unwrap();
     assert_eq!(extra.status(), 400);
     assert_eq!(status(post(&app, "demo", &call).send().await.unwrap()), 200);
+    // A header sent twice, even with the body's value first, is a mismatch.
+    let twice = post(&app, "demo", &big)
+        .header("mcp-param-region", "eu")
+        .header("mcp-param-region", "us")
+        .header("mcp-param-limit", "9007199254740993");
+    mismatch(twice.send().await.unwrap()).await;
+
+    // A tool whose annotation clients must reject (a `number` parameter, a name that is not an
+    // HTTP token, one under `items`) is not published.
+    for schema in [
+        json!({ "type": "object", "properties": { "n": { "type": "number", "x-mcp-header": "N" } } }),
+        json!({ "type": "object", "properties": { "r": { "type": "string", "x-mcp-header": "a/b" } } }),
+        json!({ "type": "object", "properties": { "l": { "type": "array",
+            "items": { "type": "string", "x-mcp-header": "L" } } } }),
+    ] {
+        let tool = json!({ "name": "invalid_header", "description": "d", "input_schema": schema,
+            "webhook": { "url": format!("{base}/echo"), "secret": SECRET } });
+        let (status, text) = publish(&app, &tool).await;
+        assert_eq!(status, 422, "{schema}");
+        assert!(text.contains("x-mcp-header"), "{text}");
+    }
 }
 
 #[actix_rt::test]
@@ -549,15 +597,7 @@ async fn a_tool_needing_input_answers_input_required_and_the_retry_completes() {
 
     let answer = json!({ key.clone(): { "action": "accept", "content": { "username": "ada", "email": "ada@example.com" } } });
     let retry = |id: i64, state: &str, responses: &Value, args: &Value| {
-        let mut params = args.clone();
-        params["requestState"] = json!(state);
-        params["inputResponses"] = responses.clone();
-        body(
-            id,
-            "tools/call",
-            params,
-            json!({ "elicitation": { "form": {} } }),
-        )
+        retry_with(id, state, responses, args, caps.clone())
     };
     // No answer to what was asked: asked again (a new round), not an error.
     let again = result(
@@ -604,6 +644,33 @@ async fn a_tool_needing_input_answers_input_required_and_the_retry_completes() {
     assert_eq!(status, 400);
     assert_eq!(missing["error"]["code"], -32021);
     assert!(missing["error"]["data"]["requiredCapabilities"]["elicitation"].is_object());
+
+    // A retry that leaves a question unanswered is asked it again only if its own client
+    // still declares the capability (none is inferred from the first request).
+    let first = result(
+        &app,
+        "demo",
+        &body(8, "tools/call", args.clone(), caps.clone()),
+    )
+    .await;
+    let state = first["requestState"].as_str().unwrap().to_string();
+    let (status, missing, _) = send(
+        &app,
+        "demo",
+        &retry_with(9, &state, &json!({}), &args, json!({ "sampling": {} })),
+    )
+    .await;
+    assert_eq!(status, 400, "{missing}");
+    assert_eq!(missing["error"]["code"], -32021, "{missing}");
+    assert!(missing["error"]["data"]["requiredCapabilities"]["elicitation"]["form"].is_object());
+}
+
+/// A retry of a call: its state, its answers, and the capabilities its client declares.
+fn retry_with(id: i64, state: &str, responses: &Value, args: &Value, caps: Value) -> Value {
+    let mut params = args.clone();
+    params["requestState"] = json!(state);
+    params["inputResponses"] = responses.clone();
+    body(id, "tools/call", params, caps)
 }
 
 #[actix_rt::test]
@@ -728,13 +795,7 @@ async fn closing_the_connection_cancels_the_call() {
     let tool = json!({ "name": "slow", "description": "never answers",
         "input_schema": { "type": "object", "properties": {} },
         "webhook": { "url": format!("{base}/slow"), "secret": SECRET, "timeout_ms": 10000 } });
-    let resp = app
-        .admin(Method::POST, "/tenants/demo/tools")
-        .json(&tool)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 201);
+    assert_eq!(publish(&app, &tool).await.0, 201);
     let call = body(
         1,
         "tools/call",
@@ -816,13 +877,7 @@ async fn a_webhook_input_request_becomes_input_required_and_goes_on_from_its_rou
     let tool = json!({ "name": "ask", "description": "asks which project",
         "input_schema": { "type": "object", "properties": {} },
         "webhook": { "url": format!("{base}/ask"), "secret": SECRET, "timeout_ms": 2000 } });
-    let resp = app
-        .admin(Method::POST, "/tenants/demo/tools")
-        .json(&tool)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 201);
+    assert_eq!(publish(&app, &tool).await.0, 201);
     let caps = json!({ "elicitation": {} });
     let args = json!({ "name": "ask", "arguments": {} });
     let first = result(
@@ -863,13 +918,7 @@ async fn multiple_rounds_and_sampling_go_through_input_required() {
     let tool = json!({ "name": "twice", "description": "asks twice",
         "input_schema": { "type": "object", "properties": {} },
         "webhook": { "url": format!("{base}/twice"), "secret": SECRET, "timeout_ms": 2000 } });
-    let resp = app
-        .admin(Method::POST, "/tenants/demo/tools")
-        .json(&tool)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 201);
+    assert_eq!(publish(&app, &tool).await.0, 201);
     let caps = json!({ "elicitation": {}, "sampling": {} });
     let args = json!({ "name": "twice", "arguments": {} });
     let first = result(
@@ -940,6 +989,53 @@ async fn multiple_rounds_and_sampling_go_through_input_required() {
     params["inputResponses"] = json!({ key.clone(): { "role": "assistant", "content": { "type": "text", "text": "4" }, "model": "m" } });
     let done = result(&app, "demo", &body(6, "tools/call", params, caps)).await;
     assert_eq!(done["content"][0]["text"], "LLM response: 4");
+
+    // Without the capability a tool needs: MissingRequiredClientCapability (400) naming it,
+    // never a tool error, for a built-in tool's sample or roots...
+    let roots = json!({ "name": "client_roots", "arguments": {} });
+    for (id, call, lacking) in [(7, &sample, "sampling"), (8, &roots, "roots")] {
+        let (status, missing, _) = send(
+            &app,
+            "demo",
+            &body(id, "tools/call", call.clone(), json!({ "elicitation": {} })),
+        )
+        .await;
+        assert_eq!(status, 400, "{missing}");
+        assert_eq!(missing["error"]["code"], -32021, "{missing}");
+        assert!(
+            missing["error"]["data"]["requiredCapabilities"][lacking].is_object(),
+            "{missing}"
+        );
+    }
+    // ...and for a webhook's input request (its second round asks for a sample): the
+    // endpoint is not handed the refusal as its next round's input.
+    let no_sampling = json!({ "elicitation": {} });
+    let first = result(
+        &app,
+        "demo",
+        &body(9, "tools/call", args.clone(), no_sampling.clone()),
+    )
+    .await;
+    let key1 = first["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap();
+    let mut params = args.clone();
+    params["requestState"] = first["requestState"].clone();
+    params["inputResponses"] =
+        json!({ key1.clone(): { "action": "accept", "content": { "project": "apollo" } } });
+    let (status, missing, _) =
+        send(&app, "demo", &body(10, "tools/call", params, no_sampling)).await;
+    assert_eq!(status, 400, "{missing}");
+    assert_eq!(missing["error"]["code"], -32021, "{missing}");
+    assert!(missing["error"]["data"]["requiredCapabilities"]["sampling"].is_object());
+    assert_eq!(
+        endpoint.calls.load(Ordering::SeqCst),
+        5,
+        "rounds 1 and 2 of that call only"
+    );
 }
 
 // --- progress, logging, subscriptions, both eras at once ------------------------------------
@@ -1064,13 +1160,7 @@ async fn listen_delivers_opted_in_changes_alongside_a_session_client() {
     // A published tool: the listener hears tools/list_changed (it did not opt in to prompts).
     let tool = json!({ "name": "late", "description": "d", "input_schema": { "type": "object" },
         "webhook": { "url": "http://127.0.0.1:9/x", "secret": SECRET } });
-    let resp = app
-        .admin(Method::POST, "/tenants/demo/tools")
-        .json(&tool)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 201);
+    assert_eq!(publish(&app, &tool).await.0, 201);
     let changed = next_json(&mut sse).await;
     assert_eq!(changed["method"], "notifications/tools/list_changed");
     assert_eq!(
@@ -1078,8 +1168,16 @@ async fn listen_delivers_opted_in_changes_alongside_a_session_client() {
         7
     );
 
-    // The server ends the subscription gracefully when it drains.
-    let (_, end) = tokio::join!(app.drainer.drain(), next_json(&mut sse));
+    // The server ends the subscription when it drains: notifications/cancelled naming the
+    // listen request, then its graceful result.
+    let (_, cancelled) = tokio::join!(app.drainer.drain(), next_json(&mut sse));
+    assert_eq!(
+        cancelled["method"], "notifications/cancelled",
+        "{cancelled}"
+    );
+    assert_eq!(cancelled["params"]["requestId"], 7);
+    assert!(cancelled.get("id").is_none());
+    let end = next_json(&mut sse).await;
     assert_eq!(end["id"], 7);
     assert_eq!(end["result"]["resultType"], "complete");
     assert_eq!(

@@ -213,6 +213,10 @@ impl Catalog for ReferenceCatalog {
                                 .and_then(Value::as_str)
                                 .unwrap_or("")
                         )),
+                        // A stateless request says which capability it lacks, as a protocol error.
+                        Err(e) if e.code == crate::protocol::modern::MISSING_CLIENT_CAPABILITY => {
+                            return Err(e)
+                        }
                         Err(e) => tool_error(format!("Sampling failed: {}", e.message)),
                     })
                 })

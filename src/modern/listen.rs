@@ -147,8 +147,19 @@ impl Listener {
         changes.iter().filter_map(|c| self.deliver(c)).collect()
     }
 
+    /// What ends the subscription when the server tears it down: `notifications/cancelled`
+    /// naming the listen request (a MUST of the cancellation page), then the response that
+    /// ends it gracefully (the subscriptions page's SHOULD).
+    pub fn teardown(&self, reason: &str) -> [Value; 2] {
+        let cancelled = jsonrpc::notification_message(
+            "notifications/cancelled",
+            json!({ "requestId": self.id.to_value(), "reason": reason }),
+        );
+        [cancelled, self.closing()]
+    }
+
     /// The response that ends the subscription gracefully.
-    pub fn closing(&self) -> Value {
+    fn closing(&self) -> Value {
         let mut result = Map::new();
         result.insert("resultType".into(), json!("complete"));
         stamp_server_info(&self.env, &mut result);

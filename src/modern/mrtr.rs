@@ -304,7 +304,15 @@ impl Call {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             if !missing.is_empty() {
-                // Ask again for what is still missing, in a new round.
+                // Ask again for what is still missing, in a new round, if this retry's client
+                // still takes it.
+                for asked in missing.values() {
+                    crate::request::check_declared(
+                        self.meta.version,
+                        &self.meta.client_capabilities,
+                        asked,
+                    )?;
+                }
                 let r = round.take().unwrap_or_else(|| self.first_round());
                 return self.input_required(&round_id, number + 1, r, missing).await;
             }

@@ -277,8 +277,9 @@ pub struct ParamHeader {
 }
 
 /// The `x-mcp-header` annotations of a tool's `inputSchema`. An annotation is valid on a
-/// property reached through `properties` only, with a primitive type (string, integer, number,
-/// boolean), a non-empty name of visible ASCII without ':' and unique case-insensitively;
+/// property reached through `properties` only (an annotation anywhere else makes the schema
+/// invalid), with a primitive type (string, integer, boolean; not number), a name of HTTP token
+/// characters, unique case-insensitively;
 /// `Err` names the first violation.
 pub fn param_headers(input_schema: &Value) -> Result<Vec<ParamHeader>, String> {
     let mut found = Vec::new();
@@ -297,42 +298,94 @@ fn walk_properties(
     path: &mut Vec<String>,
     found: &mut Vec<ParamHeader>,
 ) -> Result<(), String> {
-    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+    let Some(object) = schema.as_object() else {
+        return Ok(());
+    };
+    for (keyword, value) in object {
+        if keyword == "properties" {
+            continue;
+        }
+        // Only a chain of `properties` keys reaches an annotation statically: one under
+        // `items`, a composition or conditional keyword, `$defs`, … makes the tool invalid.
+        if keyword == HEADER_ANNOTATION || annotated_within(value) {
+            let at = if path.is_empty() {
+                "the schema root".to_string()
+            } else {
+                format!("{:?}", path.join("."))
+            };
+            return Err(format!(
+                "x-mcp-header is only allowed on properties reached through `properties` alone \
+                 (found under {keyword:?} of {at})"
+            ));
+        }
+    }
+    let Some(properties) = object.get("properties").and_then(Value::as_object) else {
         return Ok(());
     };
     for (key, property) in properties {
         path.push(key.clone());
-        if let Some(name) = property.get("x-mcp-header") {
-            let name = name
-                .as_str()
-                .filter(|n| {
-                    !n.is_empty() && n.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b':')
-                })
-                .ok_or_else(|| {
-                    format!(
-                        "x-mcp-header on {:?} must be a non-empty header-safe name",
+        match property.get(HEADER_ANNOTATION) {
+            Some(name) => {
+                found.push(annotated(name, property, path)?);
+                // Nothing below a primitive property may be annotated.
+                if property.as_object().is_some_and(|o| {
+                    o.iter()
+                        .any(|(k, v)| k != HEADER_ANNOTATION && annotated_within(v))
+                }) {
+                    return Err(format!(
+                        "x-mcp-header is only allowed on properties reached through `properties` \
+                         alone (found inside {:?})",
                         path.join(".")
-                    )
-                })?;
-            let primitive = matches!(
-                property.get("type").and_then(Value::as_str),
-                Some("string" | "integer" | "number" | "boolean")
-            );
-            if !primitive {
-                return Err(format!(
-                    "x-mcp-header {name:?} must annotate a string, integer, number or boolean"
-                ));
+                    ));
+                }
             }
-            found.push(ParamHeader {
-                name: name.to_string(),
-                path: path.clone(),
-            });
-        } else {
-            walk_properties(property, path, found)?;
+            None => walk_properties(property, path, found)?,
         }
         path.pop();
     }
     Ok(())
+}
+
+const HEADER_ANNOTATION: &str = "x-mcp-header";
+
+/// Whether an `x-mcp-header` key occurs anywhere in `value`.
+fn annotated_within(value: &Value) -> bool {
+    match value {
+        Value::Object(o) => o
+            .iter()
+            .any(|(k, v)| k == HEADER_ANNOTATION || annotated_within(v)),
+        Value::Array(items) => items.iter().any(annotated_within),
+        _ => false,
+    }
+}
+
+/// An annotated property's header: a name of HTTP token characters (`1*tchar`, RFC 9110) on
+/// a string, integer or boolean property (`number` is not allowed).
+fn annotated(name: &Value, property: &Value, path: &[String]) -> Result<ParamHeader, String> {
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    let name = name
+        .as_str()
+        .filter(|n| !n.is_empty() && n.bytes().all(tchar))
+        .ok_or_else(|| {
+            format!(
+                "x-mcp-header on {:?} must be a non-empty HTTP token (letters, digits and \
+                 !#$%&'*+-.^_`|~)",
+                path.join(".")
+            )
+        })?;
+    let primitive = matches!(
+        property.get("type").and_then(Value::as_str),
+        Some("string" | "integer" | "boolean")
+    );
+    if !primitive {
+        return Err(format!(
+            "x-mcp-header {name:?} must annotate a string, integer or boolean property"
+        ));
+    }
+    Ok(ParamHeader {
+        name: name.to_string(),
+        path: path.to_vec(),
+    })
 }
 
 /// The argument at `path` in a call's arguments (`None` when absent or null).
@@ -575,6 +628,27 @@ mod tests {
         let twice = json!({ "properties": {
             "a": { "type": "string", "x-mcp-header": "X" }, "b": { "type": "string", "x-mcp-header": "x" } } });
         assert!(param_headers(&twice).is_err());
+        // The revision's other constraints: tchar names, no `number`, static reachability.
+        for bad in [
+            json!({ "properties": { "a": { "type": "string", "x-mcp-header": "A/B" } } }),
+            json!({ "properties": { "a": { "type": "string", "x-mcp-header": "A B" } } }),
+            json!({ "properties": { "a": { "type": "string", "x-mcp-header": "" } } }),
+            json!({ "properties": { "a": { "type": "number", "x-mcp-header": "A" } } }),
+            json!({ "properties": { "a": { "type": "array", "items": { "type": "string", "x-mcp-header": "A" } } } }),
+            json!({ "oneOf": [{ "properties": { "a": { "type": "string", "x-mcp-header": "A" } } }] }),
+            json!({ "$defs": { "d": { "type": "string", "x-mcp-header": "A" } }, "properties": {} }),
+            json!({ "properties": { "a": { "type": "string", "x-mcp-header": "A",
+                "not": { "x-mcp-header": "B" } } } }),
+            json!({ "properties": { "o": { "type": "object", "allOf": [{ "properties": {
+                "p": { "type": "string", "x-mcp-header": "P" } } }] } } }),
+        ] {
+            assert!(param_headers(&bad).is_err(), "{bad}");
+        }
+        let tokens = json!({ "properties": { "a": { "type": "boolean", "x-mcp-header": "Tenant-Id_2.x~!" } } });
+        assert_eq!(
+            param_headers(&tokens).expect("valid")[0].name,
+            "Tenant-Id_2.x~!"
+        );
         let args = json!({ "nested": { "n": 42 } });
         let args = args.as_object().expect("object");
         assert!(header_matches(

@@ -731,6 +731,11 @@ async fn ask_client(
         ),
     };
     match &outcome {
+        // A stateless request that needs a capability its client did not declare is refused
+        // with MissingRequiredClientCapability (-32021), not handed to the endpoint.
+        Err(e) if e.code == crate::protocol::modern::MISSING_CLIENT_CAPABILITY => {
+            return Err(Stop::Protocol(e.clone()))
+        }
         Ok(_) => {
             tracing::debug!(tenant = %call.tenant, tool = %call.tool, round, kind, "client answered input request")
         }
@@ -742,7 +747,8 @@ async fn ask_client(
 }
 
 /// A secret through URL-mode elicitation: the next round's `input` (`Ok(Err(..))` becomes
-/// `{"error": …}`), or the -32042 error when an earlier elicitation for it is still pending.
+/// `{"error": …}`), or, in a session, the -32042 error when an earlier elicitation for it is
+/// still pending.
 async fn ask_secret(
     ctx: &RequestContext,
     call: &WebhookCall,
@@ -755,8 +761,10 @@ async fn ask_secret(
         )));
     };
     if !ctx.supports_url_elicitation() {
-        return Ok(Err(RpcError::invalid_request(
+        // -32021 on a stateless request (then not handed to the endpoint, see `ask_client`).
+        return Ok(Err(ctx.missing(
             "the client did not declare the elicitation (url) capability",
+            json!({ "elicitation": { "url": {} } }),
         )));
     }
     let request = SecretRequest {
@@ -785,10 +793,14 @@ async fn ask_secret(
     let elicitation = match desk.prepare(&request).await {
         Err(e) => return unavailable(e),
         Ok(Prepared::Ready { secret, .. }) => return accepted(&secret),
+        // Session revisions: a request that cannot go on until the user is done gets -32042
+        // with the elicitation. 2026-07-28 must not send that code: the client is asked for the
+        // same elicitation again (its retry then waits here for the page, as the revision's
+        // URL flow does).
         Ok(Prepared::Pending {
             elicitation,
             existing: true,
-        }) => {
+        }) if !ctx.version.is_modern() => {
             return Err(RpcError::url_elicitation_required(vec![
                 elicitation.to_value()
             ]))

@@ -294,6 +294,9 @@ fn check_headers(
             ))
         }
         (Some(h), Some(Value::String(b))) if h == b.as_bytes() => {}
+        // No version in `_meta`: a malformed request (-32602 from `RequestMeta::take`), not a
+        // header that disagrees with the body.
+        (Some(_), None) => {}
         (Some(h), _) => {
             return Err(rules::header_mismatch(format!(
                 "MCP-Protocol-Version header {:?} does not match params._meta[\"{}\"]",
@@ -361,7 +364,14 @@ fn check_param_headers(
         .unwrap_or(&empty);
     for param in declared {
         let header_name = format!("{PARAM_HEADER_PREFIX}{}", param.name.to_ascii_lowercase());
-        let sent = headers.get(header_name.as_str());
+        let mut values = headers.get_all(header_name.as_str());
+        let sent = values.next();
+        if values.next().is_some() {
+            return Err(rules::header_mismatch(format!(
+                "Mcp-Param-{} is sent more than once",
+                param.name
+            )));
+        }
         match (sent, rules::argument_at(arguments, &param.path)) {
             (None, None) => {}
             (None, Some(_)) => {
@@ -468,6 +478,15 @@ fn running_stream(
     })
 }
 
+/// The events that end a subscription the server tears down (see `Listener::teardown`).
+fn teardown_events(listener: &Listener, reason: &str) -> Bytes {
+    let mut out = Vec::new();
+    for message in listener.teardown(reason) {
+        out.extend_from_slice(&data_event(&message));
+    }
+    Bytes::from(out)
+}
+
 /// `subscriptions/listen`: the acknowledgement, then the changes it opted in to, keep-alives,
 /// and the closing result when this replica drains.
 fn listen_stream(
@@ -494,7 +513,7 @@ fn listen_stream(
                         ));
                     }
                     if replica.is_draining() {
-                        let end = data_event(&listener.closing());
+                        let end = teardown_events(&listener, "the server is shutting down");
                         return Some((Ok(end), None));
                     }
                     tokio::select! {
@@ -509,7 +528,7 @@ fn listen_stream(
                                 backlog = listener.catch_up();
                             }
                             Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                                let end = data_event(&listener.closing());
+                                let end = teardown_events(&listener, "the tenant is no longer served here");
                                 return Some((Ok(end), None));
                             }
                         },
