@@ -150,6 +150,23 @@ async fn webhook_tools_answer_over_mcp() {
         "every request was signed correctly"
     );
 
+    // Arguments that do not match the tool's inputSchema are a tool execution error saying
+    // where, and never reach the endpoint.
+    let calls = endpoint.calls.load(Ordering::SeqCst);
+    let r = c
+        .result(
+            "tools/call",
+            json!({ "name": "echo_hook", "arguments": { "text": 5 } }),
+        )
+        .await;
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("Invalid arguments") && text.contains("/text"),
+        "{text}"
+    );
+    assert_eq!(endpoint.calls.load(Ordering::SeqCst), calls, "not sent");
+
     for (name, path, expect) in [
         ("broken", "/broken", "500"),
         ("garbage", "/garbage", "JSON"),

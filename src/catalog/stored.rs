@@ -454,6 +454,9 @@ fn webhook_call<'a>(
     ctx: &RequestContext,
 ) -> Result<(&'a WebhookTarget, WebhookCall), Value> {
     let tool = &live.def;
+    // Checked here, before anything goes to the endpoint (tool inputs are validated by the
+    // server): a mismatch is a tool execution error the model can correct.
+    let arguments = live.check_arguments(arguments)?;
     let target = live.target.as_ref().map_err(|why| {
         crate::protocol::mcp::tool_error(format!(
             "The `{}` tool failed: its signing secret cannot be opened ({why}); the operator must \
@@ -484,7 +487,13 @@ fn webhook_call<'a>(
 struct LiveTool {
     def: ToolDef,
     target: Result<WebhookTarget, String>,
+    /// Its `inputSchema`, compiled once (the admin API checked it compiles when it was
+    /// published).
+    input: Result<jsonschema::Validator, String>,
 }
+
+/// At most this many schema errors are quoted in a tool error.
+const INPUT_ERRORS_SHOWN: usize = 5;
 
 impl LiveTool {
     fn new(sealer: &Sealer, tenant: &str, def: ToolDef) -> LiveTool {
@@ -492,7 +501,46 @@ impl LiveTool {
             tracing::error!(tenant, tool = %def.name, error = %e, "the webhook tool's signing secret does not open; its calls fail until the tool is published again or the sealing key is configured");
             e.to_string()
         });
-        LiveTool { def, target }
+        let input = jsonschema::validator_for(&def.input_schema).map_err(|e| e.to_string());
+        LiveTool { def, target, input }
+    }
+
+    /// The arguments of a call when they match the tool's `inputSchema`; else the tool error
+    /// saying where they do not (or that the schema does not compile: no call goes out
+    /// unchecked).
+    fn check_arguments(&self, arguments: Map<String, Value>) -> Result<Map<String, Value>, Value> {
+        let name = &self.def.name;
+        let validator = self.input.as_ref().map_err(|e| {
+            crate::protocol::mcp::tool_error(format!(
+                "The `{name}` tool failed: its inputSchema is not a valid JSON Schema ({e})"
+            ))
+        })?;
+        let arguments = Value::Object(arguments);
+        let errors: Vec<String> = validator
+            .iter_errors(&arguments)
+            .take(INPUT_ERRORS_SHOWN + 1)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                let at = if path.is_empty() { "(root)" } else { &path };
+                let what: String = e.to_string().chars().take(200).collect();
+                format!("at {at}: {what}")
+            })
+            .collect();
+        if !errors.is_empty() {
+            let more = if errors.len() > INPUT_ERRORS_SHOWN {
+                " (and more)"
+            } else {
+                ""
+            };
+            return Err(crate::protocol::mcp::tool_error(format!(
+                "Invalid arguments for the `{name}` tool: {}{more}",
+                errors[..errors.len().min(INPUT_ERRORS_SHOWN)].join("; ")
+            )));
+        }
+        match arguments {
+            Value::Object(arguments) => Ok(arguments),
+            _ => Ok(Map::new()),
+        }
     }
 }
 
