@@ -755,8 +755,9 @@ pub fn parse_body(body: &[u8]) -> Result<Payload, HttpError> {
 }
 
 /// Turns a session's stream, once its first item has been received, into the HTTP answer: plain
-/// JSON when the first item is the whole answer, an SSE stream otherwise, 202 when nothing is
-/// owed (a cancelled request).
+/// JSON when the first item is the whole answer, an SSE stream otherwise; a stream that ends at
+/// once when nothing is owed (a cancelled request: a request's answer is JSON or a stream, never
+/// a bare 202).
 pub fn respond_with_first(
     first: Option<StreamItem>,
     rx: StreamReceiver,
@@ -764,15 +765,12 @@ pub fn respond_with_first(
     session_id: Option<&str>,
     tenant: &str,
 ) -> HttpResponse {
-    let mut builder = match first {
-        None => HttpResponse::Accepted(),
-        Some(_) => HttpResponse::Ok(),
-    };
+    let mut builder = HttpResponse::Ok();
     if let Some(id) = session_id {
         builder.insert_header((SESSION, id));
     }
     match first {
-        None => builder.finish(),
+        None => sse_response(builder, futures_util::stream::empty()),
         Some(StreamItem::Json(body)) => builder.content_type("application/json").body(body),
         Some(item) => sse_response(
             builder,
