@@ -258,9 +258,12 @@ async fn tools_answering_at_once_keep_the_rules_of_a_stateless_call() {
         "mcp-harbor"
     );
 
-    // The tool's own error (a missing argument), as on every other path.
-    let (_, answer, _) = send(&app, "demo", &call(2, json!({}), json!({}))).await;
-    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    // The tool's own error (a missing argument), as on every other path: a tool execution
+    // error, which the model can correct.
+    let (status, answer, _) = send(&app, "demo", &call(2, json!({}), json!({}))).await;
+    assert_eq!(status, 200);
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(answer["result"]["resultType"], "complete");
 
     // A requestState is still opened (and this one is refused), even for a tool that never asks.
     let (_, answer, _) = send(
@@ -321,7 +324,7 @@ async fn tools_answering_at_once_keep_the_rules_of_a_stateless_call() {
     };
     let count = |error_type: &str| series_count("tools/call", error_type);
     assert_eq!(count(""), 2, "calls 1 and 4, once each: {metrics}");
-    assert_eq!(count("-32602"), 1, "call 2: {metrics}");
+    assert_eq!(count("tool_error"), 1, "call 2: {metrics}");
     assert_eq!(series_count("tools/list", ""), 1, "{metrics}");
     assert_eq!(series_count("server/discover", ""), 1, "{metrics}");
 }

@@ -408,8 +408,16 @@ async fn requests_answered_at_once_keep_the_session_rules() {
     let answer = json_answer(c.send(&call(5, "echo", json!({ "text": "one" }))).await).await;
     assert_eq!(answer["id"], 5);
     assert_eq!(answer["result"]["content"][0]["text"], "one");
-    // A bad argument is the tool's own error, as through the session.
+    // A bad argument is the tool's own error, as through the session: from 2025-11-25 on a
+    // tool execution error the model can correct (isError), before that Invalid Params.
     let answer = json_answer(c.send(&call(6, "echo", json!({}))).await).await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("text"));
+    let older = app.open_session("demo", "2025-06-18", json!({})).await;
+    let answer = json_answer(older.send(&call(6, "echo", json!({}))).await).await;
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
     let answer = json_answer(
         c.send(&json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/list" }))

@@ -4,7 +4,7 @@
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 
-use super::{ready, str_arg, CallFuture, Catalog, RequestContext};
+use super::{ready, str_arg, with_argument_errors, CallFuture, Catalog, RequestContext};
 use crate::protocol::mcp::{text_content, tool_text};
 use crate::protocol::RpcError;
 
@@ -96,7 +96,7 @@ impl Catalog for DemoCatalog {
                 let steps = args.get("steps").and_then(Value::as_u64).filter(|n| (1..=1000).contains(n));
                 let interval = args.get("interval_ms").and_then(Value::as_u64).unwrap_or(200).min(10_000);
                 let Some(steps) = steps else {
-                    return Some(ready(Err(RpcError::invalid_params("steps must be an integer from 1 to 1000"))));
+                    return Some(ready(with_argument_errors(ctx.version, Err(RpcError::invalid_params("steps must be an integer from 1 to 1000")))));
                 };
                 return Some(Box::pin(async move {
                     for step in 1..=steps {
@@ -113,7 +113,7 @@ impl Catalog for DemoCatalog {
             }),
             _ => return None,
         };
-        Some(ready(outcome))
+        Some(ready(with_argument_errors(ctx.version, outcome)))
     }
 
     fn resources(&self) -> Vec<Value> {

@@ -273,6 +273,24 @@ pub fn ready(result: Result<Value, RpcError>) -> CallFuture {
     Box::pin(std::future::ready(result))
 }
 
+/// A built-in tool's outcome as the client's revision wants arguments the tool cannot use
+/// (Invalid Params from the tool itself): from 2025-11-25 on a tool execution error
+/// (`isError`, which the model can correct), before that the JSON-RPC error.
+pub fn with_argument_errors(
+    version: crate::protocol::ProtocolVersion,
+    outcome: Result<Value, RpcError>,
+) -> Result<Value, RpcError> {
+    match outcome {
+        Err(e)
+            if e.code == crate::protocol::jsonrpc::INVALID_PARAMS
+                && version >= crate::protocol::ProtocolVersion::V2025_11_25 =>
+        {
+            Ok(crate::protocol::mcp::tool_error(e.message))
+        }
+        other => other,
+    }
+}
+
 /// Reads a string argument, or explains which one is missing.
 pub fn str_arg<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, RpcError> {
     args.get(name)

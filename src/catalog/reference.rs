@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::{ready, str_arg, CallFuture, Catalog, RequestContext};
+use super::{ready, str_arg, with_argument_errors, CallFuture, Catalog, RequestContext};
 use crate::protocol::mcp::{text_content, tool_error, tool_text, LogLevel};
 use crate::protocol::RpcError;
 
@@ -201,7 +201,7 @@ impl Catalog for ReferenceCatalog {
             "test_sampling" => {
                 let prompt = match str_arg(&args, "prompt") {
                     Ok(p) => p.to_string(),
-                    Err(e) => return Some(ready(Err(e))),
+                    Err(e) => return Some(ready(with_argument_errors(ctx.version, Err(e)))),
                 };
                 Box::pin(async move {
                     let params = json!({ "messages": [{ "role": "user", "content": { "type": "text", "text": prompt } }], "maxTokens": 100 });
