@@ -188,6 +188,18 @@ async fn a_dead_owners_session_is_taken_over_and_its_stream_resumes_exactly_once
     let ids: Vec<String> = seen.iter().filter_map(|e| e.id.clone()).collect();
     let unique: HashSet<&String> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len(), "no event twice: {ids:?}");
+    // Progress never goes back (the re-run reports none: it would count from 1 again).
+    let progress: Vec<f64> = seen
+        .iter()
+        .filter_map(SseEvent::json)
+        .filter(|m| m["method"] == "notifications/progress")
+        .filter_map(|m| m["params"]["progress"].as_f64())
+        .collect();
+    assert!(progress.len() >= 2, "{progress:?}");
+    assert!(
+        progress.windows(2).all(|w| w[0] < w[1]),
+        "progress must increase: {progress:?}"
+    );
 
     // The session goes on at the new owner without a new initialize.
     let tools = json!({ "jsonrpc": "2.0", "id": 8, "method": "tools/list" });

@@ -521,7 +521,15 @@ impl Session {
                     "re-running a request interrupted by a failover");
                 let params = match record.params {
                     Value::Null => None,
-                    p => Some(p),
+                    // Without its progress token: run again from the start, it would report
+                    // progress the client already saw, and progress MUST increase. The client
+                    // gets the call's answer, with no more progress.
+                    mut p => {
+                        if let Some(meta) = p.get_mut("_meta").and_then(Value::as_object_mut) {
+                            meta.remove("progressToken");
+                        }
+                        Some(p)
+                    }
                 };
                 let req = Request {
                     id: record.id,
