@@ -680,6 +680,36 @@ async fn publishing_keeps_the_built_in_catalogs_state() {
         .unwrap()
         .iter()
         .any(|t| t["name"] == "echo"));
+
+    // An entry may not take a built-in one's name or URI (it would be listed twice and never
+    // reached): 409, nothing published.
+    let tool = json!({ "name": "echo", "description": "d",
+        "webhook": { "url": "https://hooks.example/echo" } });
+    let resource =
+        json!({ "name": "note", "uri": "demo://note", "mime_type": "text/plain", "text": "x" });
+    for (collection, body) in [
+        ("tools", tool),
+        ("prompts", prompt("summarize")),
+        ("resources", resource),
+    ] {
+        let (status, answer) = send(
+            &app,
+            Method::POST,
+            &format!("/tenants/acme/{collection}"),
+            Some(body),
+        )
+        .await;
+        assert_eq!(status, 409, "{collection}: {answer}");
+        assert!(answer.to_string().contains("built-in"), "{answer}");
+    }
+    let tools = c.result("tools/list", json!({})).await;
+    let echoes = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] == "echo")
+        .count();
+    assert_eq!(echoes, 1);
 }
 
 #[actix_rt::test]

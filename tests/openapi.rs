@@ -871,7 +871,7 @@ async fn real_responses_match_the_component_schemas() {
     assert!(slugs.contains(&"schema-check".to_string()));
 
     // A tool: the secret shows once, then redacted; both forms match Tool.
-    let tool = json!({ "name": "echo", "description": "Echoes.", "webhook": { "url": "http://127.0.0.1:9/hook" } });
+    let tool = json!({ "name": "repeat", "description": "Echoes.", "webhook": { "url": "http://127.0.0.1:9/hook" } });
     let a = call(
         &app,
         "POST",

@@ -457,6 +457,42 @@ async fn check_uri_free(
     Ok(())
 }
 
+/// A published entry may not take the name (tools, prompts), URI (resources) or URI template
+/// of an entry of a built-in catalog the tenant enabled: lists would show it twice and calls
+/// would reach the built-in one.
+async fn check_builtin_free(
+    state: &AdminState,
+    slug: &str,
+    kind: CatalogKind,
+    v: &Validated,
+) -> Result<(), AdminError> {
+    let Some(record) = state.directory.store.get_tenant(slug).await? else {
+        return Err(AdminError::not_found(format!("no tenant {slug:?}")));
+    };
+    let builtins = crate::catalog::TenantCatalog::builtin(&record.catalogs).unwrap_or_default();
+    for catalog in builtins {
+        let (entries, key, value) = match kind {
+            CatalogKind::Tool => (catalog.tools(), "name", Some(v.name.as_str())),
+            CatalogKind::Prompt => (catalog.prompts(), "name", Some(v.name.as_str())),
+            CatalogKind::Resource => (catalog.resources(), "uri", v.uri.as_deref()),
+            CatalogKind::ResourceTemplate => (
+                catalog.resource_templates(),
+                "uriTemplate",
+                v.body["uri_template"].as_str(),
+            ),
+        };
+        let Some(value) = value else { continue };
+        if entries.iter().any(|e| e[key] == value) {
+            return Err(AdminError::conflict(format!(
+                "the built-in catalog {:?} of this tenant already has a {} with {key} {value:?}",
+                catalog.name(),
+                label(kind)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Tells the tenant's live sessions that `existing` was replaced or removed: the list changed,
 /// and a resource's subscribers hear about it (under its old URI, if that changed too).
 async fn announce_change(
@@ -488,6 +524,7 @@ pub async fn create(
     if let Some(uri) = &v.uri {
         check_uri_free(&state, &slug, uri, None).await?;
     }
+    check_builtin_free(&state, &slug, kind, &v).await?;
     let now = now_millis();
     let entry = CatalogEntry {
         tenant: slug.clone(),
@@ -590,6 +627,7 @@ pub async fn replace(
         if let Some(uri) = &v.uri {
             check_uri_free(&state, &slug, uri, Some(&name)).await?;
         }
+        check_builtin_free(&state, &slug, kind, &v).await?;
         let entry = CatalogEntry {
             body: v.body,
             updated_at: next_revision(existing.updated_at),
