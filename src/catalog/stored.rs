@@ -537,6 +537,7 @@ impl LiveTool {
                 errors[..errors.len().min(INPUT_ERRORS_SHOWN)].join("; ")
             )));
         }
+        // Handed on as they came (wrapped only to be validated).
         match arguments {
             Value::Object(arguments) => Ok(arguments),
             _ => Ok(Map::new()),

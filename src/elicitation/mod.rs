@@ -6,8 +6,9 @@
 //!
 //! Both request paths use [`TenantElicitations`]: a 2025-11-25 session sends `elicitation/create`
 //! (mode `url`) and waits for the outcome, or answers the URL-elicitation-required error
-//! (-32042); a stateless 2026-07-28 request can return the elicitation as an input request and
-//! pick the secret up on the client's retry with [`TenantElicitations::prepare`].
+//! (-32042); a stateless 2026-07-28 request (which never gets -32042) returns the elicitation as
+//! an input request and picks the secret up on the client's retry with
+//! [`TenantElicitations::prepare`], waiting for the page if the user is not done yet.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -386,8 +386,8 @@ impl Call {
                 let mut round = round.unwrap_or_else(|| self.first_round());
                 // A webhook endpoint asked (one question per round) and its round is recorded: the
                 // retry goes on from it. Not after a URL elicitation: the retry runs the call
-                // again, and the endpoint's request for the secret then finds it entered (or
-                // still pending: -32042).
+                // again, and the endpoint's request for the secret then finds it entered (or,
+                // still pending, the retry accepting the page waits for it there).
                 let url_mode = asked.values().any(|r| r["params"]["mode"] == "url");
                 if catalog.resumes_calls(&self.name) && !url_mode {
                     round.resume = asked.keys().next_back().cloned();

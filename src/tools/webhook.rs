@@ -110,10 +110,13 @@
 //! side (per `principal`) if you need it again.
 //!
 //! If the same principal's call asks for the same `name` of the same tool while an earlier
-//! elicitation is still pending, the call fails with the URL-elicitation-required error
+//! elicitation is still pending, a session's call fails with the URL-elicitation-required error
 //! (-32042, the pending elicitation in its data) instead of asking again; when it is retried
-//! after the user completed the page, round 2 carries the secret at once. Only clients that
-//! declared `capabilities.elicitation.url` are asked.
+//! after the user completed the page, round 2 carries the secret at once. A 2026-07-28 call is
+//! asked for the same page again (that revision has no -32042), and its retry accepting it waits
+//! for the page. Only clients that declared `capabilities.elicitation.url` are asked; on a
+//! 2026-07-28 request, any input request the client did not declare a capability for fails the
+//! call with MissingRequiredClientCapability (-32021) instead of reaching the endpoint.
 //!
 //! Anything else — no connection, a timeout, a non-`2xx` status (redirects are not followed), a
 //! body over 4 MiB, invalid JSON, a JSON body that is neither of the above — ends the call with a
@@ -215,8 +218,10 @@ pub fn http_client() -> Result<reqwest::Client, reqwest::Error> {
 }
 
 /// Runs the tool: every failure is a `CallToolResult` with `isError: true` and a message a model
-/// can act on; the only protocol error is the URL-elicitation-required error (-32042), when the
-/// endpoint needs a secret the user is still to enter on the platform's page.
+/// can act on; the only protocol errors are the URL-elicitation-required error (-32042, in a
+/// session), when the endpoint needs a secret the user is still to enter on the platform's page,
+/// and MissingRequiredClientCapability (-32021, on a 2026-07-28 request) when it asks for input
+/// the client did not declare it takes.
 ///
 /// Cancel-safe: dropping the future drops the in-flight HTTP request (closing its connection) or
 /// the pending client request.

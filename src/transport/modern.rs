@@ -488,7 +488,7 @@ fn teardown_events(listener: &Listener, reason: &str) -> Bytes {
 }
 
 /// `subscriptions/listen`: the acknowledgement, then the changes it opted in to, keep-alives,
-/// and the closing result when this replica drains.
+/// and `notifications/cancelled` with the closing result when this replica drains.
 fn listen_stream(
     listener: Listener,
     replica: Arc<crate::session::Replica>,
