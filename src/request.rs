@@ -159,10 +159,6 @@ impl RequestContext {
             .notify(&self.request_id, "notifications/progress", params);
     }
 
-    pub fn client_supports(&self, capability: &str) -> bool {
-        declares(&self.client_capabilities, capability)
-    }
-
     /// Sends a server→client request and waits for the client's answer.
     pub async fn request(&self, method: &'static str, params: Value) -> Result<Value, RpcError> {
         let (tx, rx) = oneshot::channel();
@@ -171,16 +167,11 @@ impl RequestContext {
             .map_err(|_| RpcError::internal("the session ended before the client answered"))?
     }
 
-    /// Whether the client takes form-mode elicitation: it declared `elicitation` (an empty
-    /// object means form mode) and the revision has it.
-    pub fn supports_form_elicitation(&self) -> bool {
-        takes_form_elicitation(self.version, &self.client_capabilities)
-    }
-
-    /// Whether the client takes URL-mode elicitation: it declared `elicitation.url`, in
-    /// 2025-11-25 or later.
-    pub fn supports_url_elicitation(&self) -> bool {
-        takes_url_elicitation(self.version, &self.client_capabilities)
+    /// Whether this request's client takes the server→client request `method` with `params`;
+    /// else the error naming the capability it lacks: MissingRequiredClientCapability in the
+    /// stateless revision, Invalid Request in the session era.
+    pub fn require(&self, method: &str, params: &Value) -> Result<(), RpcError> {
+        require(self.version, &self.client_capabilities, method, params)
     }
 
     /// `elicitation/create` in form mode. Refused unless the client declared form mode.
@@ -189,16 +180,11 @@ impl RequestContext {
         message: &str,
         requested_schema: Value,
     ) -> Result<Value, RpcError> {
-        if !self.supports_form_elicitation() {
-            return Err(self.missing(
-                "the client did not declare the elicitation (form) capability",
-                json!({ "elicitation": { "form": {} } }),
-            ));
-        }
         let mut params = json!({ "message": message, "requestedSchema": requested_schema });
         if self.version >= ProtocolVersion::V2025_11_25 {
             params["mode"] = json!("form");
         }
+        self.require("elicitation/create", &params)?;
         self.request("elicitation/create", params).await
     }
 
@@ -206,13 +192,8 @@ impl RequestContext {
     /// the client declared URL mode. An `accept` answer means the user agreed to open it, not
     /// that the interaction is over.
     pub async fn elicit_url(&self, elicitation: &UrlElicitation) -> Result<Value, RpcError> {
-        if !self.supports_url_elicitation() {
-            return Err(self.missing(
-                "the client did not declare the elicitation (url) capability",
-                json!({ "elicitation": { "url": {} } }),
-            ));
-        }
         let mut params = elicitation.to_value();
+        self.require("elicitation/create", &params)?;
         if self.version.is_modern() {
             // 2026-07-28 dropped the id (the retry of the request is the completion signal).
             if let Some(p) = params.as_object_mut() {
@@ -234,34 +215,14 @@ impl RequestContext {
 
     /// `sampling/createMessage`; refused unless the client declared `sampling`.
     pub async fn sample(&self, params: Value) -> Result<Value, RpcError> {
-        if !self.client_supports("sampling") {
-            return Err(self.missing(
-                "the client did not declare the sampling capability",
-                json!({ "sampling": {} }),
-            ));
-        }
+        self.require("sampling/createMessage", &params)?;
         self.request("sampling/createMessage", params).await
     }
 
     /// `roots/list`; refused unless the client declared `roots`.
     pub async fn list_roots(&self) -> Result<Value, RpcError> {
-        if !self.client_supports("roots") {
-            return Err(self.missing(
-                "the client did not declare the roots capability",
-                json!({ "roots": {} }),
-            ));
-        }
+        self.require("roots/list", &Value::Null)?;
         self.request("roots/list", json!({})).await
-    }
-
-    /// The error for a capability the client did not declare: MissingRequiredClientCapability
-    /// (naming it) in the stateless revision, Invalid Request in the session era.
-    pub(crate) fn missing(&self, message: &str, required: Value) -> RpcError {
-        if self.version.is_modern() {
-            crate::protocol::modern::missing_capability(message, required)
-        } else {
-            RpcError::invalid_request(message)
-        }
     }
 
     pub fn close_stream(&self) {
@@ -293,32 +254,31 @@ fn takes_url_elicitation(version: ProtocolVersion, capabilities: &Value) -> bool
             .is_some_and(|u| !u.is_null())
 }
 
-/// Whether a stateless request's client (its `capabilities` in `version`) takes the
-/// server→client `request` (`{"method", "params"}`, as an `input_required` result lists it);
-/// else MissingRequiredClientCapability naming what it lacks. Each request's own capabilities
-/// count: none are inferred from an earlier request of the same call.
-pub fn check_declared(
+/// Whether a client with `capabilities` (in `version`) takes the server→client request `method`
+/// with `params` (see [`RequestContext::require`]).
+fn require(
     version: ProtocolVersion,
     capabilities: &Value,
-    request: &Value,
+    method: &str,
+    params: &Value,
 ) -> Result<(), RpcError> {
-    let (declared, name, required) = match request["method"].as_str() {
-        Some("elicitation/create") if request["params"]["mode"] == "url" => (
+    let (declared, name, required) = match method {
+        "elicitation/create" if params["mode"] == "url" => (
             takes_url_elicitation(version, capabilities),
             "elicitation (url)",
             json!({ "elicitation": { "url": {} } }),
         ),
-        Some("elicitation/create") => (
+        "elicitation/create" => (
             takes_form_elicitation(version, capabilities),
             "elicitation (form)",
             json!({ "elicitation": { "form": {} } }),
         ),
-        Some("sampling/createMessage") => (
+        "sampling/createMessage" => (
             declares(capabilities, "sampling"),
             "sampling",
             json!({ "sampling": {} }),
         ),
-        Some("roots/list") => (
+        "roots/list" => (
             declares(capabilities, "roots"),
             "roots",
             json!({ "roots": {} }),
@@ -328,8 +288,23 @@ pub fn check_declared(
     if declared {
         return Ok(());
     }
-    Err(crate::protocol::modern::missing_capability(
-        format!("the client did not declare the {name} capability"),
-        required,
-    ))
+    let message = format!("the client did not declare the {name} capability");
+    Err(if version.is_modern() {
+        crate::protocol::modern::missing_capability(message, required)
+    } else {
+        RpcError::invalid_request(message)
+    })
+}
+
+/// Whether a stateless request's client (its `capabilities` in `version`) takes the
+/// server→client `request` (`{"method", "params"}`, as an `input_required` result lists it);
+/// else MissingRequiredClientCapability naming what it lacks. Each request's own capabilities
+/// count: none are inferred from an earlier request of the same call.
+pub fn check_declared(
+    version: ProtocolVersion,
+    capabilities: &Value,
+    request: &Value,
+) -> Result<(), RpcError> {
+    let method = request["method"].as_str().unwrap_or("");
+    require(version, capabilities, method, &request["params"])
 }

@@ -11,13 +11,15 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::precondition::{self, tagged, IfMatch};
+// The tenant must exist (404 otherwise, for every tenant-owned route): its record.
+use super::tenants::load as require_tenant;
 use super::{page, parse_body, Admin, AdminError, AdminState, Documented, JsonBody, PageQuery};
 use crate::catalog::stored::{
     PromptArgument, PromptDef, PromptMessage, ResourceDef, ResourceTemplateDef, StoredWebhook,
     TemplateResolver, ToolDef, UriTemplate,
 };
 use crate::store::{
-    next_revision, now_millis, CatalogEntry, CatalogKind, CatalogStore, StoreError, TenantStore,
+    next_revision, now_millis, CatalogEntry, CatalogKind, CatalogStore, StoreError, TenantRecord,
 };
 use crate::tools::webhook;
 
@@ -426,14 +428,6 @@ fn shown(entry: &CatalogEntry) -> Value {
     }
 }
 
-/// The tenant must exist (404 otherwise, for every tenant-owned route).
-async fn require_tenant(state: &AdminState, slug: &str) -> Result<(), AdminError> {
-    match state.directory.store.get_tenant(slug).await? {
-        Some(_) => Ok(()),
-        None => Err(AdminError::not_found(format!("no tenant {slug:?}"))),
-    }
-}
-
 /// Resource URIs are unique within a tenant.
 async fn check_uri_free(
     state: &AdminState,
@@ -458,18 +452,14 @@ async fn check_uri_free(
 }
 
 /// A published entry may not take the name (tools, prompts), URI (resources) or URI template
-/// of an entry of a built-in catalog the tenant enabled: lists would show it twice and calls
-/// would reach the built-in one.
-async fn check_builtin_free(
-    state: &AdminState,
-    slug: &str,
+/// of an entry of a built-in catalog the tenant enabled (`tenant`'s): lists would show it twice
+/// and calls would reach the built-in one.
+fn check_builtin_free(
+    tenant: &TenantRecord,
     kind: CatalogKind,
     v: &Validated,
 ) -> Result<(), AdminError> {
-    let Some(record) = state.directory.store.get_tenant(slug).await? else {
-        return Err(AdminError::not_found(format!("no tenant {slug:?}")));
-    };
-    let builtins = crate::catalog::TenantCatalog::builtin(&record.catalogs).unwrap_or_default();
+    let builtins = crate::catalog::TenantCatalog::builtin(&tenant.catalogs).unwrap_or_default();
     for catalog in builtins {
         let (entries, key, value) = match kind {
             CatalogKind::Tool => (catalog.tools(), "name", Some(v.name.as_str())),
@@ -519,12 +509,12 @@ pub async fn create(
 ) -> Result<HttpResponse, AdminError> {
     let (slug, segment) = path.into_inner();
     let kind = kind_of(&segment)?;
-    require_tenant(&state, &slug).await?;
+    let tenant = require_tenant(&state, &slug).await?;
     let v = validate(&state, &slug, kind, &body, None)?;
     if let Some(uri) = &v.uri {
         check_uri_free(&state, &slug, uri, None).await?;
     }
-    check_builtin_free(&state, &slug, kind, &v).await?;
+    check_builtin_free(&tenant, kind, &v)?;
     let now = now_millis();
     let entry = CatalogEntry {
         tenant: slug.clone(),
@@ -584,6 +574,16 @@ async fn load(
     name: &str,
 ) -> Result<CatalogEntry, AdminError> {
     require_tenant(state, slug).await?;
+    entry_of(state, slug, kind, name).await
+}
+
+/// A tenant's entry (404 when it has none of that name), the tenant known to exist.
+async fn entry_of(
+    state: &AdminState,
+    slug: &str,
+    kind: CatalogKind,
+    name: &str,
+) -> Result<CatalogEntry, AdminError> {
     state
         .directory
         .store
@@ -614,8 +614,9 @@ pub async fn replace(
     let if_match = IfMatch::of(&req)?;
     // Read, replace, write if unchanged meanwhile; else read again (see `precondition`): the
     // kept webhook secret is always the one stored when the write lands.
+    let tenant = require_tenant(&state, &slug).await?;
     for _ in 0..precondition::ATTEMPTS {
-        let existing = load(&state, &slug, kind, &name).await?;
+        let existing = entry_of(&state, &slug, kind, &name).await?;
         if_match.check(existing.updated_at)?;
         let v = validate(&state, &slug, kind, &body, Some(&existing))?;
         if v.name != name {
@@ -627,7 +628,7 @@ pub async fn replace(
         if let Some(uri) = &v.uri {
             check_uri_free(&state, &slug, uri, Some(&name)).await?;
         }
-        check_builtin_free(&state, &slug, kind, &v).await?;
+        check_builtin_free(&tenant, kind, &v)?;
         let entry = CatalogEntry {
             body: v.body,
             updated_at: next_revision(existing.updated_at),

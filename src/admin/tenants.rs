@@ -195,7 +195,8 @@ pub async fn list(
     ))
 }
 
-async fn load(state: &AdminState, slug: &str) -> Result<TenantRecord, AdminError> {
+/// A tenant's record; 404 when there is none.
+pub(super) async fn load(state: &AdminState, slug: &str) -> Result<TenantRecord, AdminError> {
     state
         .directory
         .store

@@ -765,12 +765,9 @@ async fn ask_secret(
             "this server cannot ask the user for secrets on this request path",
         )));
     };
-    if !ctx.supports_url_elicitation() {
-        // -32021 on a stateless request (then not handed to the endpoint, see `ask_client`).
-        return Ok(Err(ctx.missing(
-            "the client did not declare the elicitation (url) capability",
-            json!({ "elicitation": { "url": {} } }),
-        )));
+    // -32021 on a stateless request (then not handed to the endpoint, see `ask_client`).
+    if let Err(e) = ctx.require("elicitation/create", &json!({ "mode": "url" })) {
+        return Ok(Err(e));
     }
     let request = SecretRequest {
         principal: ctx.principal.as_deref(),
