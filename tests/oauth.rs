@@ -383,7 +383,25 @@ async fn a_protected_tenant_challenges_and_discovery_leads_to_its_issuer() {
         .send()
         .await
         .unwrap();
+    // Another scheme is no Bearer credentials at all (RFC 6750 §3): the bare challenge.
     assert_eq!(r.status(), 401);
+    let challenge = r.headers()["www-authenticate"].to_str().unwrap();
+    assert!(challenge.contains("resource_metadata=") && !challenge.contains("error="));
+    // A Bearer credential that is not `Bearer <b64token>` is malformed: 400 invalid_request.
+    for malformed in ["Bearer", "Bearer a b", "Bearer {token}"] {
+        let r = app
+            .post("acme", None, &initialize_body("2025-11-25", json!({})))
+            .header("authorization", malformed)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{malformed}");
+        let challenge = r.headers()["www-authenticate"].to_str().unwrap();
+        assert!(
+            challenge.contains("error=\"invalid_request\""),
+            "{malformed}: {challenge}"
+        );
+    }
 
     // Protected Resource Metadata, and the variants clients compute.
     for url in [

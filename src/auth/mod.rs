@@ -332,29 +332,31 @@ impl AuthService {
                 "access tokens in the query string are refused; send Authorization: Bearer".into(),
             ));
         }
+        // RFC 6750 §3: a request with no Bearer credentials (no header, another scheme) gets
+        // the bare challenge; a Bearer credential that is not `Bearer <b64token>` is malformed,
+        // 400 invalid_request.
         let token =
-            match req
-                .headers()
-                .get(actix_web::http::header::AUTHORIZATION)
-                .map(|v| crate::header_text(v).unwrap_or(""))
-            {
+            match req.headers().get(actix_web::http::header::AUTHORIZATION) {
                 None => return Err(challenge(
                     401,
                     None,
                     "this MCP server requires authorization: send Authorization: Bearer <token>"
                         .into(),
                 )),
-                Some(v) => match v.split_once(' ') {
-                    Some((scheme, token))
-                        if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() =>
-                    {
-                        token.trim()
-                    }
-                    _ => {
+                Some(v) => match bearer_token(v.as_bytes()) {
+                    Credential::Bearer(token) => token,
+                    Credential::OtherScheme => return Err(challenge(
+                        401,
+                        None,
+                        "this MCP server takes Bearer tokens: send Authorization: Bearer <token>"
+                            .into(),
+                    )),
+                    Credential::Malformed => {
                         return Err(challenge(
-                            401,
+                            400,
                             Some("invalid_request"),
-                            "the Authorization header must be 'Bearer <token>'".into(),
+                            "the Authorization header must be 'Bearer <token>' (RFC 6750 b64token)"
+                                .into(),
                         ))
                     }
                 },
@@ -549,6 +551,36 @@ impl AuthService {
     }
 }
 
+/// What an `Authorization` header holds, as RFC 6750 §2.1 reads it.
+#[derive(Debug, PartialEq)]
+enum Credential<'a> {
+    Bearer(&'a str),
+    /// Another scheme (`Basic …`): no Bearer credentials at all.
+    OtherScheme,
+    /// `Bearer` with no token, or one that is not a `b64token`.
+    Malformed,
+}
+
+/// `Bearer <b64token>`: the scheme case-insensitive, one or more spaces before the token,
+/// `b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`, nothing after it.
+fn bearer_token(header: &[u8]) -> Credential<'_> {
+    let (scheme, rest) = match header.iter().position(|&b| b == b' ') {
+        Some(i) => (&header[..i], &header[i..]),
+        None => (header, &[][..]),
+    };
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
+        return Credential::OtherScheme;
+    }
+    let token = rest.trim_ascii();
+    let body = token.len() - token.iter().rev().take_while(|&&b| b == b'=').count();
+    let b64 = |b: &u8| b.is_ascii_alphanumeric() || b"-._~+/".contains(b);
+    if body == 0 || !token[..body].iter().all(b64) {
+        return Credential::Malformed;
+    }
+    // ASCII, checked above.
+    std::str::from_utf8(token).map_or(Credential::Malformed, Credential::Bearer)
+}
+
 fn unavailable(e: AuthError) -> Challenge {
     tracing::warn!(error = %e, "token verification unavailable");
     Challenge {
@@ -585,6 +617,33 @@ pub fn public_view(auth: &TenantAuth) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bearer_credentials_are_read_as_rfc_6750_says() {
+        assert_eq!(
+            bearer_token(b"Bearer abc.DEF-_~+/=="),
+            Credential::Bearer("abc.DEF-_~+/==")
+        );
+        assert_eq!(bearer_token(b"bearer  x "), Credential::Bearer("x"));
+        assert_eq!(bearer_token(b"Basic YTpi"), Credential::OtherScheme);
+        assert_eq!(bearer_token(b"Bearerx"), Credential::OtherScheme);
+        assert_eq!(bearer_token(b"abc"), Credential::OtherScheme);
+        for malformed in [
+            &b"Bearer"[..],
+            b"Bearer ",
+            b"Bearer a b",
+            b"Bearer ==",
+            b"Bearer a=b",
+            b"Bearer a,b",
+            b"Bearer \xc3\xa9",
+        ] {
+            assert_eq!(
+                bearer_token(malformed),
+                Credential::Malformed,
+                "{malformed:?}"
+            );
+        }
+    }
 
     #[test]
     fn the_quick_base_check_agrees_with_base_url() {
