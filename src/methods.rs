@@ -166,7 +166,27 @@ fn complete(catalog: &TenantCatalog, params: &Map<String, Value>) -> Result<Valu
         reference.get("type").and_then(Value::as_str),
         argument.and_then(|a| a["name"].as_str()),
     ) {
-        (Some("ref/prompt" | "ref/resource"), Some(name)) => {
+        (Some(kind @ ("ref/prompt" | "ref/resource")), Some(name)) => {
+            // completion.mdx: an unknown prompt (or template) is Invalid params.
+            let (field, list, key) = if kind == "ref/prompt" {
+                ("name", &catalog.prompts, "name")
+            } else {
+                ("uri", &catalog.resource_templates, "uriTemplate")
+            };
+            let Some(target) = reference.get(field).and_then(Value::as_str) else {
+                return Err(RpcError::invalid_params(format!(
+                    "completion/complete: {kind} needs a string \"{field}\""
+                )));
+            };
+            let known = list.iter().any(|entry| entry[key] == target)
+                || (kind == "ref/resource" && catalog.resources.iter().any(|r| r["uri"] == target));
+            if !known {
+                return Err(RpcError::invalid_params(if kind == "ref/prompt" {
+                    format!("Unknown prompt: {target}")
+                } else {
+                    format!("Unknown resource or resource template: {target}")
+                }));
+            }
             let value = argument.and_then(|a| a["value"].as_str()).unwrap_or("");
             let mut values = catalog
                 .complete(&reference, name, value)

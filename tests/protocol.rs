@@ -352,6 +352,31 @@ async fn completion_suggests_prompt_arguments_and_template_variables() {
         )
         .await;
     assert_eq!(r["error"]["code"], -32602);
+    // An unknown prompt or template is Invalid params (completion.mdx), not an empty list.
+    for (reference, message) in [
+        (
+            json!({ "type": "ref/prompt", "name": "nope" }),
+            "Unknown prompt: nope",
+        ),
+        (
+            json!({ "type": "ref/resource", "uri": "test://nope/{id}" }),
+            "Unknown resource or resource template: test://nope/{id}",
+        ),
+        (
+            json!({ "type": "ref/prompt" }),
+            "ref/prompt needs a string \"name\"",
+        ),
+    ] {
+        let (r, _) = c
+            .call(
+                "completion/complete",
+                json!({ "ref": reference, "argument": { "name": "x", "value": "" } }),
+            )
+            .await;
+        assert_eq!(r["error"]["code"], -32602, "{reference}");
+        let text = r["error"]["message"].as_str().unwrap();
+        assert!(text.contains(message), "{text}");
+    }
 }
 
 #[actix_rt::test]
