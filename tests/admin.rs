@@ -710,6 +710,38 @@ async fn publishing_keeps_the_built_in_catalogs_state() {
         .filter(|t| t["name"] == "echo")
         .count();
     assert_eq!(echoes, 1);
+
+    // Nor may a tenant enable a built-in catalog one of whose entries it already published:
+    // 409, the tenant unchanged.
+    create_tenant(&app, "plain", json!([])).await;
+    let tool = json!({ "name": "echo", "description": "mine",
+        "webhook": { "url": "https://hooks.example/echo" } });
+    let (status, answer) = send(&app, Method::POST, "/tenants/plain/tools", Some(tool)).await;
+    assert_eq!(status, 201, "{answer}");
+    let (status, answer) = send(
+        &app,
+        Method::PATCH,
+        "/tenants/plain",
+        Some(json!({ "catalogs": ["demo"] })),
+    )
+    .await;
+    assert_eq!(status, 409, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"demo\"") && message.contains("\"echo\""),
+        "{message}"
+    );
+    let (_, tenant) = send(&app, Method::GET, "/tenants/plain", None).await;
+    assert_eq!(tenant["catalogs"], json!([]));
+    // A catalog without a colliding entry is enabled.
+    let (status, answer) = send(
+        &app,
+        Method::PATCH,
+        "/tenants/plain",
+        Some(json!({ "catalogs": ["reference"] })),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
 }
 
 #[actix_rt::test]

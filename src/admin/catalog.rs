@@ -39,7 +39,7 @@ fn kind_of(segment: &str) -> Result<CatalogKind, AdminError> {
     }
 }
 
-fn label(kind: CatalogKind) -> &'static str {
+pub(super) fn label(kind: CatalogKind) -> &'static str {
     match kind {
         CatalogKind::Tool => "tool",
         CatalogKind::Prompt => "prompt",
@@ -451,36 +451,63 @@ async fn check_uri_free(
     Ok(())
 }
 
-/// A published entry may not take the name (tools, prompts), URI (resources) or URI template
-/// of an entry of a built-in catalog the tenant enabled (`tenant`'s): lists would show it twice
-/// and calls would reach the built-in one.
+/// A built-in catalog entry a published entry would collide with: the catalog's name, the key
+/// (`name`, `uri` or `uriTemplate`) and its value.
+pub(super) struct BuiltinCollision {
+    pub catalog: &'static str,
+    pub key: &'static str,
+    pub value: String,
+}
+
+/// Whether a published entry of `kind` (its `name` and stored `body`) takes the name, URI or
+/// URI template of an entry of one of the built-in `catalogs`: it would be listed twice and
+/// never reached (the built-in one answers first).
+pub(super) fn builtin_collision(
+    catalogs: &[String],
+    kind: CatalogKind,
+    name: &str,
+    body: &Value,
+) -> Option<BuiltinCollision> {
+    let value = match kind {
+        CatalogKind::Tool | CatalogKind::Prompt => Some(name),
+        CatalogKind::Resource => body["uri"].as_str(),
+        CatalogKind::ResourceTemplate => body["uri_template"].as_str(),
+    }?;
+    let builtins = crate::catalog::TenantCatalog::builtin(catalogs).unwrap_or_default();
+    builtins.iter().find_map(|catalog| {
+        let (entries, key) = match kind {
+            CatalogKind::Tool => (catalog.tools(), "name"),
+            CatalogKind::Prompt => (catalog.prompts(), "name"),
+            CatalogKind::Resource => (catalog.resources(), "uri"),
+            CatalogKind::ResourceTemplate => (catalog.resource_templates(), "uriTemplate"),
+        };
+        entries
+            .iter()
+            .any(|e| e[key] == value)
+            .then(|| BuiltinCollision {
+                catalog: catalog.name(),
+                key,
+                value: value.to_string(),
+            })
+    })
+}
+
+/// 409 when the entry would collide with a built-in catalog the tenant enabled.
 fn check_builtin_free(
     tenant: &TenantRecord,
     kind: CatalogKind,
     v: &Validated,
 ) -> Result<(), AdminError> {
-    let builtins = crate::catalog::TenantCatalog::builtin(&tenant.catalogs).unwrap_or_default();
-    for catalog in builtins {
-        let (entries, key, value) = match kind {
-            CatalogKind::Tool => (catalog.tools(), "name", Some(v.name.as_str())),
-            CatalogKind::Prompt => (catalog.prompts(), "name", Some(v.name.as_str())),
-            CatalogKind::Resource => (catalog.resources(), "uri", v.uri.as_deref()),
-            CatalogKind::ResourceTemplate => (
-                catalog.resource_templates(),
-                "uriTemplate",
-                v.body["uri_template"].as_str(),
-            ),
-        };
-        let Some(value) = value else { continue };
-        if entries.iter().any(|e| e[key] == value) {
-            return Err(AdminError::conflict(format!(
-                "the built-in catalog {:?} of this tenant already has a {} with {key} {value:?}",
-                catalog.name(),
-                label(kind)
-            )));
-        }
+    match builtin_collision(&tenant.catalogs, kind, &v.name, &v.body) {
+        None => Ok(()),
+        Some(c) => Err(AdminError::conflict(format!(
+            "the built-in catalog {:?} of this tenant already has a {} with {} {:?}",
+            c.catalog,
+            label(kind),
+            c.key,
+            c.value
+        ))),
     }
-    Ok(())
 }
 
 /// Tells the tenant's live sessions that `existing` was replaced or removed: the list changed,

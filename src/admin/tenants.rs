@@ -16,7 +16,8 @@ use crate::auth::AuthService;
 use crate::catalog::TenantCatalog;
 use crate::config::is_valid_slug;
 use crate::store::{
-    next_revision, now_millis, StoreError, TenantLimits, TenantRecord, TenantStatus, TenantStore,
+    next_revision, now_millis, CatalogStore, StoreError, TenantLimits, TenantRecord, TenantStatus,
+    TenantStore,
 };
 
 #[derive(Deserialize)]
@@ -76,6 +77,32 @@ const MAX_CACHE_TTL_MS: u32 = 86_400_000;
 
 /// Smallest body or message limit a tenant may set (an `initialize` must fit).
 const MIN_SIZE_LIMIT: u32 = 1024;
+
+/// 409 when a built-in catalog about to be enabled has an entry with the name or URI of one
+/// the tenant published (as publishing it now would be refused): it would be listed twice.
+async fn check_published_free(
+    state: &AdminState,
+    slug: &str,
+    catalogs: &[String],
+) -> Result<(), AdminError> {
+    for entry in state.directory.store.all_entries(slug).await? {
+        if let Some(c) =
+            super::catalog::builtin_collision(catalogs, entry.kind, &entry.name, &entry.body)
+        {
+            return Err(AdminError::conflict(format!(
+                "the built-in catalog {:?} has a {} with {} {:?}, as the tenant's published {} {:?} \
+                 has: delete or rename that one first",
+                c.catalog,
+                super::catalog::label(entry.kind),
+                c.key,
+                c.value,
+                super::catalog::label(entry.kind),
+                entry.name
+            )));
+        }
+    }
+    Ok(())
+}
 
 fn validate_limits(limits: &TenantLimits) -> Result<(), AdminError> {
     if limits.cache_ttl_ms.is_some_and(|t| t > MAX_CACHE_TTL_MS) {
@@ -243,6 +270,7 @@ pub async fn update(
         let catalogs_changed = match input.catalogs {
             Some(catalogs) if catalogs != record.catalogs => {
                 validate_catalogs(&catalogs)?;
+                check_published_free(&state, &record.slug, &catalogs).await?;
                 record.catalogs = catalogs;
                 true
             }
