@@ -217,6 +217,48 @@ async fn pagination_walks_every_list_with_opaque_cursors() {
     assert_eq!(r["error"]["code"], -32602);
 }
 
+/// A cursor resumes at the item it points at even when the list changed between pages
+/// (pagination.mdx: stable cursors): a prompt published ahead of it is neither repeated nor
+/// the cause of a skip.
+#[actix_rt::test]
+async fn a_cursor_survives_a_publish_between_pages() {
+    let app = spawn_app_with(|c| c.sessions.page_size = 2).await;
+    let admin = |method, path: &str, body: Value| {
+        let r = app.admin(method, path).json(&body);
+        async move { r.send().await.unwrap().status().as_u16() }
+    };
+    let tenant = json!({ "slug": "paged", "catalogs": [] });
+    assert_eq!(admin(reqwest::Method::POST, "/tenants", tenant).await, 201);
+    let prompt = |name: &str| json!({ "name": name, "description": "d", "messages": [{ "role": "user", "text": "hi" }] });
+    for name in ["b", "c", "d"] {
+        let status = admin(
+            reqwest::Method::POST,
+            "/tenants/paged/prompts",
+            prompt(name),
+        )
+        .await;
+        assert_eq!(status, 201);
+    }
+    let mut c = app.open_session("paged", "2025-11-25", json!({})).await;
+    let names = |page: &Value| -> Vec<String> {
+        page["prompts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let first = c.result("prompts/list", json!({})).await;
+    assert_eq!(names(&first), ["b", "c"]);
+    let status = admin(reqwest::Method::POST, "/tenants/paged/prompts", prompt("a")).await;
+    assert_eq!(status, 201);
+    let second = c
+        .result("prompts/list", json!({ "cursor": first["nextCursor"] }))
+        .await;
+    assert_eq!(names(&second), ["d"]);
+    assert!(second.get("nextCursor").is_none());
+}
+
 #[actix_rt::test]
 async fn logging_follows_the_level_the_client_sets() {
     let app = spawn_app().await;

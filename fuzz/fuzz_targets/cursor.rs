@@ -1,12 +1,14 @@
 //! Pagination cursors: MCP list cursors (`protocol::mcp::paginate`, opaque base64url of
-//! `<list>:<offset>`) and the admin API's `cursor` query parameter (`admin::PageQuery`).
+//! `<list>:<offset>:<key of the next page's first item>`) and the admin API's `cursor` query
+//! parameter (`admin::PageQuery`).
 //!
 //! Input: the list length, the page size, then the cursor text.
 //!
 //! Invariants:
 //! - walking a list from no cursor through each `nextCursor` yields every item once, in order;
-//! - any accepted cursor yields the slice of the list at its offset (a page of the page size, or
-//!   the rest), and a `nextCursor` exactly when items remain after it;
+//! - any accepted cursor yields the slice of the list where it resumes (a page of the page size,
+//!   or the rest; the end for an offset past it), and a `nextCursor` exactly when items remain
+//!   after it;
 //! - an accepted cursor names its own list: the same text is refused for another list;
 //! - a refused cursor is a -32602 error, and a cursor that is not a string is always refused;
 //! - an admin cursor that resolves re-encodes to exactly the text given (one spelling per key);

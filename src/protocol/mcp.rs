@@ -48,8 +48,11 @@ impl LogLevel {
     }
 }
 
-/// Opaque pagination: a cursor names the list it belongs to and the offset of the next page.
-/// Clients must treat it as opaque; a cursor from another list or a forged one is refused.
+/// Opaque pagination. A cursor names the list it belongs to, the offset of the next page and
+/// the key (name, URI or URI template) of that page's first item, so a walk stays on course
+/// when the list changes between pages: the next page starts at that item wherever it now is,
+/// or (it was removed) at the offset. Clients must treat it as opaque; a cursor from another
+/// list or a forged one is refused, and one past the end of a list that shrank gives its end.
 pub fn paginate(
     list: &str,
     items: &[Value],
@@ -59,27 +62,54 @@ pub fn paginate(
     let start = match cursor {
         None | Some(Value::Null) => 0,
         Some(Value::String(c)) => decode_cursor(list, c)
-            .filter(|&o| o <= items.len())
+            .map(|(offset, key)| resume_at(list, items, offset, &key))
             .ok_or_else(|| RpcError::invalid_params("Invalid cursor"))?,
         Some(_) => return Err(RpcError::invalid_params("Invalid cursor: must be a string")),
     };
     let page_size = page_size.max(1);
     let end = (start + page_size).min(items.len());
-    let next = (end < items.len()).then(|| encode_cursor(list, end));
+    let next = (end < items.len()).then(|| encode_cursor(list, end, item_key(list, &items[end])));
     Ok((items[start..end].to_vec(), next))
 }
 
-fn encode_cursor(list: &str, offset: usize) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{list}:{offset}"))
+/// What identifies an item of a list: tools and prompts by name, resources by URI, templates by
+/// URI template ("" for an item without one).
+fn item_key<'a>(list: &str, item: &'a Value) -> &'a str {
+    let field = match list {
+        "resources" => "uri",
+        "resourceTemplates" => "uriTemplate",
+        _ => "name",
+    };
+    item[field].as_str().unwrap_or("")
 }
 
-fn decode_cursor(list: &str, cursor: &str) -> Option<usize> {
+/// Where the page a cursor points at starts now.
+fn resume_at(list: &str, items: &[Value], offset: usize, key: &str) -> usize {
+    if key.is_empty() || items.get(offset).is_some_and(|i| item_key(list, i) == key) {
+        return offset.min(items.len());
+    }
+    items
+        .iter()
+        .position(|i| item_key(list, i) == key)
+        .unwrap_or(offset.min(items.len()))
+}
+
+fn encode_cursor(list: &str, offset: usize, key: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{list}:{offset}:{key}"))
+}
+
+/// The offset and key of a cursor of `list` (a cursor of before keys were added has none).
+fn decode_cursor(list: &str, cursor: &str) -> Option<(usize, String)> {
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(cursor)
         .ok()?;
     let text = String::from_utf8(raw).ok()?;
-    let (name, offset) = text.split_once(':')?;
-    (name == list).then(|| offset.parse().ok()).flatten()
+    let (name, rest) = text.split_once(':')?;
+    if name != list {
+        return None;
+    }
+    let (offset, key) = rest.split_once(':').unwrap_or((rest, ""));
+    Some((offset.parse().ok()?, key.to_string()))
 }
 
 pub fn text_content(text: impl Into<String>) -> Value {
@@ -167,6 +197,55 @@ mod tests {
         assert!(c3.is_none());
         assert!(paginate("prompts", &items, Some(&c1), 2).is_err());
         assert!(paginate("tools", &items, Some(&json!("garbage!")), 2).is_err());
+    }
+
+    #[test]
+    fn a_walk_stays_on_course_when_the_list_changes_between_pages() {
+        let tools =
+            |names: &[&str]| -> Vec<Value> { names.iter().map(|n| json!({ "name": n })).collect() };
+        let names = |page: &[Value]| -> Vec<String> {
+            page.iter()
+                .map(|t| t["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let before = tools(&["a", "b", "c", "d", "e"]);
+        let (_, next) = paginate("tools", &before, None, 2).unwrap();
+        let next = Value::String(next.unwrap());
+        // Two tools added ahead of the cursor: the next page is still c, d.
+        let grown = tools(&["0", "1", "a", "b", "c", "d", "e"]);
+        let (page, _) = paginate("tools", &grown, Some(&next), 2).unwrap();
+        assert_eq!(names(&page), ["c", "d"]);
+        // One removed ahead of it: still c, d.
+        let shrunk = tools(&["b", "c", "d", "e"]);
+        let (page, _) = paginate("tools", &shrunk, Some(&next), 2).unwrap();
+        assert_eq!(names(&page), ["c", "d"]);
+        // c itself removed: the page starts at its offset, with what followed it.
+        let without_c = tools(&["a", "b", "d", "e"]);
+        let (page, _) = paginate("tools", &without_c, Some(&next), 2).unwrap();
+        assert_eq!(names(&page), ["d", "e"]);
+        // Past the end of a list that shrank: its end, not an error.
+        let (page, next) = paginate(
+            "tools",
+            &tools(&["a"]),
+            Some(&Value::String(encode_cursor("tools", 4, "e"))),
+            2,
+        )
+        .unwrap();
+        assert!(page.is_empty() && next.is_none());
+        // Resources are keyed by URI, a cursor of before keys by its offset alone.
+        let resources = vec![json!({ "uri": "x://1" }), json!({ "uri": "x://2" })];
+        let (_, next) = paginate("resources", &resources, None, 1).unwrap();
+        let moved = vec![
+            json!({ "uri": "x://0" }),
+            resources[0].clone(),
+            resources[1].clone(),
+        ];
+        let (page, _) =
+            paginate("resources", &moved, Some(&Value::String(next.unwrap())), 1).unwrap();
+        assert_eq!(page[0]["uri"], "x://2");
+        let old = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("resources:1");
+        let (page, _) = paginate("resources", &moved, Some(&Value::String(old)), 1).unwrap();
+        assert_eq!(page[0]["uri"], "x://1");
     }
 
     #[test]
