@@ -521,15 +521,15 @@ async fn x_mcp_header_parameters_are_mirrored_and_checked() {
     assert_eq!(bad.status(), 400);
     let answer: Value = bad.json().await.unwrap();
     assert_eq!(answer["error"]["code"], -32020);
-    // Integers compare exactly: one apart beyond 2^53 (the same f64) is another value.
+    // Integers compare exactly, up to the largest JavaScript holds exactly (2^53-1).
     let big = body(
         3,
         "tools/call",
-        json!({ "name": "query", "arguments": { "region": "eu", "limit": 9_007_199_254_740_993_u64 } }),
+        json!({ "name": "query", "arguments": { "region": "eu", "limit": 9_007_199_254_740_991_u64 } }),
         json!({}),
     );
-    let limit = |value: &'static str| {
-        post(&app, "demo", &big)
+    let limit = |call: &Value, value: &'static str| {
+        post(&app, "demo", call)
             .header("mcp-param-region", "eu")
             .header("mcp-param-limit", value)
     };
@@ -537,9 +537,23 @@ async fn x_mcp_header_parameters_are_mirrored_and_checked() {
         assert_eq!(resp.status(), 400);
         let answer: Value = resp.json().await.unwrap();
         assert_eq!(answer["error"]["code"], -32020, "{answer}");
+        answer["error"]["message"].as_str().unwrap().to_string()
     };
-    mismatch(limit("9007199254740992").send().await.unwrap()).await;
-    assert_eq!(status(limit("9007199254740993").send().await.unwrap()), 200);
+    mismatch(limit(&big, "9007199254740990").send().await.unwrap()).await;
+    assert_eq!(
+        status(limit(&big, "9007199254740991").send().await.unwrap()),
+        200
+    );
+    // Beyond it (2^53+1, which a JavaScript intermediary reads as 2^53) the value is refused,
+    // even with the exact header: x-mcp-header integers must be within the safe range.
+    let beyond = body(
+        4,
+        "tools/call",
+        json!({ "name": "query", "arguments": { "region": "eu", "limit": 9_007_199_254_740_993_u64 } }),
+        json!({}),
+    );
+    let message = mismatch(limit(&beyond, "9007199254740993").send().await.unwrap()).await;
+    assert!(message.contains("2^53-1"), "{message}");
     // A header for an argument that is not there.
     let call = body(
         2,
@@ -558,7 +572,7 @@ async fn x_mcp_header_parameters_are_mirrored_and_checked() {
     let twice = post(&app, "demo", &big)
         .header("mcp-param-region", "eu")
         .header("mcp-param-region", "us")
-        .header("mcp-param-limit", "9007199254740993");
+        .header("mcp-param-limit", "9007199254740991");
     mismatch(twice.send().await.unwrap()).await;
 
     // A tool whose annotation clients must reject (a `number` parameter, a name that is not an

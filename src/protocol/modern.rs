@@ -405,6 +405,20 @@ pub fn argument_at<'a>(arguments: &'a Map<String, Value>, path: &[String]) -> Op
 /// routes on name another value than the body the server acts on. A float compares as a float:
 /// printers differ in the last digit of a float's shortest spelling (`562949953421344.3` and
 /// `…344.2` are the same `f64`).
+/// Whether a number is an integer JavaScript holds exactly (−(2^53−1) to 2^53−1), as
+/// `x-mcp-header` integer values must be; `42.0` counts as the integer it is.
+pub fn within_safe_integer_range(n: &serde_json::Number) -> bool {
+    const MAX: u64 = (1 << 53) - 1;
+    if let Some(i) = n.as_i64() {
+        return i.unsigned_abs() <= MAX;
+    }
+    if n.is_u64() {
+        return false;
+    }
+    n.as_f64()
+        .is_some_and(|f| f.fract() == 0.0 && f.abs() <= MAX as f64)
+}
+
 pub fn header_matches(header: &str, body: &Value) -> bool {
     match body {
         Value::String(s) => header == s,
@@ -452,6 +466,30 @@ fn decimal(text: &str) -> Option<(bool, String, i64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_integers_stay_within_javascripts_safe_range() {
+        let n = |text: &str| serde_json::from_str::<serde_json::Number>(text).unwrap();
+        for safe in [
+            "0",
+            "42",
+            "-7",
+            "42.0",
+            "9007199254740991",
+            "-9007199254740991",
+        ] {
+            assert!(within_safe_integer_range(&n(safe)), "{safe}");
+        }
+        for unsafe_ in [
+            "9007199254740992",
+            "-9007199254740992",
+            "18446744073709551615",
+            "1.5",
+            "1e300",
+        ] {
+            assert!(!within_safe_integer_range(&n(unsafe_)), "{unsafe_}");
+        }
+    }
 
     #[test]
     fn meta_is_read_and_checked() {

@@ -372,7 +372,20 @@ fn check_param_headers(
                 param.name
             )));
         }
-        match (sent, rules::argument_at(arguments, &param.path)) {
+        let argument = rules::argument_at(arguments, &param.path);
+        // streamable-http.mdx: an `x-mcp-header` integer MUST be within JavaScript's safe range
+        // (an intermediary reading the header as a JavaScript number would change it).
+        if let Some(Value::Number(n)) = argument {
+            if !rules::within_safe_integer_range(n) {
+                return Err(rules::header_mismatch(format!(
+                    "argument {:?} ({n}) of Mcp-Param-{} is not an integer within the range a \
+                     header carries (-(2^53-1) to 2^53-1)",
+                    param.path.join("."),
+                    param.name
+                )));
+            }
+        }
+        match (sent, argument) {
             (None, None) => {}
             (None, Some(_)) => {
                 return Err(rules::header_mismatch(format!(
