@@ -866,6 +866,13 @@ async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>
         "/twice" => {
             json!({ "content": [{ "type": "text", "text": format!("round={} project={} name={}", call["round"], call["state"]["project"], call["input"]["content"]["text"]) }] })
         }
+        // The same question twice, in rounds 1 and 2.
+        "/approve" if call["round"] == 1 || call["round"] == 2 => json!({
+            "input_request": { "type": "elicitation", "message": "Approve?", "requested_schema": { "type": "object", "properties": { "ok": { "type": "boolean" } } } },
+            "state": { "first": call["input"]["content"]["ok"] } }),
+        "/approve" => {
+            json!({ "content": [{ "type": "text", "text": format!("first={} second={}", call["state"]["first"], call["input"]["content"]["ok"]) }] })
+        }
         _ => return HttpResponse::NotFound().finish(),
     };
     HttpResponse::Ok().json(reply)
@@ -926,6 +933,64 @@ async fn a_webhook_input_request_becomes_input_required_and_goes_on_from_its_rou
     let rounds = endpoint.rounds.lock().clone();
     assert_eq!(rounds[0]["request_id"], 10);
     assert_eq!(rounds[1]["request_id"], 10);
+}
+
+/// A webhook that asks the same question again in a later round gets the client's new answer:
+/// the repeat is a new input request under a new key, not answered from the earlier round.
+#[actix_rt::test]
+async fn a_question_asked_again_in_a_later_round_is_asked_again() {
+    let app = spawn_app().await;
+    let (base, endpoint) = start_endpoint().await;
+    let tool = json!({ "name": "approve", "description": "asks for approval twice",
+        "input_schema": { "type": "object", "properties": {} },
+        "webhook": { "url": format!("{base}/approve"), "secret": SECRET, "timeout_ms": 2000 } });
+    assert_eq!(publish(&app, &tool).await.0, 201);
+    let caps = json!({ "elicitation": {} });
+    let args = json!({ "name": "approve", "arguments": {} });
+    let retry = |previous: &Value, answers: Value, id: i64| {
+        let mut params = args.clone();
+        params["requestState"] = previous["requestState"].clone();
+        params["inputResponses"] = answers;
+        body(id, "tools/call", params, caps.clone())
+    };
+    let only_key = |r: &Value| -> String {
+        let requests = r["inputRequests"].as_object().unwrap();
+        assert_eq!(requests.len(), 1, "{r}");
+        requests.keys().next().unwrap().clone()
+    };
+    let first = result(
+        &app,
+        "demo",
+        &body(1, "tools/call", args.clone(), caps.clone()),
+    )
+    .await;
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let k1 = only_key(&first);
+    let accept = |ok: bool| json!({ "action": "accept", "content": { "ok": ok } });
+    let second = result(
+        &app,
+        "demo",
+        &retry(&first, json!({ k1.clone(): accept(true) }), 2),
+    )
+    .await;
+    assert_eq!(second["resultType"], "input_required", "{second}");
+    let k2 = only_key(&second);
+    assert_ne!(k1, k2, "keys are unique within the request");
+    assert_eq!(
+        second["inputRequests"][&k2]["params"]["message"],
+        "Approve?"
+    );
+    let done = result(
+        &app,
+        "demo",
+        &retry(&second, json!({ k2: accept(false) }), 3),
+    )
+    .await;
+    assert_eq!(
+        done["content"][0]["text"], "first=true second=false",
+        "{done}"
+    );
+    assert_eq!(endpoint.calls.load(Ordering::SeqCst), 3);
 }
 
 #[actix_rt::test]

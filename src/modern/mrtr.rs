@@ -318,12 +318,23 @@ impl Call {
             }
         }
 
+        let answers = round
+            .as_ref()
+            .map(|r| r.answers.clone())
+            .unwrap_or_default();
+        // A call run again from the start asks its earlier questions again and finds their
+        // answers under the same keys. A webhook call resumed at its round does not: what it
+        // asks is new even when it repeats an earlier question, so its keys count on from the
+        // earlier ones (unique within the request, and never answered by an old answer).
+        let resuming = round.as_ref().is_some_and(|r| r.resume.is_some());
+        let seen = if resuming {
+            asked_counts(&answers)
+        } else {
+            HashMap::new()
+        };
         let port = Arc::new(RoundPort {
-            answers: round
-                .as_ref()
-                .map(|r| r.answers.clone())
-                .unwrap_or_default(),
-            seen: Mutex::new(HashMap::new()),
+            answers,
+            seen: Mutex::new(seen),
             asked: Mutex::new(Map::new()),
             waiting: Mutex::new(Vec::new()),
             needed: Notify::new(),
@@ -519,6 +530,33 @@ struct RoundPort {
     sessions: Arc<TenantSessions>,
 }
 
+/// The key of the `n`th time (from 1) a call asks the question whose key base is `base`.
+fn question_key(base: String, n: usize) -> String {
+    if n == 1 {
+        base
+    } else {
+        format!("{base}-{n}")
+    }
+}
+
+/// How many times each question (by key base) was asked, from the keys of its answers.
+fn asked_counts(answers: &Map<String, Value>) -> HashMap<String, usize> {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for key in answers.keys() {
+        // `{kind}-{digest}` or `{kind}-{digest}-{n}` (`question_key`).
+        let mut parts = key.splitn(3, '-');
+        let (Some(kind), Some(digest)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let n = parts.next().map_or(Some(1), |n| n.parse().ok());
+        if let Some(n) = n {
+            let count = counts.entry(format!("{kind}-{digest}")).or_insert(0);
+            *count = (*count).max(n);
+        }
+    }
+    counts
+}
+
 impl SessionPort for RoundPort {
     fn notify(&self, _origin: &RequestId, method: &'static str, params: Value) {
         // Not part of this revision: the client learns the outcome by retrying.
@@ -552,11 +590,7 @@ impl SessionPort for RoundPort {
             let mut seen = self.seen.lock();
             let n = seen.entry(base.clone()).or_insert(0);
             *n += 1;
-            if *n == 1 {
-                base
-            } else {
-                format!("{base}-{n}")
-            }
+            question_key(base, *n)
         };
         if let Some(answer) = self.answers.get(&key) {
             let _ = reply.send(Ok(answer.clone()));
@@ -586,6 +620,18 @@ mod tests {
         let b = json!({ "a": { "x": null, "y": [1, { "c": 3, "d": 2 }] }, "b": 1 });
         assert_eq!(canonical(&a), canonical(&b));
         assert_ne!(canonical(&a), canonical(&json!({ "b": 2 })));
+    }
+
+    #[test]
+    fn a_resumed_call_counts_its_questions_on_from_the_answered_ones() {
+        let answers = json!({ "elicitation-0123456789ab": {}, "elicitation-0123456789ab-3": {},
+            "sampling-ba9876543210": {}, "odd": {} });
+        let counts = asked_counts(answers.as_object().unwrap());
+        assert_eq!(counts["elicitation-0123456789ab"], 3);
+        assert_eq!(counts["sampling-ba9876543210"], 1);
+        assert_eq!(counts.len(), 2);
+        assert_eq!(question_key("roots-x".into(), 1), "roots-x");
+        assert_eq!(question_key("roots-x".into(), 4), "roots-x-4");
     }
 
     #[test]
