@@ -800,6 +800,30 @@ async fn pkce_code_reuse_and_redirect_mismatch_fail_at_the_token_endpoint() {
         (status, e["error"].as_str()),
         (StatusCode::BAD_REQUEST, Some("invalid_grant"))
     );
+    // No redirect URI, while the authorization request named one (RFC 6749 §4.1.3).
+    let code = code_for(&app, "acme", &client_id, &p, "alice").await;
+    let (status, e) = token_request(
+        &app,
+        "acme",
+        &[
+            ("grant_type", "authorization_code"),
+            ("code", &code),
+            ("client_id", &client_id),
+            ("code_verifier", &p.verifier),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    assert!(
+        e["error_description"]
+            .as_str()
+            .unwrap_or("")
+            .contains("redirect_uri is required"),
+        "{e}"
+    );
     // Reuse of a redeemed code revokes what it issued.
     let code = code_for(&app, "acme", &client_id, &p, "alice").await;
     let (status, tokens) = exchange(&app, "acme", &client_id, &code, &p).await;
@@ -897,10 +921,37 @@ async fn refresh_tokens_rotate_keep_the_session_and_reuse_revokes_the_family() {
         (status, e["error"].as_str()),
         (StatusCode::BAD_REQUEST, Some("invalid_scope"))
     );
-    let (status, e) = refresh(&app, "acme", &client_id, rt).await;
+    // That refusal did not use the token up. A narrower scope narrows the access token only:
+    // the new refresh token keeps the grant's scope (RFC 6749 §6).
+    let (status, narrowed) = token_request(
+        &app,
+        "acme",
+        &[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", rt),
+            ("client_id", &other_client),
+            ("scope", ""),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{narrowed}");
+    assert_eq!(narrowed["scope"], "");
+    let next = narrowed["refresh_token"].as_str().unwrap();
+    let (status, whole) = refresh(&app, "acme", &other_client, next).await;
+    assert_eq!(status, 200, "{whole}");
+    assert_eq!(whole["scope"], "mcp");
+    let next = whole["refresh_token"].as_str().unwrap();
+    let (status, e) = refresh(&app, "acme", &client_id, next).await;
     assert_eq!(
         (status, e["error"].as_str()),
         (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    assert!(
+        e["error_description"]
+            .as_str()
+            .unwrap_or("")
+            .contains("another client"),
+        "{e}"
     );
 }
 

@@ -66,6 +66,9 @@ impl LoginLimiter {
 struct Request {
     client: Client,
     redirect_uri: String,
+    /// The request named `redirect_uri` (else the client's only one is used): the token
+    /// request must then name it too (RFC 6749 §4.1.3).
+    redirect_uri_sent: bool,
     state: Option<String>,
     challenge: String,
     scopes: Vec<String>,
@@ -234,6 +237,7 @@ async fn validate(
     Ok(Request {
         client,
         redirect_uri,
+        redirect_uri_sent: params.contains_key("redirect_uri"),
         state: state_param.clone(),
         challenge,
         scopes,
@@ -483,6 +487,7 @@ async fn grant_code(
         client_id: r.client.client_id.clone(),
         grant: json!({
             "redirect_uri": r.redirect_uri,
+            "redirect_uri_sent": r.redirect_uri_sent,
             "code_challenge": r.challenge,
             "scope": r.scopes.join(" "),
             "resource": r.resource,

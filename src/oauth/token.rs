@@ -165,15 +165,19 @@ async fn code_grant(
     }
     let g = &record.grant;
     let text = |k: &str| g.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    if form
-        .get("redirect_uri")
-        .map(String::as_str)
-        .unwrap_or(&text("redirect_uri"))
-        != text("redirect_uri")
-    {
-        return Err(invalid_grant(
-            "redirect_uri does not match the authorization request",
-        ));
+    // RFC 6749 §4.1.3: present when the authorization request named it, and identical.
+    match form.get("redirect_uri") {
+        None if g["redirect_uri_sent"] == true => {
+            return Err(invalid_grant(
+                "redirect_uri is required: the authorization request named one",
+            ))
+        }
+        Some(sent) if *sent != text("redirect_uri") => {
+            return Err(invalid_grant(
+                "redirect_uri does not match the authorization request",
+            ))
+        }
+        _ => {}
     }
     let verifier = form.get("code_verifier").map(String::as_str).unwrap_or("");
     if !pkce_ok(verifier, &text("code_challenge")) {
@@ -192,7 +196,7 @@ async fn code_grant(
         "scope": text("scope"), "resource": resource, "subject": text("subject"),
         "name": g.get("name"), "nonce": g.get("nonce"), "family": text("family"),
     });
-    issue(t, auth, client, &grant, &text("family"), true).await
+    issue(t, auth, client, &grant, None, &text("family"), true).await
 }
 
 async fn refresh_grant(
@@ -204,10 +208,23 @@ async fn refresh_grant(
     let token = form
         .get("refresh_token")
         .ok_or_else(|| OAuthError::bad("invalid_request", "refresh_token is required"))?;
+    let hash = hash_secret(token);
     let now = now_millis();
+    // A request the token could never satisfy (a wider scope, another resource) is refused
+    // before the token is redeemed: the client keeps it (else its retry would count as reuse
+    // and revoke the family).
+    if let Some(record) = auth.store.get_refresh(&t.handle.slug, &hash).await? {
+        let usable = record.used_at.is_none()
+            && record.revoked_at.is_none()
+            && record.client_id == client.client_id
+            && record.expires_at >= now;
+        if usable {
+            refresh_scope(&record.grant, form)?;
+        }
+    }
     let record = match auth
         .store
-        .redeem_refresh(&t.handle.slug, &hash_secret(token), now)
+        .redeem_refresh(&t.handle.slug, &hash, now)
         .await?
     {
         Redeemed::Unknown => return Err(invalid_grant("unknown refresh token")),
@@ -231,22 +248,22 @@ async fn refresh_grant(
     if record.expires_at < now {
         return Err(invalid_grant("refresh token expired"));
     }
+    let scope = refresh_scope(&record.grant, form)?;
     let mut grant = record.grant.clone();
-    if let Some(requested) = form.get("scope") {
-        let granted: Vec<&str> = grant
-            .get("scope")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .split_whitespace()
-            .collect();
-        if requested.split_whitespace().any(|s| !granted.contains(&s)) {
-            return Err(OAuthError::bad(
-                "invalid_scope",
-                "a refresh cannot widen the granted scope",
-            ));
-        }
-        grant["scope"] = json!(requested);
+    if let Some(o) = grant.as_object_mut() {
+        o.remove("nonce");
     }
+    // The new refresh token keeps the grant's whole scope (RFC 6749 §6: its scope MUST be
+    // identical to the one redeemed); only the access token gets a narrower one asked for.
+    issue(t, auth, client, &grant, scope, &record.family, true).await
+}
+
+/// What a refresh request may ask of a grant: a scope within the granted one (the access
+/// token's, when it asks one) and the authorized resource.
+fn refresh_scope<'f>(
+    grant: &Value,
+    form: &'f HashMap<String, String>,
+) -> Result<Option<&'f str>, OAuthError> {
     if let Some(r) = form.get("resource") {
         if Some(r.trim_end_matches('/')) != grant.get("resource").and_then(Value::as_str) {
             return Err(OAuthError::bad(
@@ -255,10 +272,22 @@ async fn refresh_grant(
             ));
         }
     }
-    if let Some(o) = grant.as_object_mut() {
-        o.remove("nonce");
+    let Some(requested) = form.get("scope") else {
+        return Ok(None);
+    };
+    let granted: Vec<&str> = grant
+        .get("scope")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    if requested.split_whitespace().any(|s| !granted.contains(&s)) {
+        return Err(OAuthError::bad(
+            "invalid_scope",
+            "a refresh cannot widen the granted scope",
+        ));
     }
-    issue(t, auth, client, &grant, &record.family, true).await
+    Ok(Some(requested.as_str()))
 }
 
 async fn client_credentials(
@@ -295,7 +324,7 @@ async fn client_credentials(
         .resource(form.get("resource"))
         .ok_or_else(|| OAuthError::bad("invalid_target", INVALID_TARGET))?;
     let grant = json!({ "scope": scope, "resource": resource, "subject": client.client_id });
-    issue(t, auth, client, &grant, "", false).await
+    issue(t, auth, client, &grant, None, "", false).await
 }
 
 /// Signs an access token (and an ID token when `openid` was granted), and stores a new refresh
@@ -305,6 +334,7 @@ async fn issue(
     auth: &AuthService,
     client: &Client,
     grant: &Value,
+    access_scope: Option<&str>,
     family: &str,
     refresh: bool,
 ) -> Result<HttpResponse, OAuthError> {
@@ -321,7 +351,8 @@ async fn issue(
     };
     let now = now_secs();
     let ttl = auth.config.access_token_ttl_secs as i64;
-    let scope = text("scope");
+    // The access token's scope: the grant's, or the narrower one a refresh asked for.
+    let scope = access_scope.map_or_else(|| text("scope"), str::to_string);
     let name = grant
         .get("name")
         .and_then(Value::as_str)
