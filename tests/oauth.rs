@@ -423,10 +423,8 @@ async fn a_protected_tenant_challenges_and_discovery_leads_to_its_issuer() {
             .unwrap();
         assert_eq!(prm["resource"], format!("{}/t/acme/mcp", app.base), "{url}");
         assert_eq!(prm["authorization_servers"], json!([issuer(&app, "acme")]));
-        assert!(prm["scopes_supported"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("mcp")));
+        // The scopes the resource needs only: no openid, profile or offline_access.
+        assert_eq!(prm["scopes_supported"], json!(["mcp"]), "{url}");
     }
     let prm: Value = app
         .http
@@ -1144,14 +1142,24 @@ async fn registration_policies_and_client_management() {
         r.send()
     };
     assert_eq!(post("closed", None, &meta).await.unwrap().status(), 403);
-    assert_eq!(post("gated", None, &meta).await.unwrap().status(), 401);
+    // No token: the bare challenge (RFC 6750 §3); a wrong one: invalid_token.
+    let challenge = |r: reqwest::Response| {
+        assert_eq!(r.status(), 401);
+        r.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
     assert_eq!(
+        challenge(post("gated", None, &meta).await.unwrap()),
+        "Bearer"
+    );
+    let wrong = challenge(
         post("gated", Some("wrong-token-0123456789"), &meta)
             .await
-            .unwrap()
-            .status(),
-        401
+            .unwrap(),
     );
+    assert!(wrong.contains("error=\"invalid_token\""), "{wrong}");
     assert_eq!(
         post("gated", Some("initial-access-token-0123456789"), &meta)
             .await

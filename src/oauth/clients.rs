@@ -441,6 +441,24 @@ fn invalid_token(description: &str) -> OAuthError {
     }
 }
 
+/// 401 for a request that sent no Bearer token: the bare challenge, no error code (RFC 6750
+/// §3: a request that lacks authentication information gets none).
+fn token_required(description: &str) -> OAuthError {
+    OAuthError {
+        challenge: Some("Bearer".into()),
+        ..OAuthError::new(StatusCode::UNAUTHORIZED, "invalid_token", description)
+    }
+}
+
+/// 401: a Bearer token was sent and is not the one, or none was (`token_required`).
+fn token_refused(sent: bool, description: &str) -> OAuthError {
+    if sent {
+        invalid_token(description)
+    } else {
+        token_required(description)
+    }
+}
+
 fn parse_metadata(body: &[u8], auth: &AuthService) -> Result<Value, OAuthError> {
     let input: ClientInput = serde_json::from_slice(body).map_err(|e| {
         OAuthError::bad(
@@ -476,12 +494,16 @@ pub async fn register(
             ))
         }
         RegistrationPolicy::Token => {
-            let ok = match (bearer(&req), &t.settings.initial_access_token_hash) {
-                (Some(token), Some(hash)) => same(hash, &hash_secret(&token)),
+            let sent = bearer(&req);
+            let ok = match (&sent, &t.settings.initial_access_token_hash) {
+                (Some(token), Some(hash)) => same(hash, &hash_secret(token)),
                 _ => false,
             };
             if !ok {
-                return Err(invalid_token("registration requires this tenant's initial access token"));
+                return Err(token_refused(
+                    sent.is_some(),
+                    "registration requires this tenant's initial access token",
+                ));
             }
         }
     }
@@ -521,7 +543,7 @@ async fn managed(
 ) -> Result<(OAuthClient, String), OAuthError> {
     let t = as_tenant(req, slug, auth).await?;
     let token =
-        bearer(req).ok_or_else(|| invalid_token("the registration access token is required"))?;
+        bearer(req).ok_or_else(|| token_required("the registration access token is required"))?;
     let client = auth.store.get_client(slug, client_id).await?;
     match client {
         Some(c)

@@ -107,19 +107,22 @@ async fn resource_metadata(
                 "tenant {slug:?} is open: it needs no authorization"
             )))
         }
-        TenantAuth::Oauth(o) => (
-            vec![auth::issuer(&base, slug)],
-            supported_scopes(&o.required_scopes),
-        ),
+        // The scopes this resource needs, not every scope the server knows: clients ask for
+        // what is listed here (the authorization page: the minimal set for basic
+        // functionality; offline_access SHOULD NOT be listed). Refresh tokens do not need it.
+        TenantAuth::Oauth(o) => (vec![auth::issuer(&base, slug)], o.required_scopes.clone()),
         TenantAuth::External(e) => (vec![e.issuer.clone()], e.required_scopes.clone()),
     };
-    Ok(json_doc(json!({
+    let mut doc = json!({
         "resource": resource,
         "authorization_servers": servers,
-        "scopes_supported": scopes,
         "bearer_methods_supported": ["header"],
         "resource_name": tenant.slug.to_string(),
-    })))
+    });
+    if !scopes.is_empty() {
+        doc["scopes_supported"] = json!(scopes);
+    }
+    Ok(json_doc(doc))
 }
 
 /// Scopes an `oauth` tenant's clients may ask for.

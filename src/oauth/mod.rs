@@ -270,12 +270,25 @@ impl AsTenant {
         let resources = crate::auth::resources(&self.base, &self.handle.slug);
         match requested {
             None => resources.into_iter().next(),
-            Some(r) => {
-                let r = r.trim_end_matches('/');
-                resources.into_iter().find(|x| x == r)
-            }
+            Some(r) => resources.into_iter().find(|x| same_resource(x, r)),
         }
     }
+}
+
+/// Whether two resource URIs name the same server: a trailing `/` aside, the scheme and host
+/// compared case-insensitively (the authorization page: implementations SHOULD accept upper
+/// case there), the path exactly.
+pub fn same_resource(a: &str, b: &str) -> bool {
+    fn split(uri: &str) -> (&str, &str, &str) {
+        let uri = uri.trim_end_matches('/');
+        let Some((scheme, rest)) = uri.split_once("://") else {
+            return ("", "", uri);
+        };
+        let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+        (scheme, authority, path)
+    }
+    let (a, b) = (split(a), split(b));
+    a.0.eq_ignore_ascii_case(b.0) && a.1.eq_ignore_ascii_case(b.1) && a.2 == b.2
 }
 
 pub async fn as_tenant(
@@ -315,4 +328,30 @@ pub async fn resolve(req: &HttpRequest, slug: &str) -> Result<TenantHandle, OAut
 pub fn same(a: &str, b: &str) -> bool {
     use subtle::ConstantTimeEq;
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_resource;
+
+    #[test]
+    fn resources_compare_scheme_and_host_without_case() {
+        let ours = "https://mcp.example.com/t/acme/mcp";
+        for same in [
+            ours,
+            "https://mcp.example.com/t/acme/mcp/",
+            "HTTPS://MCP.Example.COM/t/acme/mcp",
+        ] {
+            assert!(same_resource(ours, same), "{same}");
+        }
+        for other in [
+            "https://mcp.example.com/t/ACME/mcp",
+            "https://mcp.example.com/t/acme",
+            "https://mcp.example.com:8443/t/acme/mcp",
+            "http://mcp.example.com/t/acme/mcp",
+            "mcp.example.com/t/acme/mcp",
+        ] {
+            assert!(!same_resource(ours, other), "{other}");
+        }
+    }
 }

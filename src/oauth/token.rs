@@ -185,7 +185,7 @@ async fn code_grant(
     }
     let resource = text("resource");
     if let Some(r) = form.get("resource") {
-        if r.trim_end_matches('/') != resource {
+        if !super::same_resource(r, &resource) {
             return Err(OAuthError::bad(
                 "invalid_target",
                 "resource differs from the authorized one",
@@ -265,7 +265,8 @@ fn refresh_scope<'f>(
     form: &'f HashMap<String, String>,
 ) -> Result<Option<&'f str>, OAuthError> {
     if let Some(r) = form.get("resource") {
-        if Some(r.trim_end_matches('/')) != grant.get("resource").and_then(Value::as_str) {
+        let authorized = grant.get("resource").and_then(Value::as_str);
+        if !authorized.is_some_and(|a| super::same_resource(r, a)) {
             return Err(OAuthError::bad(
                 "invalid_target",
                 "resource differs from the authorized one",
