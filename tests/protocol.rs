@@ -167,6 +167,23 @@ async fn batches_are_answered_on_2025_03_26_and_refused_later() {
         .await;
     assert_eq!(resp.status(), 202);
 
+    // A request cancelled in its own batch is owed no response, but a POST holding a request is
+    // answered with JSON or a stream, never a bare 202: a stream that ends at once.
+    let resp = c
+        .send(&json!([
+            { "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+              "params": { "name": "slow_count", "arguments": { "steps": 3, "interval_ms": 50 } } },
+            { "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 5 } }
+        ]))
+        .await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let text = tokio::time::timeout(Duration::from_secs(5), resp.text())
+        .await
+        .expect("the stream ends")
+        .unwrap();
+    assert!(!text.contains("\"result\""), "{text}");
+
     let newer = app.open_session("demo", "2025-06-18", json!({})).await;
     let resp = newer
         .send(&json!([{ "jsonrpc": "2.0", "id": 1, "method": "ping" }]))

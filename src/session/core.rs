@@ -905,7 +905,8 @@ impl Session {
         match <[StreamItem; 1]>::try_from(items) {
             Ok([StreamItem::Json(body)]) => Reply::Json(body),
             Ok(items) => Reply::Stream(closed_stream(items)),
-            Err(items) if items.is_empty() => Reply::Accepted,
+            // Nothing is owed any more (its requests were cancelled): still a stream, which ends
+            // at once; a POST holding requests is never answered a bare 202.
             Err(items) => Reply::Stream(closed_stream(items)),
         }
     }
