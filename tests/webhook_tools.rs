@@ -71,6 +71,10 @@ async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>
             tokio::time::sleep(Duration::from_secs(3)).await;
             json!({ "content": [{ "type": "text", "text": "late" }] })
         }
+        "/link" => {
+            json!({ "content": [{ "type": "resource_link", "uri": "file:///report.pdf", "name": "report.pdf" }] })
+        }
+        "/video" => json!({ "content": [{ "type": "video", "data": "AA==" }] }),
         "/broken" => return HttpResponse::InternalServerError().body("database down"),
         "/garbage" => {
             return HttpResponse::Ok()
@@ -171,6 +175,7 @@ async fn webhook_tools_answer_over_mcp() {
         ("broken", "/broken", "500"),
         ("garbage", "/garbage", "JSON"),
         ("slow", "/slow", "timed out"),
+        ("video", "/video", "a `type` MCP defines"),
     ] {
         publish(&app, "acme", name, format!("{base}{path}"), 300).await;
         let r = c
@@ -185,6 +190,38 @@ async fn webhook_tools_answer_over_mcp() {
         .result("tools/call", json!({ "name": "down", "arguments": {} }))
         .await;
     assert_eq!(r["isError"], true);
+}
+
+/// A content block the session's revision has no type for (a resource link before 2025-06-18,
+/// audio before 2025-03-26) reaches its client as text saying what it was, not as a block its
+/// schema refuses.
+#[actix_rt::test]
+async fn content_a_revision_lacks_is_sent_as_text() {
+    let app = spawn_app().await;
+    let (base, _endpoint) = start_endpoint().await;
+    publish(&app, "demo", "link", format!("{base}/link"), 2000).await;
+    let call = |name: &str| json!({ "name": name, "arguments": {} });
+    let mut older = app.open_session("demo", "2025-03-26", json!({})).await;
+    let r = older.result("tools/call", call("link")).await;
+    assert_eq!(
+        r["content"],
+        json!([{ "type": "text", "text": "Resource link: report.pdf <file:///report.pdf>" }])
+    );
+    let audio = older.result("tools/call", call("test_audio_content")).await;
+    assert_eq!(audio["content"][0]["type"], "audio", "2025-03-26 has audio");
+    let mut oldest = app.open_session("demo", "2024-11-05", json!({})).await;
+    let audio = oldest
+        .result("tools/call", call("test_audio_content"))
+        .await;
+    assert_eq!(audio["content"][0]["type"], "text", "{audio}");
+    let text = audio["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("audio/wav") && text.contains("2024-11-05"),
+        "{text}"
+    );
+    let mut newer = app.open_session("demo", "2025-06-18", json!({})).await;
+    let r = newer.result("tools/call", call("link")).await;
+    assert_eq!(r["content"][0]["type"], "resource_link", "{r}");
 }
 
 #[actix_rt::test]

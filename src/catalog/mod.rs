@@ -190,7 +190,16 @@ impl TenantCatalog {
         ctx: RequestContext,
     ) -> Option<CallFuture> {
         let owner = self.tool_owner.get(name)?;
-        self.catalogs[*owner].call_tool(name, arguments, ctx)
+        let version = ctx.version;
+        let call = self.catalogs[*owner].call_tool(name, arguments, ctx)?;
+        if version >= crate::protocol::ProtocolVersion::V2025_06_18 {
+            return Some(call);
+        }
+        // An older client gets the content blocks its revision has (see `content_for`).
+        use futures_util::FutureExt;
+        Some(Box::pin(call.map(move |outcome| {
+            outcome.map(|result| crate::protocol::mcp::content_for(version, result))
+        })))
     }
 
     /// See `Catalog::resume_call`.

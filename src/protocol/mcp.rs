@@ -112,6 +112,44 @@ fn decode_cursor(list: &str, cursor: &str) -> Option<(usize, String)> {
     Some((offset.parse().ok()?, key.to_string()))
 }
 
+/// The content block types a tool result may hold (those of the newest schema).
+pub const CONTENT_TYPES: [&str; 5] = ["text", "image", "audio", "resource", "resource_link"];
+
+/// Whether revision `version`'s schema has content blocks of type `kind`.
+pub fn has_content_type(version: ProtocolVersion, kind: &str) -> bool {
+    match kind {
+        "text" | "image" | "resource" => true,
+        "audio" => version >= ProtocolVersion::V2025_03_26,
+        "resource_link" => version >= ProtocolVersion::V2025_06_18,
+        _ => false,
+    }
+}
+
+/// A tool result as a client of `version` can read it: a content block its schema does not have
+/// (audio before 2025-03-26, resource links before 2025-06-18) becomes a text block saying what
+/// it was, rather than a block the client's schema refuses.
+pub fn content_for(version: ProtocolVersion, mut result: Value) -> Value {
+    if let Some(Value::Array(blocks)) = result.get_mut("content") {
+        for block in blocks.iter_mut() {
+            let kind = block["type"].as_str().unwrap_or("");
+            if has_content_type(version, kind) {
+                continue;
+            }
+            let field = |k: &str| block[k].as_str().unwrap_or("").to_string();
+            let text = match kind {
+                "resource_link" => format!("Resource link: {} <{}>", field("name"), field("uri")),
+                _ => format!(
+                    "[{kind} content ({}) left out: protocol version {version} has no {kind} \
+                     content]",
+                    block["mimeType"].as_str().unwrap_or("no MIME type")
+                ),
+            };
+            *block = text_content(text);
+        }
+    }
+    result
+}
+
 pub fn text_content(text: impl Into<String>) -> Value {
     // Built directly: `json!` would copy an interpolated value through its serializer.
     let mut item = Map::with_capacity(2);
@@ -246,6 +284,36 @@ mod tests {
         let old = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("resources:1");
         let (page, _) = paginate("resources", &moved, Some(&Value::String(old)), 1).unwrap();
         assert_eq!(page[0]["uri"], "x://1");
+    }
+
+    #[test]
+    fn content_a_revision_lacks_becomes_text() {
+        let result = json!({ "content": [
+            { "type": "text", "text": "t" },
+            { "type": "audio", "data": "AA==", "mimeType": "audio/wav" },
+            { "type": "resource_link", "uri": "file:///a.txt", "name": "a.txt" },
+        ], "isError": false });
+        let old = content_for(ProtocolVersion::V2024_11_05, result.clone());
+        assert_eq!(old["content"][0], result["content"][0]);
+        assert_eq!(old["content"][1]["type"], "text");
+        assert!(old["content"][1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("audio/wav"));
+        assert_eq!(
+            old["content"][2]["text"],
+            "Resource link: a.txt <file:///a.txt>"
+        );
+        let mid = content_for(ProtocolVersion::V2025_03_26, result.clone());
+        assert_eq!(mid["content"][1], result["content"][1]);
+        assert_eq!(mid["content"][2]["type"], "text");
+        assert_eq!(
+            content_for(ProtocolVersion::V2025_06_18, result.clone()),
+            result
+        );
+        assert!(CONTENT_TYPES
+            .iter()
+            .all(|t| has_content_type(ProtocolVersion::V2025_06_18, t)));
     }
 
     #[test]

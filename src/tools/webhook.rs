@@ -59,7 +59,9 @@
 //! 1. **A tool result** — a `CallToolResult`:
 //!    `{"content": [{"type": "text", "text": "…"}], "structuredContent": {…}, "isError": false}`.
 //!    Only `content`, `structuredContent`, `isError` and `_meta` are passed on to the client.
-//!    `content` is required (an array of content blocks, each an object with a `type`); when it is
+//!    `content` is required (an array of content blocks, each an object whose `type` is one MCP
+//!    defines: `text`, `image`, `audio`, `resource`, `resource_link`; a client of a revision
+//!    without audio or resource links gets a text block in their place); when it is
 //!    missing but `structuredContent` is present, the server adds a text block with the JSON of
 //!    `structuredContent`. Set `isError: true` for failures the model should see and may recover
 //!    from (bad arguments, a missing record, …). If the tool declares an `outputSchema`, a result
@@ -139,7 +141,7 @@ use tracing::Instrument;
 
 pub use crate::egress::validate_url;
 use crate::elicitation::{ElicitationError, Outcome, Prepared, SecretRequest};
-use crate::protocol::mcp::{text_content, tool_error};
+use crate::protocol::mcp::{text_content, tool_error, CONTENT_TYPES};
 use crate::protocol::RpcError;
 use crate::request::RequestContext;
 use crate::store::ElicitationStatus;
@@ -637,13 +639,16 @@ pub fn tool_result(object: &Map<String, Value>) -> Result<Value, String> {
     };
     let content = match (object.get("content"), &structured) {
         (Some(Value::Array(items)), _) => {
-            if let Some(i) = items
-                .iter()
-                .position(|item| !item.get("type").is_some_and(Value::is_string))
-            {
+            if let Some(i) = items.iter().position(|item| {
+                !item
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| CONTENT_TYPES.contains(&t))
+            }) {
                 return Err(format!(
                     "its endpoint returned a content block (index {i}) that is not an object \
-                     with a string `type`"
+                     with a `type` MCP defines ({})",
+                    CONTENT_TYPES.join(", ")
                 ));
             }
             Value::Array(items.clone())
