@@ -254,6 +254,40 @@ fn takes_url_elicitation(version: ProtocolVersion, capabilities: &Value) -> bool
             .is_some_and(|u| !u.is_null())
 }
 
+/// What a `sampling/createMessage` with `params` needs of the client (sampling.mdx): `sampling`;
+/// `sampling.tools` for a tool-enabled request (MUST NOT be sent otherwise); from 2025-11-25,
+/// whose clients declare it, `sampling.context` for `includeContext` other than "none" (SHOULD
+/// NOT be used otherwise). The first the client lacks, or the base one when it lacks none.
+fn sampling_requirement(
+    version: ProtocolVersion,
+    capabilities: &Value,
+    params: &Value,
+) -> (bool, &'static str, Value) {
+    let Some(sampling) = capabilities.get("sampling").filter(|c| !c.is_null()) else {
+        return (false, "sampling", json!({ "sampling": {} }));
+    };
+    let uses = |key: &str| params.get(key).is_some_and(|v| !v.is_null());
+    if (uses("tools") || uses("toolChoice")) && !declares(sampling, "tools") {
+        return (
+            false,
+            "sampling.tools",
+            json!({ "sampling": { "tools": {} } }),
+        );
+    }
+    let with_context = matches!(
+        params["includeContext"].as_str(),
+        Some("thisServer" | "allServers")
+    );
+    if version >= ProtocolVersion::V2025_11_25 && with_context && !declares(sampling, "context") {
+        return (
+            false,
+            "sampling.context",
+            json!({ "sampling": { "context": {} } }),
+        );
+    }
+    (true, "sampling", json!({ "sampling": {} }))
+}
+
 /// Whether a client with `capabilities` (in `version`) takes the server→client request `method`
 /// with `params` (see [`RequestContext::require`]).
 fn require(
@@ -273,11 +307,7 @@ fn require(
             "elicitation (form)",
             json!({ "elicitation": { "form": {} } }),
         ),
-        "sampling/createMessage" => (
-            declares(capabilities, "sampling"),
-            "sampling",
-            json!({ "sampling": {} }),
-        ),
+        "sampling/createMessage" => sampling_requirement(version, capabilities, params),
         "roots/list" => (
             declares(capabilities, "roots"),
             "roots",
@@ -307,4 +337,45 @@ pub fn check_declared(
 ) -> Result<(), RpcError> {
     let method = request["method"].as_str().unwrap_or("");
     require(version, capabilities, method, &request["params"])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sampling_needs_the_sub_capabilities_it_uses() {
+        let v = ProtocolVersion::V2025_11_25;
+        let plain = json!({ "messages": [], "maxTokens": 1 });
+        let tools = json!({ "messages": [], "maxTokens": 1, "tools": [] });
+        let context = json!({ "messages": [], "maxTokens": 1, "includeContext": "thisServer" });
+        let code = |caps: Value, params: &Value, version| {
+            require(version, &caps, "sampling/createMessage", params).map_err(|e| e.data)
+        };
+        assert!(code(json!({ "sampling": {} }), &plain, v).is_ok());
+        assert_eq!(
+            code(json!({}), &plain, ProtocolVersion::V2026_07_28),
+            Err(Some(json!({ "requiredCapabilities": { "sampling": {} } })))
+        );
+        assert_eq!(
+            code(
+                json!({ "sampling": {} }),
+                &tools,
+                ProtocolVersion::V2026_07_28
+            ),
+            Err(Some(
+                json!({ "requiredCapabilities": { "sampling": { "tools": {} } } })
+            ))
+        );
+        assert!(code(json!({ "sampling": { "tools": {} } }), &tools, v).is_ok());
+        assert!(code(json!({ "sampling": {} }), &context, v).is_err());
+        assert!(code(json!({ "sampling": { "context": {} } }), &context, v).is_ok());
+        // Before 2025-11-25 clients had no sampling.context to declare: context is theirs.
+        assert!(code(
+            json!({ "sampling": {} }),
+            &context,
+            ProtocolVersion::V2025_06_18
+        )
+        .is_ok());
+    }
 }

@@ -866,6 +866,11 @@ async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>
         "/twice" => {
             json!({ "content": [{ "type": "text", "text": format!("round={} project={} name={}", call["round"], call["state"]["project"], call["input"]["content"]["text"]) }] })
         }
+        "/tool_sample" => json!({
+            "input_request": { "type": "sampling", "params": { "messages": [{ "role": "user", "content": { "type": "text", "text": "Weather?" } }], "maxTokens": 10,
+                "tools": [{ "name": "get_weather", "inputSchema": { "type": "object" } }] } } }),
+        "/bad_schema" => json!({
+            "input_request": { "type": "elicitation", "message": "Name?", "requested_schema": { "type": "string" } } }),
         // The same question twice, in rounds 1 and 2.
         "/approve" if call["round"] == 1 || call["round"] == 2 => json!({
             "input_request": { "type": "elicitation", "message": "Approve?", "requested_schema": { "type": "object", "properties": { "ok": { "type": "boolean" } } } },
@@ -991,6 +996,71 @@ async fn a_question_asked_again_in_a_later_round_is_asked_again() {
         "{done}"
     );
     assert_eq!(endpoint.calls.load(Ordering::SeqCst), 3);
+}
+
+/// A webhook's tool-enabled sample goes only to a client that declared `sampling.tools`
+/// (sampling.mdx MUST NOT); an elicitation schema that is not a flat object is the endpoint's
+/// error, never sent to the client.
+#[actix_rt::test]
+async fn input_requests_need_the_sub_capability_and_shape_they_use() {
+    let app = spawn_app().await;
+    let (base, _endpoint) = start_endpoint().await;
+    for (name, path) in [
+        ("tool_sample", "/tool_sample"),
+        ("bad_schema", "/bad_schema"),
+    ] {
+        let tool = json!({ "name": name, "description": "d",
+            "input_schema": { "type": "object", "properties": {} },
+            "webhook": { "url": format!("{base}{path}"), "secret": SECRET, "timeout_ms": 2000 } });
+        assert_eq!(publish(&app, &tool).await.0, 201);
+    }
+    let call = json!({ "name": "tool_sample", "arguments": {} });
+    let (status, missing, _) = send(
+        &app,
+        "demo",
+        &body(1, "tools/call", call.clone(), json!({ "sampling": {} })),
+    )
+    .await;
+    assert_eq!(status, 400, "{missing}");
+    assert_eq!(missing["error"]["code"], -32021, "{missing}");
+    assert_eq!(
+        missing["error"]["data"]["requiredCapabilities"],
+        json!({ "sampling": { "tools": {} } })
+    );
+    let asked = result(
+        &app,
+        "demo",
+        &body(
+            2,
+            "tools/call",
+            call,
+            json!({ "sampling": { "tools": {} } }),
+        ),
+    )
+    .await;
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let request = asked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap();
+    assert_eq!(request["params"]["tools"][0]["name"], "get_weather");
+
+    let bad = result(
+        &app,
+        "demo",
+        &body(
+            3,
+            "tools/call",
+            json!({ "name": "bad_schema", "arguments": {} }),
+            json!({ "elicitation": {} }),
+        ),
+    )
+    .await;
+    assert_eq!(bad["isError"], true, "{bad}");
+    let text = bad["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("requested_schema"), "{text}");
 }
 
 #[actix_rt::test]

@@ -559,7 +559,14 @@ fn parse_answer(answer: &Value) -> Result<Answer, String> {
         let request = match kind {
             Some("elicitation") => {
                 let message = request.get("message").and_then(Value::as_str);
-                let schema = request.get("requested_schema").filter(|s| s.is_object());
+                // elicitation.mdx: a flat object schema, `{"type": "object", "properties": {…}}`
+                // whose properties are schemas (objects).
+                let schema = request.get("requested_schema").filter(|s| {
+                    s["type"] == "object"
+                        && s["properties"]
+                            .as_object()
+                            .is_some_and(|p| p.values().all(Value::is_object))
+                });
                 match (message, schema) {
                     (Some(message), Some(schema)) => InputRequest::Elicitation {
                         message: message.to_string(),
@@ -567,7 +574,8 @@ fn parse_answer(answer: &Value) -> Result<Answer, String> {
                     },
                     _ => {
                         return Err("its endpoint sent an elicitation input request without a \
-                                    string `message` and an object `requested_schema`"
+                                    string `message` and a `requested_schema` of type object \
+                                    with `properties`"
                             .to_string())
                     }
                 }
