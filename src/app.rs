@@ -109,6 +109,9 @@ impl Application {
             page_size: config.sessions.page_size,
             sse_retry_ms: config.sessions.sse_retry_ms,
             stream_buffer_bytes: config.sessions.stream_buffer_bytes,
+            client_request_timeout: std::time::Duration::from_secs(
+                config.sessions.client_request_timeout_secs,
+            ),
             ..SessionSettings::default()
         });
         let limits = SessionLimits {

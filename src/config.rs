@@ -228,6 +228,8 @@ pub struct SessionConfig {
     /// Bytes an SSE stream may hold that its client has not read yet; a client that stops
     /// reading past it has its stream closed (resumable with `Last-Event-ID`).
     pub stream_buffer_bytes: usize,
+    /// How long a request to the client (sampling, elicitation, roots) waits for its answer.
+    pub client_request_timeout_secs: u64,
     /// Items per page of a list.
     pub page_size: usize,
 }
@@ -279,6 +281,7 @@ impl Default for Config {
                 event_log_max_age_secs: 3600,
                 sse_retry_ms: 1000,
                 stream_buffer_bytes: 1024 * 1024,
+                client_request_timeout_secs: 600,
                 page_size: 50,
             },
             modern: ModernConfig {
@@ -428,6 +431,9 @@ impl Config {
         }
         if !self.sessions.idle_timeout_secs.is_finite() || self.sessions.idle_timeout_secs <= 0.0 {
             return bad("sessions.idle_timeout_secs must be positive".into());
+        }
+        if !(1..=86_400).contains(&self.sessions.client_request_timeout_secs) {
+            return bad("sessions.client_request_timeout_secs must be from 1 to 86400".into());
         }
         if self.sessions.stream_buffer_bytes < 4096 {
             return bad("sessions.stream_buffer_bytes must be at least 4096".into());

@@ -93,6 +93,45 @@ async fn sampling_round_trip() {
     );
 }
 
+/// A request to the client that is never answered is cancelled after
+/// `sessions.client_request_timeout_secs` (lifecycle.mdx: timeouts): the client gets
+/// `notifications/cancelled` naming it, the tool an error, and the call ends.
+#[actix_rt::test]
+async fn an_unanswered_request_to_the_client_times_out() {
+    let app = common::spawn_app_with(|c| c.sessions.client_request_timeout_secs = 1).await;
+    let c = app
+        .open_session("demo", "2025-06-18", json!({ "sampling": {} }))
+        .await;
+    let resp = c.send(&json!({ "jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": { "name": "test_sampling", "arguments": { "prompt": "Say hi" } } })).await;
+    let mut sse = SseReader::new(resp);
+    let mut messages = Vec::new();
+    while let Some(event) = sse.next_event(Duration::from_secs(5)).await {
+        if let Some(m) = event.json() {
+            let done = m["id"] == 8;
+            messages.push(m);
+            if done {
+                break;
+            }
+        }
+    }
+    let methods: Vec<&Value> = messages.iter().map(|m| &m["method"]).collect();
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    assert_eq!(methods[0], "sampling/createMessage");
+    assert_eq!(methods[1], "notifications/cancelled");
+    assert_eq!(messages[1]["params"]["requestId"], messages[0]["id"]);
+    assert!(messages[1]["params"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("did not answer within 1 s"));
+    // The call's answer: the tool's failure, not a wait for ever.
+    let answer = &messages[2];
+    let failed = answer["result"]["isError"] == true || answer.get("error").is_some();
+    assert!(failed, "{answer}");
+    // A late answer is to no pending request: accepted and dropped.
+    let late = json!({ "jsonrpc": "2.0", "id": messages[0]["id"], "result": { "role": "assistant", "content": { "type": "text", "text": "late" }, "model": "m" } });
+    assert_eq!(c.send(&late).await.status(), 202);
+}
+
 #[actix_rt::test]
 async fn elicitation_needs_the_client_capability() {
     let app = spawn_app().await;

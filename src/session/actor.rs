@@ -406,9 +406,15 @@ struct ServerRequest {
 impl Handler<ServerRequest> for SessionActor {
     type Result = ();
     fn handle(&mut self, msg: ServerRequest, ctx: &mut Context<Self>) {
-        self.guarded(ctx, |s| {
+        let sent = self.guarded(ctx, |s| {
             s.server_request(&msg.origin, msg.method, msg.params, msg.reply)
         });
+        if let Some(Some(id)) = sent {
+            let timeout = self.core.settings().client_request_timeout;
+            ctx.run_later(timeout, move |me, ctx| {
+                me.guarded(ctx, |s| s.expire_server_request(&id));
+            });
+        }
     }
 }
 

@@ -45,6 +45,9 @@ pub struct SessionSettings {
     /// Bytes an SSE stream may hold that its client has not read; past it the stream is closed
     /// (and resumable), so a client that stops reading cannot grow server memory.
     pub stream_buffer_bytes: usize,
+    /// How long a request to the client (sampling, elicitation, roots) may wait for its answer:
+    /// then it is cancelled (lifecycle.mdx: implementations SHOULD always enforce a maximum).
+    pub client_request_timeout: std::time::Duration,
     pub server_name: String,
     pub server_version: String,
     pub instructions: Option<String>,
@@ -108,6 +111,7 @@ impl Default for SessionSettings {
             page_size: 50,
             sse_retry_ms: 1000,
             stream_buffer_bytes: 1024 * 1024,
+            client_request_timeout: std::time::Duration::from_secs(600),
             server_name: "mcp-harbor".into(),
             server_version: env!("CARGO_PKG_VERSION").into(),
             instructions: None,
@@ -727,6 +731,10 @@ impl Session {
         &mut self.outbox
     }
 
+    pub fn settings(&self) -> &SessionSettings {
+        &self.settings
+    }
+
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -1279,18 +1287,20 @@ impl Session {
     }
 
     /// A server→client request from a running request, on that request's stream.
+    /// Sends a request to the client on `origin`'s stream; the id it went out with (the caller
+    /// expires it with `expire_server_request` after `client_request_timeout`).
     pub fn server_request(
         &mut self,
         origin: &RequestId,
         method: &str,
         params: Value,
         reply: oneshot::Sender<Result<Value, RpcError>>,
-    ) {
+    ) -> Option<RequestId> {
         let Some(stream) = self.inflight.get(origin).map(|f| f.stream) else {
             let _ = reply.send(Err(RpcError::internal(
                 "the originating request is no longer running",
             )));
-            return;
+            return None;
         };
         self.next_server_request += 1;
         self.dirty = true;
@@ -1311,6 +1321,28 @@ impl Session {
             to_bytes(&jsonrpc::request_message(&id, method, params)),
             false,
         );
+        Some(id)
+    }
+
+    /// A request to the client still unanswered after `client_request_timeout`: the client is
+    /// told it is cancelled (`notifications/cancelled`, on the stream it went out on) and the
+    /// tool that asked gets an error instead of waiting for ever (lifecycle.mdx: timeouts).
+    pub fn expire_server_request(&mut self, id: &RequestId) {
+        let Some(pending) = self.pending.remove(id) else {
+            return;
+        };
+        self.dirty = true;
+        let timeout = self.settings.client_request_timeout.as_secs();
+        let reason = format!("the client did not answer within {timeout} s");
+        if let Some(stream) = self.inflight.get(&pending.origin).map(|f| f.stream) {
+            let cancelled = jsonrpc::notification_message(
+                "notifications/cancelled",
+                json!({ "requestId": id, "reason": reason }),
+            );
+            self.emit(stream, to_bytes(&cancelled), false);
+        }
+        let _ = pending.reply.send(Err(RpcError::internal(reason)));
+        tracing::info!(session = %self.id, %id, "request to the client timed out");
     }
 
     /// SSE polling: ends the HTTP connection of `origin`'s stream but keeps the stream, so what
