@@ -728,6 +728,30 @@ async fn request_state_is_bound_to_its_tenant_and_holds_no_answers_in_clear() {
     assert_eq!(asked_again["resultType"], "input_required");
     let state = asked_again["requestState"].as_str().unwrap();
     assert!(!database_holds(&app, b"Please provide your information"));
+    // An answer that is not an ElicitResult is Invalid Params, and leaves the round for a
+    // corrected retry.
+    let mut malformed = args.clone();
+    malformed["requestState"] = json!(state);
+    malformed["inputResponses"] =
+        json!({ key.clone(): { "error": { "code": -32600, "message": "x" } } });
+    let (status, refused, _) = send(
+        &app,
+        "twin-a",
+        &body(5, "tools/call", malformed, caps.clone()),
+    )
+    .await;
+    assert_eq!(
+        (status, refused["error"]["code"].clone()),
+        (200, json!(-32602)),
+        "{refused}"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ElicitResult"),
+        "{refused}"
+    );
     let mut params = args.clone();
     params["requestState"] = json!(state);
     params["inputResponses"] = answer;

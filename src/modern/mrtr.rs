@@ -286,7 +286,7 @@ impl Call {
             // 128 random bits from the thread's CSPRNG (no system call per request).
             None => (new_round_id(), 0, None),
             Some(token) => {
-                let (token, round) = self.open(&token).await?;
+                let (token, round) = self.open(&token, &responses).await?;
                 (token.id.into(), token.round, Some(round))
             }
         };
@@ -459,8 +459,14 @@ impl Call {
         Ok(Answer::result(&self.id, &Value::Object(result)))
     }
 
-    /// Opens a retry's `requestState` and consumes the round it names.
-    async fn open(&self, state: &str) -> Result<(Token, Round), RpcError> {
+    /// Opens the round a retry's `state` names and consumes it, once the retry's `responses` to
+    /// its questions are known to parse (a malformed one is -32602 and leaves the round for a
+    /// corrected retry).
+    async fn open(
+        &self,
+        state: &str,
+        responses: &Map<String, Value>,
+    ) -> Result<(Token, Round), RpcError> {
         let sealer = &self.env.auth.sealer;
         let tenant = &*self.env.tenant.slug;
         let token = Token::open(sealer, tenant, state).ok_or_else(|| {
@@ -491,6 +497,14 @@ impl Call {
             return Err(invalid_state(
                 "was issued for another call (tool or arguments differ)",
             ));
+        }
+        for (key, asked) in &round.asked {
+            if let Some(answer) = responses.get(key) {
+                let method = asked["method"].as_str().unwrap_or("");
+                check_response(method, answer).map_err(|e| {
+                    RpcError::invalid_params(format!("inputResponses[{key:?}] {e}"))
+                })?;
+            }
         }
         // A retry consumes its round: a second use of the same state finds nothing.
         match store.delete_round(tenant, &token.id).await {
@@ -528,6 +542,45 @@ struct RoundPort {
     notes: Option<mpsc::UnboundedSender<Value>>,
     log_level: Option<LogLevel>,
     sessions: Arc<TenantSessions>,
+}
+
+/// Whether `answer` is the result of the input request `method` (mrtr.mdx: servers SHOULD check
+/// the responses parse; a malformed one is a protocol error): an `ElicitResult` (an action, and
+/// an object `content` if any), a `CreateMessageResult` (role, content, model) or a
+/// `ListRootsResult` (roots with URIs).
+fn check_response(method: &str, answer: &Value) -> Result<(), &'static str> {
+    let Some(answer) = answer.as_object() else {
+        return Err("must be an object (the result of the input request)");
+    };
+    let string = |k: &str| answer.get(k).is_some_and(Value::is_string);
+    match method {
+        "elicitation/create" => {
+            let action = answer.get("action").and_then(Value::as_str);
+            if !matches!(action, Some("accept" | "decline" | "cancel")) {
+                return Err("must be an ElicitResult: action accept, decline or cancel");
+            }
+            if answer.get("content").is_some_and(|c| !c.is_object()) {
+                return Err("must be an ElicitResult: content, when present, an object");
+            }
+        }
+        "sampling/createMessage" => {
+            let content = answer
+                .get("content")
+                .is_some_and(|c| c.is_object() || c.is_array());
+            if !(string("role") && string("model") && content) {
+                return Err("must be a CreateMessageResult: role, content and model");
+            }
+        }
+        "roots/list" => {
+            let roots = answer.get("roots").and_then(Value::as_array);
+            let valid = roots.is_some_and(|r| r.iter().all(|root| root["uri"].is_string()));
+            if !valid {
+                return Err("must be a ListRootsResult: roots, each with a uri");
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The key of the `n`th time (from 1) a call asks the question whose key base is `base`.
@@ -620,6 +673,48 @@ mod tests {
         let b = json!({ "a": { "x": null, "y": [1, { "c": 3, "d": 2 }] }, "b": 1 });
         assert_eq!(canonical(&a), canonical(&b));
         assert_ne!(canonical(&a), canonical(&json!({ "b": 2 })));
+    }
+
+    #[test]
+    fn input_responses_must_be_results_of_what_was_asked() {
+        let ok = [
+            (
+                "elicitation/create",
+                json!({ "action": "accept", "content": { "a": 1 } }),
+            ),
+            ("elicitation/create", json!({ "action": "decline" })),
+            (
+                "sampling/createMessage",
+                json!({ "role": "assistant", "content": { "type": "text", "text": "4" }, "model": "m" }),
+            ),
+            ("roots/list", json!({ "roots": [{ "uri": "file:///x" }] })),
+        ];
+        for (method, answer) in ok {
+            assert_eq!(check_response(method, &answer), Ok(()), "{answer}");
+        }
+        let bad = [
+            ("elicitation/create", json!(null)),
+            ("elicitation/create", json!({ "action": "maybe" })),
+            (
+                "elicitation/create",
+                json!({ "action": "accept", "content": "x" }),
+            ),
+            (
+                "elicitation/create",
+                json!({ "error": { "code": -32600, "message": "m" } }),
+            ),
+            (
+                "sampling/createMessage",
+                json!({ "content": { "type": "text", "text": "4" } }),
+            ),
+            ("roots/list", json!({ "roots": [{ "name": "no uri" }] })),
+        ];
+        for (method, answer) in bad {
+            assert!(
+                check_response(method, &answer).is_err(),
+                "{method} {answer}"
+            );
+        }
     }
 
     #[test]
