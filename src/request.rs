@@ -185,7 +185,9 @@ impl RequestContext {
             params["mode"] = json!("form");
         }
         self.require("elicitation/create", &params)?;
-        self.request("elicitation/create", params).await
+        let answer = self.request("elicitation/create", params.clone()).await?;
+        check_elicited(&params["requestedSchema"], &answer)?;
+        Ok(answer)
     }
 
     /// `elicitation/create` in URL mode: asks the user to open `elicitation.url`. Refused unless
@@ -232,6 +234,34 @@ impl RequestContext {
     pub fn resource_updated(&self, uri: &str) {
         self.port().resource_updated(uri);
     }
+}
+
+/// An accepted form elicitation's `content` checked against the schema it was asked with
+/// (elicitation.mdx: servers SHOULD validate that received data matches the requested schema):
+/// -32602 saying where it does not.
+pub fn check_elicited(requested_schema: &Value, answer: &Value) -> Result<(), RpcError> {
+    let content = match answer.get("content") {
+        Some(content) if answer["action"] == "accept" && !content.is_null() => content,
+        _ => return Ok(()),
+    };
+    if !requested_schema.is_object() {
+        return Ok(());
+    }
+    let validator = jsonschema::validator_for(requested_schema).map_err(|e| {
+        RpcError::internal(format!(
+            "the requested schema is not a valid JSON Schema: {e}"
+        ))
+    })?;
+    let first = validator.iter_errors(content).next().map(|e| {
+        let path = e.instance_path().to_string();
+        let at = if path.is_empty() {
+            "(root)".to_string()
+        } else {
+            path
+        };
+        format!("the elicitation's answer does not match its requested schema at {at}: {e}")
+    });
+    first.map_or(Ok(()), |message| Err(RpcError::invalid_params(message)))
 }
 
 fn declares(capabilities: &Value, capability: &str) -> bool {

@@ -752,6 +752,20 @@ async fn request_state_is_bound_to_its_tenant_and_holds_no_answers_in_clear() {
             .contains("ElicitResult"),
         "{refused}"
     );
+    // So is an accepted answer off the requested schema (no email).
+    let mut off_schema = args.clone();
+    off_schema["requestState"] = json!(state);
+    off_schema["inputResponses"] =
+        json!({ key.clone(): { "action": "accept", "content": { "username": "x" } } });
+    let (_, refused, _) = send(
+        &app,
+        "twin-a",
+        &body(6, "tools/call", off_schema, caps.clone()),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("requested schema"), "{message}");
     let mut params = args.clone();
     params["requestState"] = json!(state);
     params["inputResponses"] = answer;

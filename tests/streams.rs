@@ -56,6 +56,37 @@ async fn elicitation_round_trip_through_a_separate_post() {
     );
 }
 
+/// An accepted elicitation whose content does not match the requested schema is refused, not
+/// handed to the tool as if it did (elicitation.mdx: servers SHOULD validate it).
+#[actix_rt::test]
+async fn an_elicitation_answer_off_its_schema_is_refused() {
+    let app = spawn_app().await;
+    let c = app
+        .open_session("demo", "2025-11-25", json!({ "elicitation": {} }))
+        .await;
+    let resp = c.send(&json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": { "name": "test_elicitation", "arguments": { "message": "Who?" } } })).await;
+    let mut sse = SseReader::new(resp);
+    let request = loop {
+        let e = sse.next_event(Duration::from_secs(5)).await.unwrap();
+        if let Some(m) = e.json() {
+            break m;
+        }
+    };
+    assert_eq!(request["method"], "elicitation/create");
+    // No email, and a number for the username.
+    let answer = json!({ "jsonrpc": "2.0", "id": request["id"], "result": { "action": "accept", "content": { "username": 5 } } });
+    assert_eq!(c.send(&answer).await.status(), 202);
+    let result = sse
+        .next_event(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(result["result"]["isError"], true, "{result}");
+    let text = result["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("requested schema"), "{text}");
+}
+
 #[actix_rt::test]
 async fn sampling_round_trip() {
     let app = spawn_app().await;

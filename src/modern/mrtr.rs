@@ -504,6 +504,9 @@ impl Call {
                 check_response(method, answer).map_err(|e| {
                     RpcError::invalid_params(format!("inputResponses[{key:?}] {e}"))
                 })?;
+                if method == "elicitation/create" {
+                    crate::request::check_elicited(&asked["params"]["requestedSchema"], answer)?;
+                }
             }
         }
         // A retry consumes its round: a second use of the same state finds nothing.
