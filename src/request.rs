@@ -180,6 +180,7 @@ impl RequestContext {
         message: &str,
         requested_schema: Value,
     ) -> Result<Value, RpcError> {
+        form_fits(self.version, &requested_schema)?;
         let mut params = json!({ "message": message, "requestedSchema": requested_schema });
         if self.version >= ProtocolVersion::V2025_11_25 {
             params["mode"] = json!("form");
@@ -233,6 +234,30 @@ impl RequestContext {
 
     pub fn resource_updated(&self, uri: &str) {
         self.port().resource_updated(uri);
+    }
+}
+
+/// Whether a form's `requested_schema` is one revision `version` can carry: before 2025-11-25
+/// each property is a primitive (string, number, integer or boolean, a plain `enum` of strings
+/// included); multi-select (array) and titled (`oneOf`/`anyOf`) enums came with 2025-11-25.
+fn form_fits(version: ProtocolVersion, requested_schema: &Value) -> Result<(), RpcError> {
+    if version >= ProtocolVersion::V2025_11_25 {
+        return Ok(());
+    }
+    let properties = requested_schema["properties"].as_object();
+    let misfit = properties.into_iter().flatten().find(|(_, p)| {
+        let primitive = matches!(
+            p["type"].as_str(),
+            Some("string" | "number" | "integer" | "boolean")
+        );
+        !primitive || p.get("oneOf").is_some() || p.get("anyOf").is_some()
+    });
+    match misfit {
+        None => Ok(()),
+        Some((name, _)) => Err(RpcError::invalid_request(format!(
+            "the form's field {name:?} needs protocol version 2025-11-25 (multi-select or \
+             titled enums); this session speaks {version}"
+        ))),
     }
 }
 

@@ -87,6 +87,25 @@ async fn an_elicitation_answer_off_its_schema_is_refused() {
     assert!(text.contains("requested schema"), "{text}");
 }
 
+/// A form with multi-select or titled enums (2025-11-25) is not sent to a 2025-06-18 client,
+/// whose schema has no such fields: the tool fails saying so.
+#[actix_rt::test]
+async fn a_form_a_revision_cannot_carry_is_not_sent() {
+    let app = spawn_app().await;
+    let mut c = app
+        .open_session("demo", "2025-06-18", json!({ "elicitation": {} }))
+        .await;
+    let r = c
+        .result(
+            "tools/call",
+            json!({ "name": "test_elicitation_sep1330_enums", "arguments": {} }),
+        )
+        .await;
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("needs protocol version 2025-11-25"), "{text}");
+}
+
 #[actix_rt::test]
 async fn sampling_round_trip() {
     let app = spawn_app().await;
