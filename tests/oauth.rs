@@ -580,6 +580,8 @@ async fn the_code_flow_signs_a_user_in_and_the_token_opens_a_session() {
         "{html}"
     );
     assert!(html.contains("<label for=\"username\">") && html.contains("<label for=\"password\">"));
+    // Its redirect is to this machine: the page warns (authorization page: SHOULD).
+    assert!(html.contains("runs on your own computer"), "{html}");
 
     // A wrong password stays on the page.
     let r = sign_in(&app, "acme", &params, "alice", "wrong password", "allow").await;

@@ -21,7 +21,7 @@ pub fn escape(s: &str) -> String {
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:32rem;margin:2rem auto;padding:0 1rem;line-height:1.5;color:#1a1a1a}\
 label{display:block;margin-top:1rem;font-weight:600}input[type=text],input[type=password]{width:100%;padding:.5rem;font-size:1rem;box-sizing:border-box}\
-.actions{margin-top:1.5rem;display:flex;gap:1rem}button{padding:.6rem 1.2rem;font-size:1rem}.error{color:#a40000;border:1px solid #a40000;padding:.5rem}\
+.actions{margin-top:1.5rem;display:flex;gap:1rem}button{padding:.6rem 1.2rem;font-size:1rem}.error{color:#a40000;border:1px solid #a40000;padding:.5rem}.warning{color:#7a4a00;border:1px solid #c08000;padding:.5rem}\
 code{background:#f2f2f2;padding:0 .2rem}";
 
 pub(crate) fn document(title: &str, body: &str) -> String {
@@ -83,6 +83,18 @@ pub struct Consent<'a> {
     pub redirect_origin: &'a str,
 }
 
+/// Whether a redirect host (as the page shows it, a port possibly after it) is this machine.
+fn loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 pub fn consent(status: StatusCode, c: &Consent) -> HttpResponse {
     let scopes: String = c
         .scopes
@@ -104,10 +116,17 @@ pub fn consent(status: StatusCode, c: &Consent) -> HttpResponse {
         .error
         .map(|e| format!("<p class=\"error\" role=\"alert\">{}</p>", escape(e)))
         .unwrap_or_default();
+    // The authorization page: servers SHOULD warn about redirects to this machine (any local
+    // program could be listening there, and the client named itself).
+    let local = loopback_host(c.redirect_host).then_some(
+        "<p class=\"warning\" role=\"note\">This application runs on your own computer \
+         (its address is <code>localhost</code>): allow it only if you started it yourself and \
+         trust it. Its name is the one it gave itself.</p>",
+    );
     let body = format!(
         "<h1>Sign in to {tenant}</h1>{error}\
          <p><strong>{client}</strong> wants to access the MCP server <strong>{tenant}</strong> on your behalf.</p>\
-         <p>After you allow it, you will be sent back to <strong>{host}</strong>.</p>\
+         <p>After you allow it, you will be sent back to <strong>{host}</strong>.</p>{local}\
          <p>It asks for:</p><ul>{scopes}</ul>\
          <form method=\"post\">{hidden}<input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
          {fields}\
@@ -116,6 +135,7 @@ pub fn consent(status: StatusCode, c: &Consent) -> HttpResponse {
         tenant = escape(c.tenant),
         client = escape(c.client_name),
         host = escape(c.redirect_host),
+        local = local.unwrap_or_default(),
         csrf = escape(c.csrf),
         fields = match c.provider {
             Some(_) => String::new(),
@@ -138,4 +158,30 @@ pub fn consent(status: StatusCode, c: &Consent) -> HttpResponse {
         document(&format!("Sign in to {}", c.tenant), &body),
         form_action,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loopback_host;
+
+    #[test]
+    fn loopback_redirect_hosts_are_recognised() {
+        for local in [
+            "localhost",
+            "LOCALHOST:3000",
+            "127.0.0.1",
+            "127.0.0.1:43210",
+            "[::1]:80",
+        ] {
+            assert!(loopback_host(local), "{local}");
+        }
+        for remote in [
+            "host.example",
+            "localhost.example.com",
+            "10.0.0.1:80",
+            "[2001:db8::1]",
+        ] {
+            assert!(!loopback_host(remote), "{remote}");
+        }
+    }
 }
