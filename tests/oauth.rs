@@ -1334,6 +1334,10 @@ async fn document_server(docs: Arc<Mutex<HashMap<String, Value>>>) -> String {
             let doc = docs.lock().get(req.path()).cloned();
             async move {
                 match doc {
+                    // A document whose name says so is served with `Cache-Control: no-store`.
+                    Some(d) if req.path().contains("no-store") => HttpResponse::Ok()
+                        .insert_header(("cache-control", "no-store"))
+                        .json(d),
                     Some(d) => HttpResponse::Ok().json(d),
                     None => HttpResponse::NotFound().finish(),
                 }
@@ -1392,6 +1396,21 @@ async fn client_id_metadata_documents_are_fetched_and_checked() {
         let (status, _, html) =
             login_page(&app, "acme", &authorize_params(&bad, &p, REDIRECT)).await;
         assert_eq!(status, 400, "{bad}: {html}");
+    }
+    // Documents are cached as their responses allow: one served no-store is read again.
+    for (path, cached) in [("/no-store.json", false), ("/cacheable.json", true)] {
+        let id = format!("{base}{path}");
+        let doc = |name: &str| {
+            json!({ "client_id": id, "client_name": name, "redirect_uris": [REDIRECT],
+                "token_endpoint_auth_method": "none" })
+        };
+        docs.lock().insert(path.into(), doc("First Name"));
+        let (_, _, html) = login_page(&app, "acme", &authorize_params(&id, &p, REDIRECT)).await;
+        assert!(html.contains("First Name"), "{html}");
+        docs.lock().insert(path.into(), doc("Second Name"));
+        let (_, _, html) = login_page(&app, "acme", &authorize_params(&id, &p, REDIRECT)).await;
+        let shown = if cached { "First Name" } else { "Second Name" };
+        assert!(html.contains(shown), "{path}: {html}");
     }
     // A redirect URI the document does not list is refused too.
     let elsewhere = "https://elsewhere.example/cb";

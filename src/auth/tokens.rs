@@ -240,6 +240,38 @@ impl JwksCache {
 
 /// GETs a JSON document (metadata, JWKS, client metadata) with a time and size bound.
 pub async fn fetch_json(http: &reqwest::Client, url: &str) -> Result<Value, AuthError> {
+    fetch_json_cacheable(http, url)
+        .await
+        .map(|(value, _)| value)
+}
+
+/// What a response's `Cache-Control` allows: `Some(0)` for `no-store` / `no-cache`, its
+/// `max-age`, or `None` when it says neither.
+pub fn cache_lifetime(cache_control: &str) -> Option<Duration> {
+    let mut max_age = None;
+    for directive in cache_control.split(',').map(str::trim) {
+        let (name, value) = directive.split_once('=').unwrap_or((directive, ""));
+        match name.to_ascii_lowercase().as_str() {
+            "no-store" | "no-cache" => return Some(Duration::ZERO),
+            "max-age" => {
+                max_age = value
+                    .trim_matches('"')
+                    .parse::<u64>()
+                    .ok()
+                    .map(Duration::from_secs)
+            }
+            _ => {}
+        }
+    }
+    max_age
+}
+
+/// [`fetch_json`], with how long the server lets the document be cached (`cache_lifetime` of
+/// its `Cache-Control`).
+pub async fn fetch_json_cacheable(
+    http: &reqwest::Client,
+    url: &str,
+) -> Result<(Value, Option<Duration>), AuthError> {
     const LIMIT: usize = 256 * 1024;
     let upstream = |m: String| AuthError::Upstream(format!("{url}: {m}"));
     let mut response = http
@@ -252,6 +284,11 @@ pub async fn fetch_json(http: &reqwest::Client, url: &str) -> Result<Value, Auth
     if !response.status().is_success() {
         return Err(upstream(format!("answered {}", response.status())));
     }
+    let lifetime = response
+        .headers()
+        .get(reqwest::header::CACHE_CONTROL)
+        .and_then(|v| v.to_str().ok())
+        .and_then(cache_lifetime);
     let mut body = Vec::new();
     while let Some(chunk) = response
         .chunk()
@@ -263,7 +300,8 @@ pub async fn fetch_json(http: &reqwest::Client, url: &str) -> Result<Value, Auth
         }
         body.extend_from_slice(&chunk);
     }
-    serde_json::from_slice(&body).map_err(|e| upstream(format!("not JSON ({e})")))
+    let value = serde_json::from_slice(&body).map_err(|e| upstream(format!("not JSON ({e})")))?;
+    Ok((value, lifetime))
 }
 
 /// The principal an external issuer's claims name.
@@ -286,5 +324,23 @@ pub fn external_principal(claims: &Value, settings: &ExternalIssuer) -> Principa
             .unwrap_or_default(),
         scopes,
         name: text("name").or_else(|| text("preferred_username")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_control_gives_a_lifetime() {
+        assert_eq!(cache_lifetime("max-age=60"), Some(Duration::from_secs(60)));
+        assert_eq!(
+            cache_lifetime("public, Max-Age=\"120\""),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(cache_lifetime("max-age=60, no-store"), Some(Duration::ZERO));
+        assert_eq!(cache_lifetime("no-cache"), Some(Duration::ZERO));
+        assert_eq!(cache_lifetime("public"), None);
+        assert_eq!(cache_lifetime("max-age=soon"), None);
     }
 }

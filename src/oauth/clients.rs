@@ -223,13 +223,16 @@ impl Client {
     }
 }
 
-/// Client ID Metadata Documents fetched recently, per (tenant, URL).
+/// Client ID Metadata Documents fetched recently, per (tenant, URL), with when each expires.
 #[derive(Default)]
 pub struct MetadataDocuments {
     cache: Mutex<HashMap<String, (Instant, Client)>>,
 }
 
+/// How long a metadata document is kept when its response says nothing (`Cache-Control`), and
+/// at most whatever it says (client registration: SHOULD respect the HTTP cache headers).
 const CIMD_TTL: Duration = Duration::from_secs(300);
+const CIMD_MAX_TTL: Duration = Duration::from_secs(86_400);
 
 /// Finds a client: registered with the tenant, or (an `https` client id) described by its
 /// metadata document.
@@ -260,8 +263,8 @@ async fn metadata_document(
     url: &str,
 ) -> Result<Option<Client>, OAuthError> {
     let key = format!("{tenant} {url}");
-    if let Some((at, c)) = documents.cache.lock().get(&key) {
-        if at.elapsed() < CIMD_TTL {
+    if let Some((expires, c)) = documents.cache.lock().get(&key) {
+        if Instant::now() < *expires {
             return Ok(Some(c.clone()));
         }
     }
@@ -283,7 +286,7 @@ async fn metadata_document(
         ));
     }
     auth.check_outside_url(url).map_err(bad)?;
-    let doc = crate::auth::tokens::fetch_json(auth.jwks.http(), url)
+    let (doc, lifetime) = crate::auth::tokens::fetch_json_cacheable(auth.jwks.http(), url)
         .await
         .map_err(|e| bad(e.to_string()))?;
     if doc.get("client_id").and_then(Value::as_str) != Some(url) {
@@ -320,10 +323,13 @@ async fn metadata_document(
         secret_hash: None,
         metadata,
     };
-    documents
-        .cache
-        .lock()
-        .insert(key, (Instant::now(), client.clone()));
+    let ttl = lifetime.unwrap_or(CIMD_TTL).min(CIMD_MAX_TTL);
+    let mut cache = documents.cache.lock();
+    if ttl.is_zero() {
+        cache.remove(&key);
+    } else {
+        cache.insert(key, (Instant::now() + ttl, client.clone()));
+    }
     Ok(Some(client))
 }
 
