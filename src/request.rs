@@ -180,12 +180,12 @@ impl RequestContext {
         message: &str,
         requested_schema: Value,
     ) -> Result<Value, RpcError> {
-        form_fits(self.version, &requested_schema)?;
         let mut params = json!({ "message": message, "requestedSchema": requested_schema });
         if self.version >= ProtocolVersion::V2025_11_25 {
             params["mode"] = json!("form");
         }
         self.require("elicitation/create", &params)?;
+        form_fits(self.version, &params["requestedSchema"])?;
         let answer = self.request("elicitation/create", params.clone()).await?;
         check_elicited(&params["requestedSchema"], &answer)?;
         Ok(answer)

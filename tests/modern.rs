@@ -909,6 +909,8 @@ async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>
                 "tools": [{ "name": "get_weather", "inputSchema": { "type": "object" } }] } } }),
         "/bad_schema" => json!({
             "input_request": { "type": "elicitation", "message": "Name?", "requested_schema": { "type": "string" } } }),
+        "/bad_types" => json!({
+            "input_request": { "type": "elicitation", "message": "Name?", "requested_schema": { "type": "object", "properties": { "name": { "type": "nonsense" } } } } }),
         // The same question twice, in rounds 1 and 2.
         "/approve" if call["round"] == 1 || call["round"] == 2 => json!({
             "input_request": { "type": "elicitation", "message": "Approve?", "requested_schema": { "type": "object", "properties": { "ok": { "type": "boolean" } } } },
@@ -1046,6 +1048,7 @@ async fn input_requests_need_the_sub_capability_and_shape_they_use() {
     for (name, path) in [
         ("tool_sample", "/tool_sample"),
         ("bad_schema", "/bad_schema"),
+        ("bad_types", "/bad_types"),
     ] {
         let tool = json!({ "name": name, "description": "d",
             "input_schema": { "type": "object", "properties": {} },
@@ -1085,20 +1088,23 @@ async fn input_requests_need_the_sub_capability_and_shape_they_use() {
         .unwrap();
     assert_eq!(request["params"]["tools"][0]["name"], "get_weather");
 
-    let bad = result(
-        &app,
-        "demo",
-        &body(
-            3,
-            "tools/call",
-            json!({ "name": "bad_schema", "arguments": {} }),
-            json!({ "elicitation": {} }),
-        ),
-    )
-    .await;
-    assert_eq!(bad["isError"], true, "{bad}");
-    let text = bad["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("requested_schema"), "{text}");
+    // Not an object schema, or not a JSON Schema at all (an unknown type).
+    for (id, name) in [(3, "bad_schema"), (4, "bad_types")] {
+        let bad = result(
+            &app,
+            "demo",
+            &body(
+                id,
+                "tools/call",
+                json!({ "name": name, "arguments": {} }),
+                json!({ "elicitation": {} }),
+            ),
+        )
+        .await;
+        assert_eq!(bad["isError"], true, "{name}: {bad}");
+        let text = bad["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("requested_schema"), "{name}: {text}");
+    }
 }
 
 #[actix_rt::test]

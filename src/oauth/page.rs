@@ -119,9 +119,9 @@ pub fn consent(status: StatusCode, c: &Consent) -> HttpResponse {
     // The authorization page: servers SHOULD warn about redirects to this machine (any local
     // program could be listening there, and the client named itself).
     let local = loopback_host(c.redirect_host).then_some(
-        "<p class=\"warning\" role=\"note\">This application runs on your own computer \
-         (its address is <code>localhost</code>): allow it only if you started it yourself and \
-         trust it. Its name is the one it gave itself.</p>",
+        "<p class=\"warning\" role=\"note\">This application runs on your own computer (it \
+         is sent back to an address of this computer): allow it only if you started it \
+         yourself and trust it. Its name is the one it gave itself.</p>",
     );
     let body = format!(
         "<h1>Sign in to {tenant}</h1>{error}\

@@ -560,12 +560,14 @@ fn parse_answer(answer: &Value) -> Result<Answer, String> {
             Some("elicitation") => {
                 let message = request.get("message").and_then(Value::as_str);
                 // elicitation.mdx: a flat object schema, `{"type": "object", "properties": {…}}`
-                // whose properties are schemas (objects).
+                // whose properties are schemas (objects), and a JSON Schema the answer can be
+                // checked against (before the user is asked, not after).
                 let schema = request.get("requested_schema").filter(|s| {
                     s["type"] == "object"
                         && s["properties"]
                             .as_object()
                             .is_some_and(|p| p.values().all(Value::is_object))
+                        && jsonschema::validator_for(s).is_ok()
                 });
                 match (message, schema) {
                     (Some(message), Some(schema)) => InputRequest::Elicitation {
