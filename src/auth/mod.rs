@@ -553,7 +553,7 @@ impl AuthService {
 
 /// What an `Authorization` header holds, as RFC 6750 §2.1 reads it.
 #[derive(Debug, PartialEq)]
-enum Credential<'a> {
+pub(crate) enum Credential<'a> {
     Bearer(&'a str),
     /// Another scheme (`Basic …`): no Bearer credentials at all.
     OtherScheme,
@@ -563,7 +563,7 @@ enum Credential<'a> {
 
 /// `Bearer <b64token>`: the scheme case-insensitive, one or more spaces before the token,
 /// `b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`, nothing after it.
-fn bearer_token(header: &[u8]) -> Credential<'_> {
+pub(crate) fn bearer_token(header: &[u8]) -> Credential<'_> {
     let (scheme, rest) = match header.iter().position(|&b| b == b' ') {
         Some(i) => (&header[..i], &header[i..]),
         None => (header, &[][..]),

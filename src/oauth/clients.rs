@@ -428,14 +428,14 @@ fn registration_json(
     v
 }
 
+/// The Bearer token a request sent, read as the resource server reads it
+/// (`auth::bearer_token`); a malformed one is sent but matches no token (`""`).
 fn bearer(req: &HttpRequest) -> Option<String> {
-    req.headers()
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .split_once(' ')
-        .filter(|(s, _)| s.eq_ignore_ascii_case("bearer"))
-        .map(|(_, t)| t.trim().to_string())
+    match crate::auth::bearer_token(req.headers().get(header::AUTHORIZATION)?.as_bytes()) {
+        crate::auth::Credential::Bearer(token) => Some(token.to_string()),
+        crate::auth::Credential::Malformed => Some(String::new()),
+        crate::auth::Credential::OtherScheme => None,
+    }
 }
 
 fn invalid_token(description: &str) -> OAuthError {
