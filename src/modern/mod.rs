@@ -41,6 +41,8 @@ pub struct ModernSettings {
     pub(crate) server_info_json: OnceLock<Box<serde_json::value::RawValue>>,
     /// The `_meta` of a result that has none of its own: `{"…/serverInfo": {…}}`, written once.
     pub(crate) result_meta_json: OnceLock<Box<serde_json::value::RawValue>>,
+    /// `"resultType":"complete","_meta":{…}`: what most results end with, written once.
+    pub(crate) result_tail: OnceLock<Box<[u8]>>,
 }
 
 impl ModernSettings {
@@ -65,6 +67,19 @@ impl ModernSettings {
     }
 }
 
+impl ModernSettings {
+    fn result_tail(&self) -> &[u8] {
+        self.result_tail.get_or_init(|| {
+            format!(
+                r#""resultType":"complete","_meta":{}"#,
+                self.result_meta_json().get()
+            )
+            .into_bytes()
+            .into_boxed_slice()
+        })
+    }
+}
+
 impl Default for ModernSettings {
     fn default() -> Self {
         ModernSettings {
@@ -76,6 +91,7 @@ impl Default for ModernSettings {
             instructions: None,
             server_info_json: OnceLock::new(),
             result_meta_json: OnceLock::new(),
+            result_tail: OnceLock::new(),
         }
     }
 }
@@ -293,6 +309,21 @@ pub(crate) fn complete(env: &Env, id: &RequestId, result: Value, cacheable: bool
     let Value::Object(object) = &result else {
         return Answer::result(id, &result);
     };
+    // Most results (a tool's): no cache hints and none of the added keys. The object is written
+    // as it is and the same tail spliced in before its closing brace, so the serializer does
+    // not write `resultType` and `_meta` again for every request.
+    if !cacheable && !ADDED.iter().any(|key| object.contains_key(*key)) {
+        if let Some(body) = with_tail(
+            jsonrpc::encode_result(id, object),
+            object.is_empty(),
+            env.settings.result_tail(),
+        ) {
+            return Answer {
+                body: body.into(),
+                error: None,
+            };
+        }
+    }
     let cache = cacheable.then(|| {
         let ttl = env
             .tenant
@@ -313,6 +344,22 @@ pub(crate) fn complete(env: &Env, id: &RequestId, result: Value, cacheable: bool
         .into(),
         error: None,
     }
+}
+
+/// A serialized result response (`{…,"result":{…}}`) with `tail` added as the last members
+/// of its result object; `None` when the response is not one (its serialization failed).
+fn with_tail(mut response: Vec<u8>, empty: bool, tail: &[u8]) -> Option<Vec<u8>> {
+    if !response.ends_with(b"}}") {
+        return None;
+    }
+    response.truncate(response.len() - 2);
+    response.reserve(tail.len() + 3);
+    if !empty {
+        response.push(b',');
+    }
+    response.extend_from_slice(tail);
+    response.extend_from_slice(b"}}");
+    Some(response)
 }
 
 /// A result object with `resultType: "complete"`, the server's identity added to its `_meta`
@@ -412,4 +459,50 @@ impl SessionPort for NullPort {
     }
     fn close_stream(&self, _: &RequestId) {}
     fn resource_updated(&self, _: &str) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The spliced tail gives the bytes the general serialization gives.
+    #[test]
+    fn a_result_with_the_tail_spliced_in_is_written_as_completed_writes_it() {
+        let settings = ModernSettings::default();
+        let id = RequestId::Number(7);
+        for result in [
+            json!({}),
+            json!({"content": [{"type": "text", "text": "}}"}], "isError": false}),
+            json!({"structuredContent": {"a": {"b": {}}}}),
+        ] {
+            let Value::Object(object) = &result else {
+                unreachable!()
+            };
+            let general = jsonrpc::encode_result(
+                &id,
+                &Completed {
+                    object,
+                    settings: &settings,
+                    cache: None,
+                },
+            );
+            let spliced = with_tail(
+                jsonrpc::encode_result(&id, object),
+                object.is_empty(),
+                settings.result_tail(),
+            )
+            .expect("a result response");
+            assert_eq!(
+                String::from_utf8_lossy(&spliced),
+                String::from_utf8_lossy(&general)
+            );
+            let read: Value = serde_json::from_slice(&spliced).expect("JSON");
+            assert_eq!(read["result"]["resultType"], "complete");
+            assert_eq!(
+                read["result"]["_meta"][META_SERVER_INFO]["name"],
+                "mcp-harbor"
+            );
+        }
+        assert_eq!(with_tail(Vec::new(), true, b"x"), None);
+    }
 }

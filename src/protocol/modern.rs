@@ -4,6 +4,7 @@
 //! `Mcp-Name`, `Mcp-Param-{Name}` from `x-mcp-header` tool parameters, the Base64 sentinel
 //! encoding). Pure: no I/O.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD;
@@ -148,6 +149,13 @@ pub struct RequestMeta {
     pub progress_token: Option<Value>,
 }
 
+/// The client capabilities `{}`, shared.
+fn no_capabilities() -> Arc<Value> {
+    static NONE: std::sync::OnceLock<Arc<Value>> = std::sync::OnceLock::new();
+    NONE.get_or_init(|| Arc::new(Value::Object(Map::new())))
+        .clone()
+}
+
 /// The protocol version a message's `_meta` names, if any.
 pub fn meta_version(meta: Option<&WireMeta>) -> Option<&Value> {
     meta?.protocol_version.as_ref()
@@ -196,6 +204,8 @@ impl RequestMeta {
         let version = ProtocolVersion::parse_modern(requested)
             .ok_or_else(|| unsupported_version(requested))?;
         let client_capabilities = match wire.client_capabilities {
+            // Most clients declare none per request: one shared `{}` (no allocation).
+            Some(Value::Object(m)) if m.is_empty() => no_capabilities(),
             Some(v @ Value::Object(_)) => Arc::new(v),
             Some(_) => {
                 return Err(RpcError::invalid_params(format!(
@@ -238,8 +248,9 @@ const SENTINEL_START: &str = "=?base64?";
 const SENTINEL_END: &str = "?=";
 
 /// Decodes a header value that may use the Base64 sentinel (`=?base64?…?=`). `None` when the
-/// value holds characters a header value may not carry, or a malformed encoding.
-pub fn decode_header_value(raw: &[u8]) -> Option<String> {
+/// value holds characters a header value may not carry, or a malformed encoding. A plain value
+/// is borrowed.
+pub fn decode_header_value(raw: &[u8]) -> Option<Cow<'_, str>> {
     if !raw
         .iter()
         .all(|&b| b == b'\t' || b == b' ' || (0x21..=0x7e).contains(&b))
@@ -251,8 +262,10 @@ pub fn decode_header_value(raw: &[u8]) -> Option<String> {
         .strip_prefix(SENTINEL_START)
         .and_then(|rest| rest.strip_suffix(SENTINEL_END))
     {
-        Some(encoded) => String::from_utf8(STANDARD.decode(encoded).ok()?).ok(),
-        None => Some(text.to_string()),
+        Some(encoded) => String::from_utf8(STANDARD.decode(encoded).ok()?)
+            .ok()
+            .map(Cow::Owned),
+        None => Some(Cow::Borrowed(text)),
     }
 }
 

@@ -329,7 +329,7 @@ fn check_headers(
                 let value = rules::decode_header_value(raw).ok_or_else(|| {
                     rules::header_mismatch("the Mcp-Name header holds invalid characters")
                 })?;
-                if Some(value.as_str()) != body {
+                if Some(value.as_ref()) != body {
                     return Err(rules::header_mismatch(format!(
                         "Mcp-Name header value {value:?} does not match body value {:?}",
                         body.unwrap_or("")
