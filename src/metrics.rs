@@ -650,8 +650,7 @@ pub async fn scrape_with_token(
     let presented = req
         .headers()
         .get(actix_web::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| crate::auth::operator_token(v.as_bytes()))
         .unwrap_or("");
     let want = token.0.expose_secret();
     if want.is_empty() || !bool::from(presented.as_bytes().ct_eq(want.as_bytes())) {

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{spawn_app, SseReader, TestApp};
+use common::{spawn_app, SseReader, TestApp, ADMIN_TOKEN};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -58,6 +58,20 @@ async fn the_admin_api_needs_the_token() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 401);
+    // The auth scheme is case-insensitive (RFC 7235); another scheme is no token.
+    for (header, status) in [
+        (format!("BEARER {ADMIN_TOKEN}"), 200),
+        (format!("Basic {ADMIN_TOKEN}"), 401),
+    ] {
+        let resp = app
+            .http
+            .get(format!("{}/admin/v1/tenants", app.base))
+            .header("authorization", header)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), status);
+    }
     let resp = app
         .http
         .get(format!("{}/admin/v1/openapi.json", app.base))

@@ -75,6 +75,15 @@ async fn metrics_record_mcp_traffic_behind_their_token() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
+    // The auth scheme is case-insensitive (RFC 7235).
+    let r = app
+        .http
+        .get(format!("{}/metrics", app.base))
+        .header("authorization", format!("bearer  {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
 
     let mut c = app.open_session("other", "2025-11-25", json!({})).await;
     let echo = c

@@ -85,12 +85,7 @@ impl FromRequest for Admin {
         let token = req
             .headers()
             .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim);
+            .and_then(|v| crate::auth::operator_token(v.as_bytes()));
         let ok = match (token, req.app_data::<web::Data<AdminAuth>>()) {
             (Some(t), Some(auth)) => auth.verify(t),
             _ => false,

@@ -581,6 +581,17 @@ pub(crate) fn bearer_token(header: &[u8]) -> Credential<'_> {
     std::str::from_utf8(token).map_or(Credential::Malformed, Credential::Bearer)
 }
 
+/// The credentials of an `Authorization: Bearer …` header holding an operator's token (the
+/// admin and metrics tokens, which may be configured with any characters): the scheme
+/// case-insensitive (RFC 7235), one or more spaces, the token trimmed. `None`: another scheme
+/// or no token.
+pub(crate) fn operator_token(header: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(header).ok()?;
+    let (scheme, token) = text.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 fn unavailable(e: AuthError) -> Challenge {
     tracing::warn!(error = %e, "token verification unavailable");
     Challenge {
@@ -642,6 +653,26 @@ mod tests {
                 Credential::Malformed,
                 "{malformed:?}"
             );
+        }
+    }
+
+    #[test]
+    fn operator_tokens_are_read_with_any_scheme_case() {
+        for header in [
+            &b"Bearer s3cret!token"[..],
+            b"bearer s3cret!token",
+            b"BEARER   s3cret!token ",
+        ] {
+            assert_eq!(operator_token(header), Some("s3cret!token"));
+        }
+        for header in [
+            &b"Basic YTpi"[..],
+            b"Bearer",
+            b"Bearer   ",
+            b"Bearers3cret",
+            b"",
+        ] {
+            assert_eq!(operator_token(header), None);
         }
     }
 
