@@ -64,6 +64,10 @@ async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>
         "/ask" if call["round"] == 1 => json!({
             "input_request": { "type": "elicitation", "message": "Which project?", "requested_schema": { "type": "object", "properties": { "project": { "type": "string" } }, "required": ["project"] } },
             "state": { "step": "asked" } }),
+        // The question went unanswered: the input is the error saying why.
+        "/ask" if call["input"]["error"].is_object() => {
+            json!({ "content": [{ "type": "text", "text": format!("no answer: {}", call["input"]["error"]["message"]) }], "isError": true })
+        }
         "/ask" => {
             json!({ "content": [{ "type": "text", "text": format!("state={} project={}", call["state"]["step"], call["input"]["content"]["project"]) }] })
         }
@@ -364,20 +368,19 @@ async fn cancelling_stops_the_webhook_request(version: &str) {
     );
 }
 
-/// The session's actor dies while a webhook call waits for the client's answer to its
-/// elicitation: the call's round and state were recorded in the database, so the restarted
-/// session goes on from that round when the answer arrives (the endpoint is not called again
-/// for round 1), and the result reaches the client on the resumed stream.
-#[actix_rt::test]
-async fn a_call_waiting_for_input_goes_on_from_its_recorded_round_after_a_crash() {
-    let app = spawn_app().await;
+/// A webhook call of tool `ask` (tenant `acme`) that asked the client a question, and the
+/// session's actor crashed while it waited: its running call is gone with it and the session
+/// restarts from its snapshot. Returns the client, the question and the last event id seen.
+async fn crash_while_asking(
+    app: &common::TestApp,
+) -> (common::Client<'_>, Value, Option<String>, Arc<Endpoint>) {
     let (base, endpoint) = start_endpoint().await;
     app.admin(Method::POST, "/tenants")
         .json(&json!({ "slug": "acme" }))
         .send()
         .await
         .unwrap();
-    publish(&app, "acme", "ask", format!("{base}/ask"), 2000).await;
+    publish(app, "acme", "ask", format!("{base}/ask"), 2000).await;
     let c = app
         .open_session("acme", "2025-11-25", json!({ "elicitation": {} }))
         .await;
@@ -394,8 +397,6 @@ async fn a_call_waiting_for_input_goes_on_from_its_recorded_round_after_a_crash(
             break m;
         }
     };
-    let calls_before = endpoint.calls.load(Ordering::SeqCst);
-    // The actor crashes: its running webhook call is gone with it.
     let tenant = app.tenants.get("acme").unwrap();
     let before = tenant.sessions.get(&c.session).unwrap();
     before.addr.do_send(mcp_harbor::session::actor::InjectPanic);
@@ -410,19 +411,42 @@ async fn a_call_waiting_for_input_goes_on_from_its_recorded_round_after_a_crash(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     drop(sse);
-    // The answer arrives afterwards and completes the call.
-    let answer = json!({ "jsonrpc": "2.0", "id": request["id"], "result": { "action": "accept", "content": { "project": "gemini" } } });
-    assert_eq!(c.send(&answer).await.status(), 202);
-    let mut resumed = SseReader::new(c.get_stream(last_id.as_deref()).await);
-    let result = loop {
+    (c, request, last_id, endpoint)
+}
+
+/// The messages on a stream resumed after `last_id`, up to the response to request 4.
+async fn resumed_until_answer(c: &common::Client<'_>, last_id: Option<&str>) -> Vec<Value> {
+    let mut resumed = SseReader::new(c.get_stream(last_id).await);
+    let mut messages = Vec::new();
+    loop {
         let e = resumed
             .next_event(Duration::from_secs(5))
             .await
             .expect("the result on the resumed stream");
-        if let Some(m) = e.json().filter(|m| m["id"] == 4) {
-            break m;
+        if let Some(m) = e.json() {
+            let done = m["id"] == 4;
+            messages.push(m);
+            if done {
+                return messages;
+            }
         }
-    };
+    }
+}
+
+/// The session's actor dies while a webhook call waits for the client's answer to its
+/// elicitation: the call's round and state were recorded in the database, so the restarted
+/// session goes on from that round when the answer arrives (the endpoint is not called again
+/// for round 1), and the result reaches the client on the resumed stream.
+#[actix_rt::test]
+async fn a_call_waiting_for_input_goes_on_from_its_recorded_round_after_a_crash() {
+    let app = spawn_app().await;
+    let (c, request, last_id, endpoint) = crash_while_asking(&app).await;
+    let calls_before = endpoint.calls.load(Ordering::SeqCst);
+    // The answer arrives afterwards and completes the call.
+    let answer = json!({ "jsonrpc": "2.0", "id": request["id"], "result": { "action": "accept", "content": { "project": "gemini" } } });
+    assert_eq!(c.send(&answer).await.status(), 202);
+    let messages = resumed_until_answer(&c, last_id.as_deref()).await;
+    let result = messages.last().unwrap();
     assert_eq!(
         result["result"]["content"][0]["text"], "state=\"asked\" project=\"gemini\"",
         "{result}"
@@ -432,4 +456,25 @@ async fn a_call_waiting_for_input_goes_on_from_its_recorded_round_after_a_crash(
         calls_before + 1,
         "only round 2 was sent after the crash"
     );
+}
+
+/// The restarted session times out the question it restored as the first owner would have
+/// (`sessions.client_request_timeout_secs`): the client gets `notifications/cancelled` naming
+/// it and the call ends with the tool's failure instead of waiting for ever.
+#[actix_rt::test]
+async fn a_restored_call_times_out_the_question_nobody_answers() {
+    let app = common::spawn_app_with(|c| c.sessions.client_request_timeout_secs = 1).await;
+    let (c, request, last_id, _endpoint) = crash_while_asking(&app).await;
+    let messages = resumed_until_answer(&c, last_id.as_deref()).await;
+    let cancelled = messages
+        .iter()
+        .find(|m| m["method"] == "notifications/cancelled")
+        .unwrap_or_else(|| panic!("no notifications/cancelled: {messages:?}"));
+    assert_eq!(cancelled["params"]["requestId"], request["id"]);
+    // The endpoint's next round got the error instead of an answer.
+    let answer = messages.last().unwrap();
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("no answer:"), "{text}");
+    assert!(text.contains("within 1 s"), "{text}");
 }

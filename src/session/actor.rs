@@ -64,6 +64,15 @@ impl SessionActor {
             .clone()
     }
 
+    /// Cancels the request `id` to the client if it is still unanswered after
+    /// `client_request_timeout` (`Session::expire_server_request`).
+    fn time_out_client_request(&self, id: RequestId, ctx: &mut Context<Self>) {
+        let timeout = self.core.settings().client_request_timeout;
+        ctx.run_later(timeout, move |me, ctx| {
+            me.guarded(ctx, |s| s.expire_server_request(&id));
+        });
+    }
+
     /// Runs `f` on the session; a panic stops this actor and restarts the session from its
     /// snapshot in a new actor (registered before this one's mailbox closes).
     fn guarded<R>(
@@ -349,6 +358,11 @@ impl Handler<Recover> for SessionActor {
         if let Some(jobs) = self.guarded(ctx, |s| s.recover(&msg.last_seqs, &port)) {
             let _ = self.run(jobs, ctx);
         }
+        // The previous owner's timers went with it: the requests to the client that the
+        // restored calls wait on get a full timeout from here.
+        for id in self.core.awaited_client_requests() {
+            self.time_out_client_request(id, ctx);
+        }
     }
 }
 
@@ -410,10 +424,7 @@ impl Handler<ServerRequest> for SessionActor {
             s.server_request(&msg.origin, msg.method, msg.params, msg.reply)
         });
         if let Some(Some(id)) = sent {
-            let timeout = self.core.settings().client_request_timeout;
-            ctx.run_later(timeout, move |me, ctx| {
-                me.guarded(ctx, |s| s.expire_server_request(&id));
-            });
+            self.time_out_client_request(id, ctx);
         }
     }
 }

@@ -1324,6 +1324,11 @@ impl Session {
         Some(id)
     }
 
+    /// The requests to the client that calls are waiting on.
+    pub fn awaited_client_requests(&self) -> Vec<RequestId> {
+        self.pending.keys().cloned().collect()
+    }
+
     /// A request to the client still unanswered after `client_request_timeout`: the client is
     /// told it is cancelled (`notifications/cancelled`, on the stream it went out on) and the
     /// tool that asked gets an error instead of waiting for ever (lifecycle.mdx: timeouts).
