@@ -1372,6 +1372,10 @@ async fn listen_delivers_opted_in_changes_alongside_a_session_client() {
         "{cancelled}"
     );
     assert_eq!(cancelled["params"]["requestId"], 7);
+    assert_eq!(
+        cancelled["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 7,
+        "every notification on the stream is tagged: {cancelled}"
+    );
     assert!(cancelled.get("id").is_none());
     let end = next_json(&mut sse).await;
     assert_eq!(end["id"], 7);
@@ -1380,6 +1384,76 @@ async fn listen_delivers_opted_in_changes_alongside_a_session_client() {
         end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
         7
     );
+}
+
+/// A `subscriptions/listen` stream (request id 9) on `tenant`, past its acknowledgement.
+async fn listening(app: &TestApp, tenant: &str) -> SseReader {
+    let listen = body(
+        9,
+        "subscriptions/listen",
+        json!({ "notifications": { "toolsListChanged": true } }),
+        json!({}),
+    );
+    let resp = post(app, tenant, &listen).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = SseReader::new(resp);
+    let ack = next_json(&mut sse).await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    sse
+}
+
+/// The end of a listen stream (request id 9) the server tears down: `notifications/cancelled`
+/// naming it, then its result, then the end of the stream.
+async fn torn_down(mut sse: SseReader) {
+    let cancelled = next_json(&mut sse).await;
+    assert_eq!(
+        cancelled["method"], "notifications/cancelled",
+        "{cancelled}"
+    );
+    assert_eq!(cancelled["params"]["requestId"], 9);
+    let end = next_json(&mut sse).await;
+    assert_eq!(end["id"], 9);
+    assert_eq!(end["result"]["resultType"], "complete");
+    assert!(
+        sse.ends_within(Duration::from_secs(3), &mut Vec::new())
+            .await
+    );
+}
+
+/// A tenant that stops being served (suspended, deleted) ends its listen streams as a draining
+/// server does, instead of keeping them open on keep-alives; resumed, it is listened to again.
+#[actix_rt::test]
+async fn suspending_or_deleting_a_tenant_ends_its_listen_streams() {
+    let app = spawn_app().await;
+    let status = |s: &'static str| {
+        app.admin(Method::PATCH, "/tenants/other")
+            .json(&json!({ "status": s }))
+            .send()
+    };
+    let sse = listening(&app, "other").await;
+    assert_eq!(status("suspended").await.unwrap().status(), 200);
+    torn_down(sse).await;
+    assert_eq!(status("active").await.unwrap().status(), 200);
+    let mut sse = listening(&app, "other").await;
+    // The new stream hears changes again.
+    let tool = json!({ "name": "late", "description": "d", "input_schema": { "type": "object" },
+        "webhook": { "url": "http://127.0.0.1:9/x", "secret": SECRET } });
+    let published = app
+        .admin(Method::POST, "/tenants/other/tools")
+        .json(&tool)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(published.status(), 201);
+    let changed = next_json(&mut sse).await;
+    assert_eq!(changed["method"], "notifications/tools/list_changed");
+    let deleted = app
+        .admin(Method::DELETE, "/tenants/other")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    torn_down(sse).await;
 }
 
 async fn next_json(sse: &mut SseReader) -> Value {

@@ -153,7 +153,7 @@ impl Listener {
     pub fn teardown(&self, reason: &str) -> [Value; 2] {
         let cancelled = jsonrpc::notification_message(
             "notifications/cancelled",
-            json!({ "requestId": self.id.to_value(), "reason": reason }),
+            json!({ "requestId": self.id.to_value(), "reason": reason, "_meta": self.meta() }),
         );
         [cancelled, self.closing()]
     }

@@ -91,8 +91,9 @@ pub struct TenantSessions {
     next_instance: AtomicU64,
     on_resource_updated: OnceLock<ResourceHook>,
     supervisor: OnceLock<Addr<TenantSupervisor>>,
-    /// Stateless listeners (`subscriptions/listen`) hear every change sessions hear.
-    listeners: tokio::sync::broadcast::Sender<TenantBroadcast>,
+    /// Stateless listeners (`subscriptions/listen`) hear every change sessions hear. Dropped
+    /// when the tenant stops being served here (`StopAll`): that ends their streams.
+    listeners: RwLock<Option<tokio::sync::broadcast::Sender<TenantBroadcast>>>,
 }
 
 impl TenantSessions {
@@ -116,7 +117,7 @@ impl TenantSessions {
             next_instance: AtomicU64::new(0),
             on_resource_updated: OnceLock::new(),
             supervisor: OnceLock::new(),
-            listeners: tokio::sync::broadcast::channel(LISTENER_BACKLOG).0,
+            listeners: RwLock::new(None),
         }
     }
 
@@ -144,14 +145,24 @@ impl TenantSessions {
         for entry in self.index.read().values() {
             entry.addr.do_send(msg.clone());
         }
-        if self.listeners.receiver_count() > 0 {
-            let _ = self.listeners.send(msg);
+        if let Some(listeners) = self.listeners.read().as_ref() {
+            if listeners.receiver_count() > 0 {
+                let _ = listeners.send(msg);
+            }
         }
     }
 
     /// Changes from now on, for a stateless listener.
     pub fn listen(&self) -> tokio::sync::broadcast::Receiver<TenantBroadcast> {
-        self.listeners.subscribe()
+        self.listeners
+            .write()
+            .get_or_insert_with(|| tokio::sync::broadcast::channel(LISTENER_BACKLOG).0)
+            .subscribe()
+    }
+
+    /// Ends every listener's stream (they hear the channel close).
+    fn close_listeners(&self) {
+        self.listeners.write().take();
     }
 
     /// The server's identity and settings its sessions share.
@@ -591,7 +602,8 @@ impl Handler<TenantBroadcast> for TenantSupervisor {
     }
 }
 
-/// Ends every session of the tenant (tenant removal or suspension).
+/// Ends every session and `subscriptions/listen` stream of the tenant (tenant removal or
+/// suspension).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct StopAll;
@@ -602,6 +614,7 @@ impl Handler<StopAll> for TenantSupervisor {
         for entry in self.sessions.index.write().drain().map(|(_, e)| e) {
             entry.addr.do_send(Terminate);
         }
+        self.sessions.close_listeners();
     }
 }
 
