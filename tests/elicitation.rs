@@ -293,6 +293,13 @@ async fn a_pending_secret_answers_minus_32042_and_a_retry_gets_the_sealed_secret
         error["error"]["data"]["elicitations"],
         json!([{ "mode": "url", "elicitationId": id, "url": url, "message": "Paste a GitHub token with repo scope." }])
     );
+    // The tenant is open (no user to bind to): the elicitation is bound to the session that
+    // asked. Another session's client is asked on a page of its own, never this one's.
+    let other = app.open_session("acme", "2025-11-25", url_capable()).await;
+    let (_theirs, their_request) = start_call(&other, 1).await;
+    assert_ne!(their_request["params"]["elicitationId"], id.as_str());
+    assert_ne!(their_request["params"]["url"], url.as_str());
+    answer(&other, &their_request, json!({ "action": "decline" })).await;
 
     // The first call is given up; the user completes the page later.
     let r = c.send(&json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 1 } })).await;
@@ -617,7 +624,9 @@ async fn a_stateless_call_gets_its_secret_through_input_required() {
     let retry = json!({ "requestState": result["requestState"], "inputResponses": { key.clone(): { "action": "accept" } } });
 
     // The user has not used the page yet. 2026-07-28 has no -32042: a new call of the tool is
-    // asked for the same elicitation again (the same page), not refused.
+    // asked for an elicitation, not refused. The tenant is open (no user to bind it to): the
+    // elicitation is bound to the call that asked, so another call (perhaps another client)
+    // gets a page of its own, never this one's or its secret.
     let (status, again) = modern_call(&app, "acme", 2, json!({})).await;
     assert_eq!(status, 200);
     assert_eq!(again["result"]["resultType"], "input_required", "{again}");
@@ -627,7 +636,7 @@ async fn a_stateless_call_gets_its_secret_through_input_required() {
         .values()
         .collect();
     assert_eq!(asked.len(), 1, "{again}");
-    assert_eq!(asked[0]["params"]["url"], url.as_str());
+    assert_ne!(asked[0]["params"]["url"], url.as_str());
 
     // The retry waits for the page (the revision's URL flow), then completes with the secret,
     // handed to the endpoint once.

@@ -8,7 +8,7 @@ use mcp_harbor::store::{
     AdminStore, CatalogEntry, CatalogKind, CatalogStore, ElicitationRecord, ElicitationStatus,
     ElicitationStore, GrantRecord, OAuthClient, OAuthSettings, OAuthStore, Redeemed, RoundRecord,
     RoundStore, SigningKeyRecord, SqlStore, StoreError, TenantAuth, TenantLimits, TenantRecord,
-    TenantStatus, TenantStore, UserRecord,
+    TenantStatus, TenantStore, UserRecord, WantedSecret,
 };
 use serde_json::json;
 
@@ -308,9 +308,16 @@ async fn elicitation_contract(store: &SqlStore) {
         .is_empty());
 
     // Finding the pending one of a principal (an open tenant's have none), not expired.
-    let find = |principal, status, now| {
-        store.find_elicitation("acme", principal, "deploy", "api_key", status, now)
+    let find_in = |principal, session, status, now| async move {
+        let wanted = WantedSecret {
+            principal,
+            session,
+            tool: "deploy",
+            name: "api_key",
+        };
+        store.find_elicitation("acme", &wanted, status, now).await
     };
+    let find = |principal, status, now| find_in(principal, Some("s1"), status, now);
     let found = find(alice, ElicitationStatus::Pending, 20).await.unwrap();
     assert_eq!(found.map(|e| e.id).as_deref(), Some("e1"));
     let found = find(None, ElicitationStatus::Pending, 20).await.unwrap();
@@ -319,6 +326,18 @@ async fn elicitation_contract(store: &SqlStore) {
         .await
         .unwrap()
         .is_none());
+    // Without a principal, bound to the session that asked: not another session's, not a
+    // stateless request's (no session); a principal's are theirs in any session.
+    for session in [Some("s2"), None] {
+        let other = find_in(None, session, ElicitationStatus::Pending, 20)
+            .await
+            .unwrap();
+        assert!(other.is_none(), "{session:?}: {other:?}");
+    }
+    let elsewhere = find_in(alice, Some("s2"), ElicitationStatus::Pending, 20)
+        .await
+        .unwrap();
+    assert_eq!(elsewhere.map(|e| e.id).as_deref(), Some("e1"));
 
     // Completing: only when pending and unexpired; once.
     assert!(!store

@@ -21,7 +21,7 @@ use crate::auth::seal::purpose::elicitation_secret as purpose;
 use crate::auth::{AuthService, SealError};
 use crate::store::{
     now_millis, ElicitationRecord, ElicitationStatus, ElicitationStore, LoginMethod, SqlStore,
-    StoreError, TenantAuth, TenantStore,
+    StoreError, TenantAuth, TenantStore, WantedSecret,
 };
 
 /// How long finished elicitations stay listed (without their secret) before the sweep deletes
@@ -319,15 +319,14 @@ impl TenantElicitations {
         let binding = binding.as_deref();
         let store = &self.service.store;
         let now = now_millis();
+        let wanted = WantedSecret {
+            principal: binding,
+            session: request.session,
+            tool: request.tool,
+            name: request.name,
+        };
         if let Some(done) = store
-            .find_elicitation(
-                &self.tenant,
-                binding,
-                request.tool,
-                request.name,
-                ElicitationStatus::Completed,
-                now,
-            )
+            .find_elicitation(&self.tenant, &wanted, ElicitationStatus::Completed, now)
             .await?
         {
             if let Some(secret) = self.service.take_secret(&self.tenant, &done.id).await? {
@@ -338,14 +337,7 @@ impl TenantElicitations {
             }
         }
         if let Some(pending) = store
-            .find_elicitation(
-                &self.tenant,
-                binding,
-                request.tool,
-                request.name,
-                ElicitationStatus::Pending,
-                now,
-            )
+            .find_elicitation(&self.tenant, &wanted, ElicitationStatus::Pending, now)
             .await?
         {
             return Ok(Prepared::Pending {

@@ -7,7 +7,7 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use super::sql::{inserted, SqlStore};
-use super::{ElicitationRecord, ElicitationStatus, ElicitationStore, StoreError};
+use super::{ElicitationRecord, ElicitationStatus, ElicitationStore, StoreError, WantedSecret};
 
 macro_rules! columns {
     () => {
@@ -108,27 +108,28 @@ impl ElicitationStore for SqlStore {
     async fn find_elicitation(
         &self,
         tenant: &str,
-        principal: Option<&str>,
-        tool: &str,
-        name: &str,
+        wanted: &WantedSecret<'_>,
         status: ElicitationStatus,
         now: i64,
     ) -> Result<Option<ElicitationRecord>, StoreError> {
-        // An open tenant's elicitations have no principal: they match each other only.
+        // An open tenant's elicitations have no principal: bound to the session that asked
+        // instead (a client of another session never gets its page or its secret).
         let row = sqlx::query(concat!(
             "SELECT ",
             columns!(),
             " FROM elicitations WHERE tenant = $1 AND tool = $2 AND name = $3 AND status = $4 \
              AND COALESCE(principal, '') = $5 AND expires_at > $6 \
+             AND ($5 <> '' OR COALESCE(session, '') = $7) \
              AND ($4 <> 'completed' OR secret_sealed IS NOT NULL) \
              ORDER BY created_at DESC, id LIMIT 1"
         ))
         .bind(tenant)
-        .bind(tool)
-        .bind(name)
+        .bind(wanted.tool)
+        .bind(wanted.name)
         .bind(status.as_str())
-        .bind(principal.unwrap_or(""))
+        .bind(wanted.principal.unwrap_or(""))
         .bind(now)
+        .bind(wanted.session.unwrap_or(""))
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(record_from_row).transpose()

@@ -635,6 +635,16 @@ impl std::fmt::Debug for ElicitationRecord {
     }
 }
 
+/// Whose elicitation for which secret: `principal`'s for (`tool`, `name`); without a principal
+/// (an open tenant, no user to bind to), only one asked for in `session`.
+#[derive(Debug, Clone, Copy)]
+pub struct WantedSecret<'a> {
+    pub principal: Option<&'a str>,
+    pub session: Option<&'a str>,
+    pub tool: &'a str,
+    pub name: &'a str,
+}
+
 /// URL-mode elicitations of every tenant.
 #[allow(async_fn_in_trait)]
 pub trait ElicitationStore {
@@ -656,14 +666,12 @@ pub trait ElicitationStore {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<ElicitationRecord>, StoreError>;
-    /// The newest unexpired elicitation of `principal` for (`tool`, `name`) in `status`
-    /// (`completed`: only one whose secret was not delivered yet).
+    /// The newest unexpired elicitation of `wanted` in `status` (`completed`: only one whose
+    /// secret was not delivered yet).
     async fn find_elicitation(
         &self,
         tenant: &str,
-        principal: Option<&str>,
-        tool: &str,
-        name: &str,
+        wanted: &WantedSecret<'_>,
         status: ElicitationStatus,
         now: i64,
     ) -> Result<Option<ElicitationRecord>, StoreError>;
