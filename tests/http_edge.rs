@@ -48,6 +48,31 @@ async fn invalid_jsonrpc_is_400_invalid_request() {
     }
 }
 
+/// A client that cannot read a request of the server answers with an error response without an
+/// id (or JSON-RPC's `"id": null`): a valid message (2025-11-25 schema: `JSONRPCErrorResponse.id`
+/// is optional), accepted with 202 like any response. A result still needs its id.
+#[actix_rt::test]
+async fn an_error_response_without_an_id_is_accepted() {
+    let app = spawn_app().await;
+    let c = app.open_session("demo", "2025-11-25", json!({})).await;
+    let error = json!({ "code": -32700, "message": "Parse error" });
+    for body in [
+        json!({ "jsonrpc": "2.0", "error": error }),
+        json!({ "jsonrpc": "2.0", "id": null, "error": error }),
+    ] {
+        let resp = c.send(&body).await;
+        assert_eq!(resp.status(), 202, "for {body}");
+        assert!(resp.text().await.unwrap().is_empty());
+    }
+    let (status, error) = error_of(c.send(&json!({ "jsonrpc": "2.0", "result": {} })).await).await;
+    assert_eq!((status, error["code"].as_i64()), (400, Some(-32600)));
+    // The session goes on.
+    let resp = c
+        .send(&json!({ "jsonrpc": "2.0", "id": 2, "method": "ping" }))
+        .await;
+    assert_eq!(resp.status(), 200);
+}
+
 #[actix_rt::test]
 async fn wrong_accept_is_406() {
     let app = spawn_app().await;

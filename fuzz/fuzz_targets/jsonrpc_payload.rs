@@ -50,10 +50,23 @@ fn encode(m: &Message) -> Value {
                 out.insert("params".into(), p);
             }
         }
-        Message::Response(r) => {
-            return serde_json::from_slice(&encode_response(&r.id, &r.outcome))
-                .expect("encode_response writes JSON");
-        }
+        Message::Response(r) => match &r.id {
+            Some(id) => {
+                return serde_json::from_slice(&encode_response(id, &r.outcome))
+                    .expect("encode_response writes JSON");
+            }
+            // An error response whose sender could not read the request's id.
+            None => {
+                let error = r
+                    .outcome
+                    .as_ref()
+                    .expect_err("only errors go without an id");
+                out.insert(
+                    "error".into(),
+                    serde_json::to_value(error).expect("an error serialises"),
+                );
+            }
+        },
     }
     Value::Object(out)
 }

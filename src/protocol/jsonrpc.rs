@@ -164,7 +164,8 @@ pub struct Notification {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Response {
-    pub id: RequestId,
+    /// `None`: an error response whose sender could not read the request's id.
+    pub id: Option<RequestId>,
     pub outcome: Result<Value, RpcError>,
 }
 
@@ -294,6 +295,20 @@ fn classify_parts(
             ))
         }
     };
+    // An error response may have no id (or JSON-RPC's `null`): its sender could not read the
+    // id of the request it answers (2025-11-25 schema: `JSONRPCErrorResponse.id` is optional).
+    if members.method.is_none()
+        && members.result.is_none()
+        && matches!(members.error, Some(Value::Object(_)))
+        && matches!(members.id, None | Some(Value::Null))
+    {
+        return Ok(Message::Response(Response {
+            id: None,
+            outcome: Err(RpcError::from_value(
+                members.error.as_ref().unwrap_or(&Value::Null),
+            )),
+        }));
+    }
     let id = match &members.id {
         None => None,
         Some(raw) => Some(RequestId::from_value(raw).ok_or_else(|| {
@@ -325,11 +340,11 @@ fn classify_parts(
     })?;
     match (members.result, &members.error) {
         (Some(result), None) => Ok(Message::Response(Response {
-            id,
+            id: Some(id),
             outcome: Ok(result),
         })),
         (None, Some(error)) if error.is_object() => Ok(Message::Response(Response {
-            id,
+            id: Some(id),
             outcome: Err(RpcError::from_value(error)),
         })),
         _ => Err(RpcError::invalid_request(
@@ -490,6 +505,31 @@ mod tests {
                 assert_eq!(req.id, RequestId::String("éé".into()))
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_error_response_may_go_without_an_id() {
+        for body in [
+            &br#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"}}"#[..],
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#,
+        ] {
+            match parse_payload(body).unwrap() {
+                Payload::Single(Message::Response(Response { id: None, outcome })) => {
+                    assert_eq!(outcome.unwrap_err().code, PARSE_ERROR)
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Not a result, not a request or notification with a null id, not an error that is not
+        // an object.
+        for body in [
+            &br#"{"jsonrpc":"2.0","result":{}}"#[..],
+            br#"{"jsonrpc":"2.0","id":null,"result":{}}"#,
+            br#"{"jsonrpc":"2.0","error":"x"}"#,
+            br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+        ] {
+            assert_eq!(parse_payload(body).unwrap_err().code, INVALID_REQUEST);
         }
     }
 

@@ -1194,13 +1194,19 @@ impl Session {
     }
 
     fn on_response(&mut self, r: Response) {
-        match self.pending.remove(&r.id) {
+        let Some(id) = r.id else {
+            // Nothing to match it to: which request it answers is what its sender could not read.
+            tracing::debug!(session = %self.id, error = ?r.outcome.err(),
+                "error response without an id (the client could not read a request)");
+            return;
+        };
+        match self.pending.remove(&id) {
             Some(p) => {
                 self.dirty = true;
                 let _ = p.reply.send(r.outcome);
             }
             None => {
-                tracing::debug!(session = %self.id, id = %r.id, "response to no pending request")
+                tracing::debug!(session = %self.id, id = %id, "response to no pending request")
             }
         }
     }
