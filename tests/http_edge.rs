@@ -210,6 +210,28 @@ async fn bad_origin_or_host_is_403() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200, "a loopback origin is allowed");
+    // A present, invalid Origin is 403 whatever else is wrong with the request (an unknown
+    // tenant, a method the endpoint does not take); without it those are 404 and 405.
+    for origin in [Some("http://evil.example.com"), None] {
+        let with_origin = |r: reqwest::RequestBuilder| match origin {
+            Some(o) => r.header("origin", o),
+            None => r,
+        };
+        let unknown = with_origin(app.post("nosuch", None, &init))
+            .send()
+            .await
+            .unwrap();
+        let put = with_origin(app.http.put(app.mcp_url("demo")))
+            .send()
+            .await
+            .unwrap();
+        let want = if origin.is_some() {
+            (403, 403)
+        } else {
+            (404, 405)
+        };
+        assert_eq!((unknown.status().as_u16(), put.status().as_u16()), want);
+    }
 }
 
 #[actix_rt::test]
@@ -564,9 +586,13 @@ async fn browsers_at_admitted_origins_get_cors_grants_and_others_do_not() {
         assert_eq!(resp.status(), 403, "{tenant} {origin}");
         assert_eq!(header(&resp, "access-control-allow-origin"), None);
     }
+    // An unknown tenant allows no origin of its own: 403 (a present, invalid Origin), and 404
+    // without one.
     let resp = options("nobody", "mcp", Some("https://app.example"))
         .await
         .unwrap();
+    assert_eq!(resp.status(), 403);
+    let resp = options("nobody", "mcp", None).await.unwrap();
     assert_eq!(resp.status(), 404);
 
     // The protected tenant's 401: the page can read the challenge and start authorization.

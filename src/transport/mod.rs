@@ -268,6 +268,9 @@ pub fn configure(cfg: &mut web::ServiceConfig, replica_id: &str) {
 }
 
 async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
+    if let Some(refused) = refused_edge(&req, live_tenant(&req).as_ref()) {
+        return refused.error_response();
+    }
     // Only an endpoint's path is routed here.
     let allow = routes::endpoint_of(req.match_info().as_str())
         .map_or("POST", |(_, endpoint)| endpoint.methods());
@@ -421,9 +424,25 @@ async fn admitted_tenant(
                 "Service Unavailable: the tenant store is unreachable; retry shortly",
             )
         })?
-        .ok_or_else(|| HttpError::not_found(format!("Unknown tenant: {slug}")))?;
+        .ok_or_else(|| unknown_tenant(req, slug))?;
     admit_host_and_origin(req, &tenant)?;
     Ok((tenant, directory, slug))
+}
+
+/// 404 for a tenant nobody serves, but 403 first for a refused Host or Origin (checked against
+/// the server's own allowances): a present, invalid Origin is 403 whatever else is wrong
+/// (streamable-http.mdx MUST).
+fn unknown_tenant(req: &HttpRequest, slug: &str) -> HttpError {
+    refused_edge(req, None)
+        .unwrap_or_else(|| HttpError::not_found(format!("Unknown tenant: {slug}")))
+}
+
+/// The 403 a request gets for its Host or Origin (`tenant`: whose origins it may come from).
+fn refused_edge(req: &HttpRequest, tenant: Option<&TenantHandle>) -> Option<HttpError> {
+    let edge = app_data::<EdgePolicy>(req).ok()?;
+    let open = TenantPolicy::default();
+    let policy = tenant.map_or(&open, |t| &*t.policy);
+    edge.check_host_and_origin(req, policy).err()
 }
 
 /// The request's Host and Origin admitted for this tenant (403 otherwise); an admitted origin is
