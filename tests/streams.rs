@@ -283,6 +283,42 @@ async fn resumption_replays_only_that_streams_later_events() {
     assert_eq!(resp.status(), 400, "an unknown stream cannot be resumed");
 }
 
+/// A resume the server refuses (an id the stream never sent) leaves the stream's own connection
+/// alone: it goes on receiving the stream's messages.
+#[actix_rt::test]
+async fn a_refused_resume_leaves_the_live_stream_alone() {
+    let app = spawn_app().await;
+    let mut watcher = app.open_session("demo", "2025-11-25", json!({})).await;
+    watcher
+        .result("resources/subscribe", json!({ "uri": "demo://note" }))
+        .await;
+    let mut stream = SseReader::new(watcher.get_stream(None).await);
+    let priming = stream
+        .next_event(Duration::from_secs(5))
+        .await
+        .expect("the priming event");
+    let id = priming.id.expect("the priming event has an id");
+    let (stream_id, _) = id.split_once('-').expect("{stream}-{seq}");
+    let resp = watcher.get_stream(Some(&format!("{stream_id}-999"))).await;
+    assert_eq!(resp.status(), 400, "an id the stream never sent");
+
+    let mut writer = app.open_session("demo", "2025-11-25", json!({})).await;
+    writer
+        .result(
+            "tools/call",
+            json!({ "name": "set_note", "arguments": { "text": "still here" } }),
+        )
+        .await;
+    let event = stream
+        .next_event(Duration::from_secs(5))
+        .await
+        .expect("the live stream still gets its messages");
+    assert_eq!(
+        event.json().unwrap()["method"],
+        "notifications/resources/updated"
+    );
+}
+
 #[actix_rt::test]
 async fn subscribed_sessions_hear_about_resource_updates_on_the_standalone_stream() {
     let app = spawn_app().await;

@@ -1437,10 +1437,13 @@ impl Session {
     /// not know `last`.
     pub fn resume(&mut self, last: EventId) -> StreamReceiver {
         let (tx, rx) = stream_channel(self.settings.stream_buffer_bytes);
+        // A live stream moves to the resuming connection, unless the id is one the stream never
+        // sent: that resume is refused (400), and the stream's own connection goes on.
         let live = self
             .streams
             .values_mut()
-            .find(|s| s.log_id == Some(last.stream));
+            .find(|s| s.log_id == Some(last.stream))
+            .filter(|s| last.seq <= s.seq);
         let upto = match live {
             Some(stream) => {
                 stream.outlet = Outlet::Open(tx.clone());
