@@ -65,9 +65,7 @@ impl ModernSettings {
             .unwrap_or_else(|_| serde_json::value::RawValue::NULL.to_owned())
         })
     }
-}
 
-impl ModernSettings {
     fn result_tail(&self) -> &[u8] {
         self.result_tail.get_or_init(|| {
             format!(

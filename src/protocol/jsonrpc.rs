@@ -297,16 +297,15 @@ fn classify_parts(
     };
     // An error response may have no id (or JSON-RPC's `null`): its sender could not read the
     // id of the request it answers (2025-11-25 schema: `JSONRPCErrorResponse.id` is optional).
-    if members.method.is_none()
-        && members.result.is_none()
-        && matches!(members.error, Some(Value::Object(_)))
-        && matches!(members.id, None | Some(Value::Null))
-    {
+    if let (None, None, Some(error @ Value::Object(_)), None | Some(Value::Null)) = (
+        &members.method,
+        &members.result,
+        &members.error,
+        &members.id,
+    ) {
         return Ok(Message::Response(Response {
             id: None,
-            outcome: Err(RpcError::from_value(
-                members.error.as_ref().unwrap_or(&Value::Null),
-            )),
+            outcome: Err(RpcError::from_value(error)),
         }));
     }
     let id = match &members.id {
