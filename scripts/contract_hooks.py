@@ -55,6 +55,13 @@ def map_case(context, case):
         for message in body.get("messages") or []:
             if isinstance(message, dict) and isinstance(message.get("text"), str):
                 message["text"] = _without_braces(message["text"])
+    if path.startswith("/tenants/{slug}/tools"):
+        # The schemas must compile as JSON Schemas: a generated property schema may not (its
+        # keywords hold any values), so each is the empty schema (any value).
+        for field in ("input_schema", "output_schema"):
+            schema = body.get(field)
+            if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
+                schema["properties"] = {name: {} for name in schema["properties"]}
     if path.startswith("/tenants/{slug}/resource-templates"):
         # The resolver's `{placeholder}`s must be variables of the URI template.
         resolver = body.get("resolver")

@@ -255,6 +255,37 @@ async fn validation_errors_name_the_field() {
             json!({ "name": "t", "description": "d" }),
             "webhook",
         ),
+        // What MCP's Tool allows: a schema object per property, boolean hints, a string title.
+        (
+            Method::POST,
+            "/tenants/acme/tools",
+            json!({ "name": "t", "description": "d", "input_schema": { "type": "object", "properties": { "x": true } }, "webhook": { "url": "https://x.example/h" } }),
+            "input_schema.properties.x",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/tools",
+            json!({ "name": "t", "description": "d", "output_schema": { "type": "object", "properties": { "x": false } }, "webhook": { "url": "https://x.example/h" } }),
+            "output_schema.properties.x",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/tools",
+            json!({ "name": "t", "description": "d", "annotations": { "readOnlyHint": "yes" }, "webhook": { "url": "https://x.example/h" } }),
+            "annotations.readOnlyHint",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/tools",
+            json!({ "name": "t", "description": "d", "annotations": { "title": 7 }, "webhook": { "url": "https://x.example/h" } }),
+            "annotations.title",
+        ),
+        (
+            Method::POST,
+            "/tenants",
+            json!({ "slug": "twice", "catalogs": ["demo", "demo"] }),
+            "catalogs",
+        ),
         (
             Method::POST,
             "/tenants/acme/tools",

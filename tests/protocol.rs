@@ -123,6 +123,15 @@ async fn tool_errors_are_results_and_structured_output_is_returned() {
         .await;
     assert_eq!(r["structuredContent"]["sum"], 6.5);
     assert_eq!(r["structuredContent"]["count"], 3);
+    // A sum too large for a number is the tool's error, not `"sum": null` against its schema.
+    let r = c
+        .result(
+            "tools/call",
+            json!({ "name": "add", "arguments": { "numbers": [1e308, 1e308] } }),
+        )
+        .await;
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(r.get("structuredContent").is_none(), "{r}");
     let tools = c.result("tools/list", json!({})).await;
     let add = tools["tools"]
         .as_array()

@@ -5,7 +5,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 
 use super::{ready, str_arg, with_argument_errors, CallFuture, Catalog, RequestContext};
-use crate::protocol::mcp::{text_content, tool_text};
+use crate::protocol::mcp::{text_content, tool_error, tool_text};
 use crate::protocol::RpcError;
 
 pub const NOTE_URI: &str = "demo://note";
@@ -67,8 +67,14 @@ impl Catalog for DemoCatalog {
                 Some(items) => match items.iter().map(Value::as_f64).collect::<Option<Vec<f64>>>() {
                     Some(numbers) => {
                         let sum: f64 = numbers.iter().sum();
-                        let structured = json!({ "sum": sum, "count": numbers.len() });
-                        Ok(json!({ "content": [text_content(structured.to_string())], "structuredContent": structured, "isError": false }))
+                        // An overflow is no number: JSON would carry it as null, which the
+                        // output schema (`sum`: a number) does not allow.
+                        if sum.is_finite() {
+                            let structured = json!({ "sum": sum, "count": numbers.len() });
+                            Ok(json!({ "content": [text_content(structured.to_string())], "structuredContent": structured, "isError": false }))
+                        } else {
+                            Ok(tool_error("the sum is too large for a number"))
+                        }
                     }
                     None => Err(RpcError::invalid_params("numbers must all be numbers")),
                 },

@@ -159,7 +159,11 @@ impl TenantCatalog {
     /// The built-in catalogs of these names (`reference`, `demo`).
     pub fn builtin(names: &[String]) -> Result<Vec<Arc<dyn Catalog>>, String> {
         let mut catalogs: Vec<Arc<dyn Catalog>> = Vec::new();
-        for name in names {
+        for (i, name) in names.iter().enumerate() {
+            // Twice would serve every entry twice (tool names and resource URIs are unique).
+            if names[..i].contains(name) {
+                return Err(format!("built-in catalog {name:?} is named more than once"));
+            }
             catalogs.push(match name.as_str() {
                 "reference" => Arc::new(reference::ReferenceCatalog),
                 "demo" => Arc::new(demo::DemoCatalog::default()),
