@@ -39,13 +39,27 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
 }
 
 fn is_public_v6(ip: Ipv6Addr) -> bool {
-    let first = ip.segments()[0];
+    let seg = ip.segments();
+    let first = seg[0];
+    // Forms that carry an IPv4 address a gateway delivers to: public only if it is.
+    let v4 = |hi: u16, lo: u16| Ipv4Addr::from(((hi as u32) << 16) | lo as u32);
+    if seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        return is_public_v4(v4(seg[6], seg[7])); // NAT64, well-known prefix (64:ff9b::/96)
+    }
+    if first == 0x2002 {
+        return is_public_v4(v4(seg[1], seg[2])); // 6to4 (2002::/16)
+    }
+    if seg[..6] == [0; 6] && !ip.is_loopback() && !ip.is_unspecified() {
+        return is_public_v4(v4(seg[6], seg[7])); // IPv4-compatible (::a.b.c.d, deprecated)
+    }
     !(ip.is_loopback()
         || ip.is_unspecified()
         || ip.is_multicast()
+        || (first == 0x64 && seg[1] == 0xff9b && seg[2] == 1) // local-use NAT64 (64:ff9b:1::/48)
         || (first & 0xfe00) == 0xfc00 // unique local
         || (first & 0xffc0) == 0xfe80 // link local
-        || first == 0x2001 && ip.segments()[1] == 0x0db8) // documentation
+        || (first & 0xffc0) == 0xfec0 // site local (deprecated, still routed by some)
+        || first == 0x2001 && seg[1] == 0x0db8) // documentation
 }
 
 /// Refuses URLs that name a non-public address or `localhost` outright (IP literals never reach
@@ -93,6 +107,9 @@ pub fn public_http_client() -> Result<reqwest::Client, reqwest::Error> {
         .connect_timeout(Duration::from_secs(10))
         .user_agent(concat!("mcp-harbor/", env!("CARGO_PKG_VERSION")))
         .dns_resolver(Arc::new(PublicOnlyResolver))
+        // A proxy from the environment (HTTPS_PROXY, ALL_PROXY) would resolve the name itself,
+        // past the resolver above.
+        .no_proxy()
         .build()
 }
 
@@ -165,12 +182,43 @@ mod tests {
             "fd00::1",
             "fe80::1",
             "::ffff:10.0.0.1",
+            // IPv6 forms a gateway turns into the IPv4 address they carry.
+            "64:ff9b::a00:5",
+            "64:ff9b::7f00:1",
+            "2002:a00:5::1",
+            "2002:a9fe:a9fe::",
+            "::10.0.0.5",
+            "64:ff9b:1::1",
+            "fec0::1",
         ] {
             assert!(!is_public_ip(private.parse().unwrap()), "{private}");
         }
-        for public in ["1.1.1.1", "93.184.216.34", "2606:4700:4700::1111"] {
+        for public in [
+            "1.1.1.1",
+            "93.184.216.34",
+            "2606:4700:4700::1111",
+            "64:ff9b::101:101",
+            "2002:101:101::1",
+        ] {
             assert!(is_public_ip(public.parse().unwrap()), "{public}");
         }
+    }
+
+    /// A proxy from the environment is not used: it would resolve names past the public-only
+    /// resolver (a private name would be reachable through it).
+    #[tokio::test]
+    async fn the_public_client_ignores_proxies_from_the_environment() {
+        let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", proxy.local_addr().unwrap());
+        // nextest runs each test in a process of its own: the variables reach no other test.
+        for var in ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"] {
+            std::env::set_var(var, &url);
+        }
+        let client = public_http_client().unwrap();
+        let sent = client.get("https://localhost/").send().await;
+        assert!(sent.is_err(), "localhost resolves to no public address");
+        let accepted = tokio::time::timeout(Duration::from_millis(200), proxy.accept()).await;
+        assert!(accepted.is_err(), "the request went to the proxy");
     }
 
     #[test]
