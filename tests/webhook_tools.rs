@@ -79,6 +79,9 @@ async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>
             json!({ "content": [{ "type": "resource_link", "uri": "file:///report.pdf", "name": "report.pdf" }] })
         }
         "/video" => json!({ "content": [{ "type": "video", "data": "AA==" }] }),
+        "/partial" => {
+            json!({ "content": [{ "type": "text", "text": "ok" }, { "type": "image", "data": 5 }] })
+        }
         "/broken" => return HttpResponse::InternalServerError().body("database down"),
         "/garbage" => {
             return HttpResponse::Ok()
@@ -180,6 +183,11 @@ async fn webhook_tools_answer_over_mcp() {
         ("garbage", "/garbage", "JSON"),
         ("slow", "/slow", "timed out"),
         ("video", "/video", "a `type` MCP defines"),
+        (
+            "partial",
+            "/partial",
+            "(index 1) without string `data` and `mimeType`",
+        ),
     ] {
         publish(&app, "acme", name, format!("{base}{path}"), 300).await;
         let r = c

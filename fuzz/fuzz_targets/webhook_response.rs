@@ -7,8 +7,9 @@
 //!
 //! Invariants:
 //! - acceptance is exactly the documented rule: `content` an array of objects whose `type` is
-//!   one MCP defines (text, image, audio, resource, resource_link; or `content` absent/null
-//!   when `structuredContent` is present), `structuredContent` an object
+//!   one MCP defines (text, image, audio, resource, resource_link) with the string fields that
+//!   type requires (or `content` absent/null when `structuredContent` is present),
+//!   `structuredContent` an object
 //!   or absent/null, `isError` a boolean or absent/null;
 //! - the result holds only `content`, `isError` (always, a boolean), `structuredContent` (the
 //!   endpoint's, unchanged) and `_meta` (the endpoint's, when an object);
@@ -29,6 +30,21 @@ fn known(kind: &str) -> bool {
     )
 }
 
+/// A block of a known type with the string fields MCP's schema requires of it.
+fn complete(b: &Map<String, Value>) -> bool {
+    let has = |o: &Map<String, Value>, k: &str| matches!(o.get(k), Some(Value::String(_)));
+    match b.get("type").and_then(Value::as_str) {
+        Some("text") => has(b, "text"),
+        Some("image" | "audio") => has(b, "data") && has(b, "mimeType"),
+        Some("resource_link") => has(b, "uri") && has(b, "name"),
+        Some("resource") => match b.get("resource") {
+            Some(Value::Object(r)) => has(r, "uri") && (has(r, "text") || has(r, "blob")),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
 fn expected_ok(o: &Map<String, Value>) -> bool {
     let structured = match o.get("structuredContent") {
         None | Some(Value::Null) => None,
@@ -37,8 +53,9 @@ fn expected_ok(o: &Map<String, Value>) -> bool {
     };
     let content_ok = match o.get("content") {
         Some(Value::Array(items)) => items.iter().all(|i| {
-            i.as_object()
-                .is_some_and(|b| b.get("type").and_then(Value::as_str).is_some_and(known))
+            i.as_object().is_some_and(|b| {
+                b.get("type").and_then(Value::as_str).is_some_and(known) && complete(b)
+            })
         }),
         None | Some(Value::Null) => structured.is_some(),
         Some(_) => false,

@@ -635,6 +635,28 @@ fn parse_answer(answer: &Value) -> Result<Answer, String> {
     ))
 }
 
+/// What a content block of a known type lacks of the fields its type requires (MCP schema:
+/// `TextContent.text`, `ImageContent`/`AudioContent` `data` and `mimeType`, `ResourceLink`
+/// `uri` and `name`, `EmbeddedResource.resource` with a `uri` and its `text` or `blob`), all
+/// strings; `None` when it has them.
+fn block_lacks(block: &Value) -> Option<&'static str> {
+    let string = |v: &Value, key: &str| v.get(key).is_some_and(Value::is_string);
+    match block.get("type").and_then(Value::as_str)? {
+        "text" if !string(block, "text") => Some("a string `text`"),
+        "image" | "audio" if !(string(block, "data") && string(block, "mimeType")) => {
+            Some("string `data` and `mimeType`")
+        }
+        "resource_link" if !(string(block, "uri") && string(block, "name")) => {
+            Some("string `uri` and `name`")
+        }
+        "resource" => match block.get("resource") {
+            Some(r) if string(r, "uri") && (string(r, "text") || string(r, "blob")) => None,
+            _ => Some("a `resource` with a string `uri` and a string `text` or `blob`"),
+        },
+        _ => None,
+    }
+}
+
 /// The `CallToolResult` passed on to the client: only `content`, `structuredContent`, `isError`
 /// and `_meta`. Public for the fuzz targets (`fuzz/fuzz_targets/webhook_response.rs`).
 pub fn tool_result(object: &Map<String, Value>) -> Result<Value, String> {
@@ -659,6 +681,15 @@ pub fn tool_result(object: &Map<String, Value>) -> Result<Value, String> {
                     "its endpoint returned a content block (index {i}) that is not an object \
                      with a `type` MCP defines ({})",
                     CONTENT_TYPES.join(", ")
+                ));
+            }
+            if let Some((i, missing)) = items
+                .iter()
+                .enumerate()
+                .find_map(|(i, item)| block_lacks(item).map(|m| (i, m)))
+            {
+                return Err(format!(
+                    "its endpoint returned a content block (index {i}) without {missing}"
                 ));
             }
             Value::Array(items.clone())
