@@ -177,6 +177,21 @@ async fn webhook_tools_answer_over_mcp() {
         "{text}"
     );
     assert_eq!(endpoint.calls.load(Ordering::SeqCst), calls, "not sent");
+    // Before 2025-11-25 invalid arguments are a protocol error (Invalid Params), as for the
+    // built-in tools.
+    let mut older = app.open_session("acme", "2025-06-18", json!({})).await;
+    let (answer, _) = older
+        .call(
+            "tools/call",
+            json!({ "name": "echo_hook", "arguments": { "text": 5 } }),
+        )
+        .await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(answer["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("/text"));
+    assert_eq!(endpoint.calls.load(Ordering::SeqCst), calls, "not sent");
 
     for (name, path, expect) in [
         ("broken", "/broken", "500"),

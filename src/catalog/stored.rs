@@ -452,24 +452,27 @@ fn webhook_call<'a>(
     live: &'a LiveTool,
     arguments: Map<String, Value>,
     ctx: &RequestContext,
-) -> Result<(&'a WebhookTarget, WebhookCall), Value> {
+) -> Result<(&'a WebhookTarget, WebhookCall), Result<Value, RpcError>> {
     let tool = &live.def;
     // Checked here, before anything goes to the endpoint (tool inputs are validated by the
-    // server): a mismatch is a tool execution error the model can correct.
-    let arguments = live.check_arguments(arguments)?;
+    // server): a mismatch is, as for built-in tools, a tool execution error the model can
+    // correct from 2025-11-25 on, Invalid Params before.
+    let arguments = live
+        .check_arguments(arguments)
+        .map_err(|refused| super::with_argument_errors(ctx.version, refused))?;
     let target = live.target.as_ref().map_err(|why| {
-        crate::protocol::mcp::tool_error(format!(
+        Ok(crate::protocol::mcp::tool_error(format!(
             "The `{}` tool failed: its signing secret cannot be opened ({why}); the operator must \
              configure the sealing key it was sealed with, or the tenant publish the tool again",
             tool.name
-        ))
+        )))
     })?;
     if !runtime.allow_private {
         if let Err(e) = crate::egress::check_public_url(&tool.webhook.url) {
-            return Err(crate::protocol::mcp::tool_error(format!(
+            return Err(Ok(crate::protocol::mcp::tool_error(format!(
                 "The `{}` tool failed: its endpoint is not allowed ({e})",
                 tool.name
-            )));
+            ))));
         }
     }
     let call = WebhookCall {
@@ -505,15 +508,18 @@ impl LiveTool {
         LiveTool { def, target, input }
     }
 
-    /// The arguments of a call when they match the tool's `inputSchema`; else the tool error
-    /// saying where they do not (or that the schema does not compile: no call goes out
-    /// unchecked).
-    fn check_arguments(&self, arguments: Map<String, Value>) -> Result<Map<String, Value>, Value> {
+    /// The arguments of a call when they match the tool's `inputSchema`; else Invalid Params
+    /// saying where they do not (see `with_argument_errors`), or the tool error that the schema
+    /// does not compile (no call goes out unchecked).
+    fn check_arguments(
+        &self,
+        arguments: Map<String, Value>,
+    ) -> Result<Map<String, Value>, Result<Value, RpcError>> {
         let name = &self.def.name;
         let validator = self.input.as_ref().map_err(|e| {
-            crate::protocol::mcp::tool_error(format!(
+            Ok(crate::protocol::mcp::tool_error(format!(
                 "The `{name}` tool failed: its inputSchema is not a valid JSON Schema ({e})"
-            ))
+            )))
         })?;
         let arguments = Value::Object(arguments);
         let errors: Vec<String> = validator
@@ -532,10 +538,10 @@ impl LiveTool {
             } else {
                 ""
             };
-            return Err(crate::protocol::mcp::tool_error(format!(
+            return Err(Err(RpcError::invalid_params(format!(
                 "Invalid arguments for the `{name}` tool: {}{more}",
                 errors[..errors.len().min(INPUT_ERRORS_SHOWN)].join("; ")
-            )));
+            ))));
         }
         // Handed on as they came (wrapped only to be validated).
         match arguments {
@@ -651,7 +657,7 @@ impl Catalog for StoredCatalog {
         Some(Box::pin(async move {
             let (target, call) = match webhook_call(&runtime, &tool, arguments, &ctx) {
                 Ok(call) => call,
-                Err(refused) => return Ok(refused),
+                Err(refused) => return refused,
             };
             let journal = PendingCall::new(&runtime, &tool.def.name, &ctx);
             let journal = journal.as_ref().map(|j| j as &dyn webhook::RoundJournal);
@@ -708,7 +714,7 @@ impl Catalog for StoredCatalog {
                 "webhook call goes on from its recorded round after a failover");
             let (target, call) = match webhook_call(&runtime, &tool, arguments, &ctx) {
                 Ok(call) => call,
-                Err(refused) => return Ok(refused),
+                Err(refused) => return refused,
             };
             let journal = &journal as &dyn webhook::RoundJournal;
             let ctx = runtime.with_elicitations(ctx);
