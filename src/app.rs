@@ -262,6 +262,13 @@ impl Application {
         .with_elicitations(elicitations);
         directory.load_all().await?;
         actix_rt::spawn(directory.clone().listen());
+        if config.cluster.resync_secs > 0 {
+            actix_rt::spawn(
+                directory
+                    .clone()
+                    .reconcile_every(Duration::from_secs(config.cluster.resync_secs)),
+            );
+        }
         let forwarder = web::Data::new(
             Forwarder::new(&replica_id, directory.sealer.clone())
                 .map_err(|e| StartError::Tenant(format!("HTTP client: {e}")))?,

@@ -174,6 +174,9 @@ pub struct ClusterConfig {
     /// (`r1.<32 hex>`), so a load balancer can send a session's requests to the replica that
     /// created it; empty: plain ids (one process, or a balancer that hashes the whole id).
     pub session_route: String,
+    /// How often this replica compares the tenants it serves with the store, in seconds, to
+    /// catch up with a change the bus did not bring (0: never).
+    pub resync_secs: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -314,6 +317,7 @@ impl Default for Config {
                 liveness_ttl_ms: 3000,
                 drain_grace_secs: 20,
                 session_route: String::new(),
+                resync_secs: 30,
             },
             auth: AuthConfig {
                 public_url: String::new(),

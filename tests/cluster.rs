@@ -381,6 +381,98 @@ async fn a_tenant_created_on_one_replica_is_served_by_the_other_at_once() {
     assert!(refused, "the suspension reached the other replica");
 }
 
+/// A change the bus never brings (a message published while Redis or a replica's subscription
+/// was down) still reaches every replica: each compares the tenants it serves with the store
+/// (`cluster.resync_secs`). Here the changes are written to the store directly, as such a lost
+/// message leaves them: a new prompt, then a suspension, then a deletion.
+#[actix_rt::test]
+async fn a_change_the_bus_never_brought_is_caught_up_from_the_store() {
+    let Some((apps, shared)) = common::shared_replicas(&["a"], |c| c.cluster.resync_secs = 1).await
+    else {
+        return;
+    };
+    let a = &apps[0];
+    let resp = a
+        .admin(Method::POST, "/tenants")
+        .json(&json!({ "slug": "quiet", "catalogs": ["demo"] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let mut c = a.open_session("quiet", "2025-11-25", json!({})).await;
+    let mut stream = SseReader::new(c.get_stream(None).await);
+    let prompts = c.result("prompts/list", json!({})).await;
+    assert!(!prompts.to_string().contains("written-elsewhere"));
+
+    use mcp_harbor::store::{CatalogEntry, CatalogKind, CatalogStore, SqlStore, TenantStore};
+    let url = format!("sqlite://{}/mcp-harbor.db", shared.path().display());
+    let store = SqlStore::connect(&url, 1).await.unwrap();
+    let now = mcp_harbor::store::now_millis();
+    let prompt = json!({ "name": "written-elsewhere", "description": "d",
+        "messages": [{ "role": "user", "text": "hi" }] });
+    store
+        .insert_entry(&CatalogEntry {
+            tenant: "quiet".into(),
+            kind: CatalogKind::Prompt,
+            name: "written-elsewhere".into(),
+            body: prompt,
+            created_at: now,
+            updated_at: now,
+        })
+        .await
+        .unwrap();
+    // The session hears the list changed, and the prompt is there.
+    let mut heard = Vec::new();
+    while let Some(e) = stream.next_event(Duration::from_secs(5)).await {
+        if let Some(m) = e.json() {
+            let done = m["method"] == "notifications/prompts/list_changed";
+            heard.push(m);
+            if done {
+                break;
+            }
+        }
+    }
+    assert!(
+        heard
+            .iter()
+            .any(|m| m["method"] == "notifications/prompts/list_changed"),
+        "{heard:?}"
+    );
+    let prompts = c.result("prompts/list", json!({})).await;
+    assert!(
+        prompts.to_string().contains("written-elsewhere"),
+        "{prompts}"
+    );
+
+    // Suspended in the store: refused here within a resync or two.
+    let mut record = store.get_tenant("quiet").await.unwrap().unwrap();
+    let seen = record.updated_at;
+    record.status = mcp_harbor::store::TenantStatus::Suspended;
+    record.updated_at = seen + 1;
+    assert!(store.update_tenant(&record, seen).await.unwrap());
+    let ping = json!({ "jsonrpc": "2.0", "id": 9, "method": "ping" });
+    let status_within = |want: u16| {
+        let ping = &ping;
+        let session = c.session.clone();
+        async move {
+            for _ in 0..40 {
+                let resp = a.post("quiet", Some(&session), ping).send().await.unwrap();
+                if resp.status() == want {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            false
+        }
+    };
+    assert!(status_within(403).await, "the suspension was caught up");
+
+    // Deleted in the store: unknown here.
+    assert!(store.delete_tenant("quiet", None).await.unwrap());
+    assert!(status_within(404).await, "the deletion was caught up");
+    store.close().await;
+}
+
 #[actix_rt::test]
 async fn a_draining_replica_hands_its_sessions_over() {
     let Some((a, b, _db)) = two_replicas().await else {

@@ -5,10 +5,10 @@
 mod db;
 
 use mcp_harbor::store::{
-    AdminStore, CatalogEntry, CatalogKind, CatalogStore, ElicitationRecord, ElicitationStatus,
-    ElicitationStore, GrantRecord, OAuthClient, OAuthSettings, OAuthStore, Redeemed, RoundRecord,
-    RoundStore, SigningKeyRecord, SqlStore, StoreError, TenantAuth, TenantLimits, TenantRecord,
-    TenantStatus, TenantStore, UserRecord, WantedSecret,
+    AdminStore, CatalogEntry, CatalogFingerprint, CatalogKind, CatalogStore, ElicitationRecord,
+    ElicitationStatus, ElicitationStore, GrantRecord, OAuthClient, OAuthSettings, OAuthStore,
+    Redeemed, RoundRecord, RoundStore, SigningKeyRecord, SqlStore, StoreError, TenantAuth,
+    TenantLimits, TenantRecord, TenantStatus, TenantStore, UserRecord, WantedSecret,
 };
 use serde_json::json;
 
@@ -148,6 +148,23 @@ async fn contract(store: SqlStore) {
         .unwrap();
     assert_eq!(got.body["n"], 2);
     assert_eq!(got.created_at, 1);
+    // Fingerprints: per tenant with entries, how many and the latest write.
+    let fingerprints = store.catalog_fingerprints().await.unwrap();
+    assert_eq!(
+        fingerprints.get("acme"),
+        Some(&CatalogFingerprint {
+            entries: 3,
+            latest: 5
+        })
+    );
+    assert_eq!(
+        fingerprints.get("beta"),
+        Some(&CatalogFingerprint {
+            entries: 1,
+            latest: 1
+        })
+    );
+    assert_eq!(fingerprints.get("core"), None);
     let other = store
         .get_entry("beta", CatalogKind::Tool, "lookup")
         .await

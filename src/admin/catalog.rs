@@ -512,20 +512,18 @@ fn check_builtin_free(
 
 /// Tells the tenant's live sessions that `existing` was replaced or removed: the list changed,
 /// and a resource's subscribers hear about it (under its old URI, if that changed too).
-async fn announce_change(
-    state: &AdminState,
-    slug: &str,
-    existing: &CatalogEntry,
-) -> Result<(), AdminError> {
+async fn announce_change(state: &AdminState, slug: &str, existing: &CatalogEntry) {
     let updated_uri = match existing.kind {
         CatalogKind::Resource => existing.body["uri"].as_str(),
         _ => None,
     };
-    state
-        .directory
-        .catalog_changed(slug, existing.kind, updated_uri)
-        .await?;
-    Ok(())
+    super::applied_later(
+        slug,
+        state
+            .directory
+            .catalog_changed(slug, existing.kind, updated_uri)
+            .await,
+    );
 }
 
 pub async fn create(
@@ -561,7 +559,10 @@ pub async fn create(
         }
         other => other?,
     }
-    state.directory.catalog_changed(&slug, kind, None).await?;
+    super::applied_later(
+        &slug,
+        state.directory.catalog_changed(&slug, kind, None).await,
+    );
     tracing::info!(tenant = %slug, kind = kind.as_str(), name = %v.name, "catalog entry published");
     Ok(tagged(HttpResponse::Created(), entry.updated_at)
         .insert_header((
@@ -669,7 +670,7 @@ pub async fn replace(
         {
             continue;
         }
-        announce_change(&state, &slug, &existing).await?;
+        announce_change(&state, &slug, &existing).await;
         tracing::info!(tenant = %slug, kind = kind.as_str(), name = %name, "catalog entry replaced");
         return Ok(tagged(HttpResponse::Ok(), entry.updated_at).json(v.shown));
     }
@@ -713,7 +714,7 @@ pub async fn delete(
             label(kind)
         )));
     }
-    announce_change(&state, &slug, &existing).await?;
+    announce_change(&state, &slug, &existing).await;
     tracing::info!(tenant = %slug, kind = kind.as_str(), name = %name, "catalog entry removed");
     Ok(HttpResponse::NoContent().finish())
 }

@@ -441,3 +441,14 @@ pub fn page(items: Vec<Value>, last_key: Option<&str>, limit: u32) -> HttpRespon
         .flatten();
     HttpResponse::Ok().json(json!({ "items": items, "next_cursor": next }))
 }
+
+/// After a committed write, applying it on this replica (and telling the others) failed: the
+/// change stands, so the write is answered as done (a 503 would say nothing changed, and a
+/// retry would conflict). Every replica catches up from the store within
+/// `cluster.resync_secs`, and a tenant not live here is read from the store when asked for.
+pub(crate) fn applied_later<T>(slug: &str, applied: Result<T, crate::store::StoreError>) {
+    if let Err(e) = applied {
+        tracing::warn!(tenant = %slug, error = %e,
+            "a change is stored but could not be applied here yet; it is caught up from the store");
+    }
+}

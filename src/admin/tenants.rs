@@ -196,7 +196,7 @@ pub async fn create(
         }
         other => other?,
     }
-    state.directory.activate(&record).await?;
+    super::applied_later(&record.slug, state.directory.activate(&record).await);
     tracing::info!(tenant = %record.slug, "tenant created");
     Ok(tagged(HttpResponse::Created(), record.updated_at)
         .insert_header(("location", format!("/admin/v1/tenants/{}", record.slug)))
@@ -283,10 +283,13 @@ pub async fn update(
         if !state.directory.store.update_tenant(&record, seen).await? {
             continue;
         }
-        state
-            .directory
-            .apply_record(&record, catalogs_changed)
-            .await?;
+        super::applied_later(
+            &record.slug,
+            state
+                .directory
+                .apply_record(&record, catalogs_changed)
+                .await,
+        );
         tracing::info!(tenant = %record.slug, status = record.status.as_str(), "tenant updated");
         return Ok(tagged(HttpResponse::Ok(), record.updated_at).json(tenant_json(&record)));
     }

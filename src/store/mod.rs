@@ -327,6 +327,10 @@ pub trait CatalogStore {
     ) -> Result<Vec<CatalogEntry>, StoreError>;
     /// Every entry of a tenant (to build its live catalog).
     async fn all_entries(&self, tenant: &str) -> Result<Vec<CatalogEntry>, StoreError>;
+    /// Per tenant with entries: what changes whenever an entry is added, replaced or deleted.
+    async fn catalog_fingerprints(
+        &self,
+    ) -> Result<std::collections::HashMap<String, CatalogFingerprint>, StoreError>;
     /// Deletes an entry; false when there was none or, with `seen`, when its `updated_at` is no
     /// longer `seen` (as [`TenantStore::delete_tenant`]).
     async fn delete_entry(
@@ -633,6 +637,14 @@ impl std::fmt::Debug for ElicitationRecord {
             .field("expires_at", &self.expires_at)
             .finish_non_exhaustive()
     }
+}
+
+/// How many entries a tenant's catalog has and when the latest was written: an entry added,
+/// replaced or deleted changes one or the other.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CatalogFingerprint {
+    pub entries: i64,
+    pub latest: i64,
 }
 
 /// Whose elicitation for which secret: `principal`'s for (`tool`, `name`); without a principal

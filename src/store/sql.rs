@@ -9,10 +9,12 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
 use sqlx::migrate::Migrator;
 use sqlx::{AnyPool, Row};
 
+use std::collections::HashMap;
+
 use super::{
-    AdminStore, CatalogEntry, CatalogKind, CatalogStore, PendingInput, PendingInputStore,
-    RoundRecord, RoundStore, StoreError, TenantAuth, TenantLimits, TenantRecord, TenantStatus,
-    TenantStore,
+    AdminStore, CatalogEntry, CatalogFingerprint, CatalogKind, CatalogStore, PendingInput,
+    PendingInputStore, RoundRecord, RoundStore, StoreError, TenantAuth, TenantLimits, TenantRecord,
+    TenantStatus, TenantStore,
 };
 
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("migrations/postgres");
@@ -416,6 +418,29 @@ impl CatalogStore for SqlStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(entry_from_row).collect()
+    }
+
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db catalog_fingerprints", otel.kind = "client", db.operation.name = "catalog_fingerprints"))]
+    async fn catalog_fingerprints(
+        &self,
+    ) -> Result<HashMap<String, CatalogFingerprint>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT tenant, COUNT(*) AS entries, MAX(updated_at) AS latest FROM catalog_entries \
+             GROUP BY tenant",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get::<String, _>("tenant")?,
+                    CatalogFingerprint {
+                        entries: row.try_get("entries")?,
+                        latest: row.try_get("latest")?,
+                    },
+                ))
+            })
+            .collect()
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db delete_entry", otel.kind = "client", db.operation.name = "delete_entry"))]

@@ -21,7 +21,8 @@ use crate::session::actor::Post;
 use crate::session::supervisor::{StopAll, TenantBroadcast};
 use crate::session::{locate, Replica, SessionLimits, SessionSettings, TenantSessions};
 use crate::store::{
-    CatalogKind, CatalogStore, SqlStore, StoreError, TenantLimits, TenantRecord, TenantStore,
+    CatalogFingerprint, CatalogKind, CatalogStore, SqlStore, StoreError, TenantLimits,
+    TenantRecord, TenantStore,
 };
 
 /// The bus topic every replica listens to for tenant changes.
@@ -92,6 +93,8 @@ pub struct TenantDirectory {
     elicitations: Option<Arc<crate::elicitation::Elicitations>>,
     /// Opens the webhook tools' signing secrets when a catalog is built.
     pub sealer: Arc<Sealer>,
+    /// Per tenant: the fingerprint of the entries its live catalog was last built from.
+    fingerprints: Arc<Mutex<HashMap<String, CatalogFingerprint>>>,
 }
 
 impl TenantDirectory {
@@ -118,6 +121,7 @@ impl TenantDirectory {
             unknown: Arc::new(Mutex::new(HashMap::new())),
             elicitations: None,
             sealer,
+            fingerprints: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -200,6 +204,12 @@ impl TenantDirectory {
         mut catalogs: Vec<Arc<dyn Catalog>>,
     ) -> Result<TenantCatalog, StoreError> {
         let entries = self.store.all_entries(slug).await?;
+        // What it is built from, for `reconcile` to notice a later change the bus did not bring.
+        let built = CatalogFingerprint {
+            entries: entries.len() as i64,
+            latest: entries.iter().map(|e| e.updated_at).max().unwrap_or(0),
+        };
+        self.fingerprints.lock().insert(slug.to_string(), built);
         let runtime = WebhookRuntime {
             client: self.http.clone(),
             tenant: slug.into(),
@@ -384,6 +394,22 @@ impl TenantDirectory {
         kind: CatalogKind,
         updated_uri: Option<&str>,
     ) -> Result<(), StoreError> {
+        let list = match kind {
+            CatalogKind::Tool => "tools",
+            CatalogKind::Prompt => "prompts",
+            CatalogKind::Resource | CatalogKind::ResourceTemplate => "resources",
+        };
+        self.rebuild_catalog(slug, &[list], updated_uri).await
+    }
+
+    /// Rebuilds a live tenant's catalog from the store and tells its sessions which `lists`
+    /// changed (and that `updated_uri`'s content did).
+    async fn rebuild_catalog(
+        &self,
+        slug: &str,
+        lists: &[&'static str],
+        updated_uri: Option<&str>,
+    ) -> Result<(), StoreError> {
         let Some(handle) = self.registry.get(slug) else {
             return Ok(());
         };
@@ -391,14 +417,11 @@ impl TenantDirectory {
         handle
             .catalog
             .replace(self.build_catalog(slug, builtins).await?);
-        let list = match kind {
-            CatalogKind::Tool => "tools",
-            CatalogKind::Prompt => "prompts",
-            CatalogKind::Resource | CatalogKind::ResourceTemplate => "resources",
-        };
-        handle
-            .supervisor
-            .do_send(TenantBroadcast::ListChanged(list));
+        for list in lists {
+            handle
+                .supervisor
+                .do_send(TenantBroadcast::ListChanged(list));
+        }
         if let Some(uri) = updated_uri {
             handle
                 .supervisor
@@ -419,9 +442,64 @@ impl TenantDirectory {
     }
 
     fn deactivate_here(&self, slug: &str) {
+        self.fingerprints.lock().remove(slug);
         if let Some(handle) = self.registry.remove(slug) {
             handle.supervisor.do_send(StopAll);
         }
+    }
+
+    /// Every `every`: [`Self::reconcile`] (errors are logged and tried again next time).
+    pub async fn reconcile_every(self, every: Duration) {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            if let Err(e) = self.reconcile().await {
+                tracing::warn!(error = %e, "could not compare the tenants served here with the store; trying again");
+            }
+        }
+    }
+
+    /// Catches up with tenant changes the bus did not bring here (a message published while
+    /// Redis or this replica's subscription was down, a store read that failed when it came):
+    /// a live tenant whose record is newer than the one applied is applied again (catalogs
+    /// included), one no longer stored stops being served, and one whose catalog changed in
+    /// the store since it was built here is rebuilt (its sessions told every list changed).
+    pub async fn reconcile(&self) -> Result<(), StoreError> {
+        let mut stored = std::collections::HashSet::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = self.store.list_tenants(after.as_deref(), 200).await?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.slug.clone());
+            for record in &page {
+                stored.insert(record.slug.clone());
+                let Some(handle) = self.registry.get(&record.slug) else {
+                    continue;
+                };
+                if record.updated_at > handle.policy.applied_at() {
+                    tracing::info!(tenant = %record.slug, "applying a tenant change this replica missed");
+                    self.apply_record_here(record, true).await?;
+                }
+            }
+        }
+        let fingerprints = self.store.catalog_fingerprints().await?;
+        for slug in self.registry.slugs() {
+            if !stored.contains(&*slug) {
+                tracing::info!(tenant = %slug, "a tenant deleted elsewhere stops being served here");
+                self.deactivate_here(&slug);
+                continue;
+            }
+            let now = fingerprints.get(&*slug).copied().unwrap_or_default();
+            let built = self.fingerprints.lock().get(&*slug).copied();
+            if built.is_some_and(|built| built != now) {
+                tracing::info!(tenant = %slug, "rebuilding a catalog changed in a way this replica missed");
+                self.rebuild_catalog(&slug, &["tools", "prompts", "resources"], None)
+                    .await?;
+            }
+        }
+        Ok(())
     }
 
     /// Listens to the bus: tenant changes made through other replicas, and messages for the

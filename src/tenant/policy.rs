@@ -115,6 +115,11 @@ impl TenantPolicy {
         self.max_message_bytes.load(Ordering::Relaxed)
     }
 
+    /// When the record last applied was written (`updated_at`).
+    pub fn applied_at(&self) -> i64 {
+        *self.applied.lock()
+    }
+
     /// Whether a record newer than one last written at `updated_at` has been applied.
     pub fn has_newer_than(&self, updated_at: i64) -> bool {
         *self.applied.lock() > updated_at
