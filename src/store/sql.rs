@@ -1,6 +1,7 @@
 //! `SqlStore`: the stores over a sqlx `Any` pool. The SQL is written once with `$n` placeholders,
 //! which both PostgreSQL and SQLite accept; only the migrations differ per backend.
 
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -8,8 +9,6 @@ use serde_json::Value;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
 use sqlx::migrate::Migrator;
 use sqlx::{AnyPool, Row};
-
-use std::collections::HashMap;
 
 use super::{
     AdminStore, CatalogEntry, CatalogFingerprint, CatalogKind, CatalogStore, PendingInput,

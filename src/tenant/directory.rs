@@ -467,6 +467,9 @@ impl TenantDirectory {
     /// included), one no longer stored stops being served, and one whose catalog changed in
     /// the store since it was built here is rebuilt (its sessions told every list changed).
     pub async fn reconcile(&self) -> Result<(), StoreError> {
+        // Only tenants live before the store is read: one started meanwhile (just created here)
+        // is not in what was read, and was built from the store as it is.
+        let live = self.registry.slugs();
         let mut stored = std::collections::HashSet::new();
         let mut after: Option<String> = None;
         loop {
@@ -485,7 +488,10 @@ impl TenantDirectory {
             }
         }
         let fingerprints = self.store.catalog_fingerprints().await?;
-        for slug in self.registry.slugs() {
+        for slug in live {
+            if self.registry.get(&slug).is_none() {
+                continue;
+            }
             if !stored.contains(&*slug) {
                 tracing::info!(tenant = %slug, "a tenant deleted elsewhere stops being served here");
                 self.deactivate_here(&slug);
