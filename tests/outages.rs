@@ -341,7 +341,15 @@ async fn postgres_and_redis_outages_are_clear_503s_and_nothing_acknowledged_is_l
         assert!(r.get("content").is_some(), "{r}");
         calls_ok += 1;
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The load's writes meet the outage too: each waits out the pool's acquire timeout, then is
+    // refused (a write already committed when the database went is acknowledged: it stands).
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            refused.load(Ordering::Relaxed) > 0
+        })
+        .await,
+        "the load saw the outage"
+    );
 
     // PostgreSQL is back: everything recovers by itself.
     pg.start();
