@@ -215,7 +215,11 @@ mod tests {
             std::env::set_var(var, &url);
         }
         let client = public_http_client().unwrap();
-        let sent = client.get("https://localhost/").send().await;
+        let sent = client
+            .get("https://localhost/")
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await;
         assert!(sent.is_err(), "localhost resolves to no public address");
         let accepted = tokio::time::timeout(Duration::from_millis(200), proxy.accept()).await;
         assert!(accepted.is_err(), "the request went to the proxy");

@@ -148,20 +148,20 @@ async fn contract(store: SqlStore) {
         .unwrap();
     assert_eq!(got.body["n"], 2);
     assert_eq!(got.created_at, 1);
-    // Fingerprints: per tenant with entries, how many and the latest write.
+    // Fingerprints: per tenant with entries, how many and the sum of their revisions.
     let fingerprints = store.catalog_fingerprints().await.unwrap();
     assert_eq!(
         fingerprints.get("acme"),
         Some(&CatalogFingerprint {
             entries: 3,
-            latest: 5
+            revisions: 5 + 1 + 1
         })
     );
     assert_eq!(
         fingerprints.get("beta"),
         Some(&CatalogFingerprint {
             entries: 1,
-            latest: 1
+            revisions: 1
         })
     );
     assert_eq!(fingerprints.get("core"), None);

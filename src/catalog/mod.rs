@@ -160,9 +160,10 @@ impl TenantCatalog {
     pub fn builtin(names: &[String]) -> Result<Vec<Arc<dyn Catalog>>, String> {
         let mut catalogs: Vec<Arc<dyn Catalog>> = Vec::new();
         for (i, name) in names.iter().enumerate() {
-            // Twice would serve every entry twice (tool names and resource URIs are unique).
+            // Served once however often named (twice would list every entry twice; the admin
+            // API refuses a repeat, a record stored before it did is still served).
             if names[..i].contains(name) {
-                return Err(format!("built-in catalog {name:?} is named more than once"));
+                continue;
             }
             catalogs.push(match name.as_str() {
                 "reference" => Arc::new(reference::ReferenceCatalog),
@@ -309,4 +310,22 @@ pub fn str_arg<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, 
     args.get(name)
         .and_then(Value::as_str)
         .ok_or_else(|| RpcError::invalid_params(format!("Missing or non-string argument: {name}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A built-in catalog named twice (a record stored before the admin API refused repeats) is
+    /// served once: its entries are listed once.
+    #[test]
+    fn a_builtin_catalog_named_twice_is_served_once() {
+        let names = ["demo".to_string(), "reference".into(), "demo".into()];
+        let catalogs = TenantCatalog::builtin(&names).unwrap();
+        assert_eq!(catalogs.len(), 2);
+        let catalog = TenantCatalog::new(catalogs);
+        let echoes = catalog.tools.iter().filter(|t| t["name"] == "echo").count();
+        assert_eq!(echoes, 1);
+        assert!(TenantCatalog::builtin(&["nope".to_string()]).is_err());
+    }
 }

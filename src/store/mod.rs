@@ -639,12 +639,13 @@ impl std::fmt::Debug for ElicitationRecord {
     }
 }
 
-/// How many entries a tenant's catalog has and when the latest was written: an entry added,
-/// replaced or deleted changes one or the other.
+/// How many entries a tenant's catalog has and the sum of their revisions (`updated_at`): an
+/// entry added or deleted changes the count, one replaced the sum (a replacement's revision is
+/// always above the one it replaces).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CatalogFingerprint {
     pub entries: i64,
-    pub latest: i64,
+    pub revisions: i64,
 }
 
 /// Whose elicitation for which secret: `principal`'s for (`tool`, `name`); without a principal

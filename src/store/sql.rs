@@ -424,8 +424,8 @@ impl CatalogStore for SqlStore {
         &self,
     ) -> Result<HashMap<String, CatalogFingerprint>, StoreError> {
         let rows = sqlx::query(
-            "SELECT tenant, COUNT(*) AS entries, MAX(updated_at) AS latest FROM catalog_entries \
-             GROUP BY tenant",
+            "SELECT tenant, COUNT(*) AS entries, CAST(SUM(updated_at) AS BIGINT) AS revisions \
+             FROM catalog_entries GROUP BY tenant",
         )
         .fetch_all(&self.pool)
         .await?;
@@ -435,7 +435,7 @@ impl CatalogStore for SqlStore {
                     row.try_get::<String, _>("tenant")?,
                     CatalogFingerprint {
                         entries: row.try_get("entries")?,
-                        latest: row.try_get("latest")?,
+                        revisions: row.try_get("revisions")?,
                     },
                 ))
             })

@@ -207,7 +207,7 @@ impl TenantDirectory {
         // What it is built from, for `reconcile` to notice a later change the bus did not bring.
         let built = CatalogFingerprint {
             entries: entries.len() as i64,
-            latest: entries.iter().map(|e| e.updated_at).max().unwrap_or(0),
+            revisions: entries.iter().map(|e| e.updated_at).sum(),
         };
         self.fingerprints.lock().insert(slug.to_string(), built);
         let runtime = WebhookRuntime {
@@ -348,6 +348,15 @@ impl TenantDirectory {
         } else {
             record
         };
+        // Built before the record counts as applied: a failed read leaves it unapplied, for the
+        // resync to try again.
+        let catalog = match catalogs_changed {
+            true => Some(
+                self.build_catalog(&record.slug, Self::builtins(record)?)
+                    .await?,
+            ),
+            false => None,
+        };
         let was_suspended = handle.policy.is_suspended();
         handle.policy.apply(record);
         handle.sessions.set_caps(session_caps(&record.limits));
@@ -355,11 +364,8 @@ impl TenantDirectory {
             // Suspension ends every session, which closes their streams.
             handle.supervisor.do_send(StopAll);
         }
-        if catalogs_changed {
-            handle.catalog.replace(
-                self.build_catalog(&record.slug, Self::builtins(record)?)
-                    .await?,
-            );
+        if let Some(catalog) = catalog {
+            handle.catalog.replace(catalog);
             for list in ["tools", "prompts", "resources"] {
                 handle
                     .supervisor
