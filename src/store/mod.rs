@@ -648,6 +648,17 @@ pub struct CatalogFingerprint {
     pub revisions: i64,
 }
 
+impl CatalogFingerprint {
+    /// The fingerprint of entries read (as `CatalogStore::catalog_fingerprints` computes it in
+    /// the store).
+    pub fn of(entries: &[CatalogEntry]) -> CatalogFingerprint {
+        CatalogFingerprint {
+            entries: entries.len() as i64,
+            revisions: entries.iter().map(|e| e.updated_at).sum(),
+        }
+    }
+}
+
 /// Whose elicitation for which secret: `principal`'s for (`tool`, `name`); without a principal
 /// (an open tenant, no user to bind to), only one asked for in `session`.
 #[derive(Debug, Clone, Copy)]

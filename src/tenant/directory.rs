@@ -140,18 +140,24 @@ impl TenantDirectory {
 
     /// Starts every stored tenant (at boot).
     pub async fn load_all(&self) -> Result<usize, StoreError> {
-        let mut after: Option<String> = None;
-        let mut count = 0;
-        loop {
-            let page = self.store.list_tenants(after.as_deref(), 200).await?;
-            let Some(last) = page.last() else { break };
-            after = Some(last.slug.clone());
-            for record in &page {
-                self.start_tenant(record).await?;
-                count += 1;
-            }
+        let records = self.stored_tenants().await?;
+        for record in &records {
+            self.start_tenant(record).await?;
         }
-        Ok(count)
+        Ok(records.len())
+    }
+
+    /// Every stored tenant, read page by page.
+    async fn stored_tenants(&self) -> Result<Vec<TenantRecord>, StoreError> {
+        let mut all = Vec::new();
+        loop {
+            let after = all.last().map(|r: &TenantRecord| r.slug.clone());
+            let page = self.store.list_tenants(after.as_deref(), 200).await?;
+            if page.is_empty() {
+                return Ok(all);
+            }
+            all.extend(page);
+        }
     }
 
     /// The live tenant of this slug: known here, or just created through another replica (read
@@ -205,11 +211,9 @@ impl TenantDirectory {
     ) -> Result<TenantCatalog, StoreError> {
         let entries = self.store.all_entries(slug).await?;
         // What it is built from, for `reconcile` to notice a later change the bus did not bring.
-        let built = CatalogFingerprint {
-            entries: entries.len() as i64,
-            revisions: entries.iter().map(|e| e.updated_at).sum(),
-        };
-        self.fingerprints.lock().insert(slug.to_string(), built);
+        self.fingerprints
+            .lock()
+            .insert(slug.to_string(), CatalogFingerprint::of(&entries));
         let runtime = WebhookRuntime {
             client: self.http.clone(),
             tenant: slug.into(),
@@ -476,23 +480,18 @@ impl TenantDirectory {
         // Only tenants live before the store is read: one started meanwhile (just created here)
         // is not in what was read, and was built from the store as it is.
         let live = self.registry.slugs();
-        let mut stored = std::collections::HashSet::new();
-        let mut after: Option<String> = None;
-        loop {
-            let page = self.store.list_tenants(after.as_deref(), 200).await?;
-            let Some(last) = page.last() else { break };
-            after = Some(last.slug.clone());
-            for record in &page {
-                stored.insert(record.slug.clone());
-                let Some(handle) = self.registry.get(&record.slug) else {
-                    continue;
-                };
-                if record.updated_at > handle.policy.applied_at() {
-                    tracing::info!(tenant = %record.slug, "applying a tenant change this replica missed");
-                    self.apply_record_here(record, true).await?;
-                }
+        let records = self.stored_tenants().await?;
+        for record in &records {
+            let Some(handle) = self.registry.get(&record.slug) else {
+                continue;
+            };
+            if record.updated_at > handle.policy.applied_at() {
+                tracing::info!(tenant = %record.slug, "applying a tenant change this replica missed");
+                self.apply_record_here(record, true).await?;
             }
         }
+        let stored: std::collections::HashSet<&str> =
+            records.iter().map(|r| r.slug.as_str()).collect();
         let fingerprints = self.store.catalog_fingerprints().await?;
         for slug in live {
             if self.registry.get(&slug).is_none() {

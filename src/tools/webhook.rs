@@ -635,26 +635,35 @@ fn parse_answer(answer: &Value) -> Result<Answer, String> {
     ))
 }
 
-/// What a content block of a known type lacks of the fields its type requires (MCP schema:
-/// `TextContent.text`, `ImageContent`/`AudioContent` `data` and `mimeType`, `ResourceLink`
-/// `uri` and `name`, `EmbeddedResource.resource` with a `uri` and its `text` or `blob`), all
-/// strings; `None` when it has them.
-fn block_lacks(block: &Value) -> Option<&'static str> {
+/// What is wrong with a content block, if anything: not an object with a `type` MCP defines,
+/// or without the fields its type requires (MCP schema: `TextContent.text`,
+/// `ImageContent`/`AudioContent` `data` and `mimeType`, `ResourceLink` `uri` and `name`,
+/// `EmbeddedResource.resource` with a `uri` and its `text` or `blob`), all strings.
+fn block_problem(block: &Value) -> Option<String> {
     let string = |v: &Value, key: &str| v.get(key).is_some_and(Value::is_string);
-    match block.get("type").and_then(Value::as_str)? {
-        "text" if !string(block, "text") => Some("a string `text`"),
-        "image" | "audio" if !(string(block, "data") && string(block, "mimeType")) => {
+    let missing = match block.get("type").and_then(Value::as_str) {
+        Some(t) if !CONTENT_TYPES.contains(&t) => None,
+        None => None,
+        Some("text") if !string(block, "text") => Some("a string `text`"),
+        Some("image" | "audio") if !(string(block, "data") && string(block, "mimeType")) => {
             Some("string `data` and `mimeType`")
         }
-        "resource_link" if !(string(block, "uri") && string(block, "name")) => {
+        Some("resource_link") if !(string(block, "uri") && string(block, "name")) => {
             Some("string `uri` and `name`")
         }
-        "resource" => match block.get("resource") {
-            Some(r) if string(r, "uri") && (string(r, "text") || string(r, "blob")) => None,
+        Some("resource") => match block.get("resource") {
+            Some(r) if string(r, "uri") && (string(r, "text") || string(r, "blob")) => return None,
             _ => Some("a `resource` with a string `uri` and a string `text` or `blob`"),
         },
-        _ => None,
-    }
+        Some(_) => return None,
+    };
+    Some(match missing {
+        Some(fields) => format!("without {fields}"),
+        None => format!(
+            "that is not an object with a `type` MCP defines ({})",
+            CONTENT_TYPES.join(", ")
+        ),
+    })
 }
 
 /// The `CallToolResult` passed on to the client: only `content`, `structuredContent`, `isError`
@@ -671,25 +680,13 @@ pub fn tool_result(object: &Map<String, Value>) -> Result<Value, String> {
     };
     let content = match (object.get("content"), &structured) {
         (Some(Value::Array(items)), _) => {
-            if let Some(i) = items.iter().position(|item| {
-                !item
-                    .get("type")
-                    .and_then(Value::as_str)
-                    .is_some_and(|t| CONTENT_TYPES.contains(&t))
-            }) {
-                return Err(format!(
-                    "its endpoint returned a content block (index {i}) that is not an object \
-                     with a `type` MCP defines ({})",
-                    CONTENT_TYPES.join(", ")
-                ));
-            }
-            if let Some((i, missing)) = items
+            if let Some((i, problem)) = items
                 .iter()
                 .enumerate()
-                .find_map(|(i, item)| block_lacks(item).map(|m| (i, m)))
+                .find_map(|(i, item)| block_problem(item).map(|p| (i, p)))
             {
                 return Err(format!(
-                    "its endpoint returned a content block (index {i}) without {missing}"
+                    "its endpoint returned a content block (index {i}) {problem}"
                 ));
             }
             Value::Array(items.clone())
