@@ -279,12 +279,39 @@ async fn idle_sessions_expire_but_active_ones_stay() {
     busy.result("ping", json!({})).await;
 }
 
+/// Whether `stream` carries `notifications/resources/updated` within 2 s of each event.
+async fn hears_resource_updated(stream: &mut SseReader) -> bool {
+    while let Some(e) = stream.next_event(Duration::from_secs(2)).await {
+        if e.json()
+            .is_some_and(|m| m["method"] == "notifications/resources/updated")
+        {
+            return true;
+        }
+    }
+    false
+}
+
 #[actix_rt::test]
 async fn a_connected_stream_keeps_a_session_alive() {
+    // Shared state (snapshot, lease) of an untouched session lives for twice this timeout.
     let app = spawn_app_with(|c| c.sessions.idle_timeout_secs = 0.3).await;
     let mut c = app.open_session("demo", "2025-11-25", json!({})).await;
-    let _stream = c.get_stream(None).await;
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    c.result("resources/subscribe", json!({ "uri": "demo://note" }))
+        .await;
+    let mut stream = SseReader::new(c.get_stream(None).await);
+    // Long past the lease's lifetime with no request: only the listening stream keeps it.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut writer = app.open_session("demo", "2025-11-25", json!({})).await;
+    writer
+        .result(
+            "tools/call",
+            json!({ "name": "set_note", "arguments": { "text": "while listening" } }),
+        )
+        .await;
+    // The event reaches the stream (an expired lease fences the append off: the session is
+    // stopped as moved elsewhere and the stream ends without it).
+    let saw_update = hears_resource_updated(&mut stream).await;
+    assert!(saw_update, "the listening session kept its lease");
     c.result("ping", json!({})).await;
 }
 
@@ -329,15 +356,7 @@ async fn a_crashed_session_actor_is_restarted_without_losing_the_session() {
             json!({ "name": "set_note", "arguments": { "text": "after crash" } }),
         )
         .await;
-    let mut saw_update = false;
-    while let Some(e) = stream.next_event(Duration::from_secs(2)).await {
-        if e.json()
-            .is_some_and(|m| m["method"] == "notifications/resources/updated")
-        {
-            saw_update = true;
-            break;
-        }
-    }
+    let saw_update = hears_resource_updated(&mut stream).await;
     assert!(saw_update, "the subscription survived the restart");
 }
 

@@ -7,8 +7,8 @@ mod db;
 use mcp_harbor::store::{
     AdminStore, CatalogEntry, CatalogFingerprint, CatalogKind, CatalogStore, ElicitationRecord,
     ElicitationStatus, ElicitationStore, GrantRecord, OAuthClient, OAuthSettings, OAuthStore,
-    Redeemed, RoundRecord, RoundStore, SigningKeyRecord, SqlStore, StoreError, TenantAuth,
-    TenantLimits, TenantRecord, TenantStatus, TenantStore, UserRecord, WantedSecret,
+    PendingInputStore, Redeemed, RoundRecord, RoundStore, SigningKeyRecord, SqlStore, StoreError,
+    TenantAuth, TenantLimits, TenantRecord, TenantStatus, TenantStore, UserRecord, WantedSecret,
 };
 use serde_json::json;
 
@@ -497,6 +497,34 @@ async fn rounds_contract(store: &SqlStore) {
         .await
         .unwrap()
         .is_some());
+
+    // A session call's webhook round left behind (its session ended while it waited) goes two
+    // days after it was written; one written since stays.
+    let input = mcp_harbor::store::PendingInput {
+        tool: "hook".into(),
+        round: 1,
+        state: json!({ "step": 1 }),
+    };
+    store
+        .save_pending_input("acme", "s1", "7", &input)
+        .await
+        .unwrap();
+    let now = mcp_harbor::store::now_millis();
+    store.sweep_rounds(now + 86_400_000).await.unwrap();
+    assert_eq!(
+        store
+            .pending_input("acme", "s1", "7")
+            .await
+            .unwrap()
+            .map(|p| p.round),
+        Some(1)
+    );
+    store.sweep_rounds(now + 3 * 86_400_000).await.unwrap();
+    assert!(store
+        .pending_input("acme", "s1", "7")
+        .await
+        .unwrap()
+        .is_none());
 }
 
 /// Clients, codes, refresh families, keys and users: tenant-keyed, single-use redemption.

@@ -11,7 +11,10 @@
 //! - `{p}:evs:{tenant}:{session}`: the set of that session's stream keys (same expiry)
 //! - `{p}:snap:{tenant}:{session}`: the session snapshot
 //! - `{p}:lease:{tenant}:{session}`: the lease, `<replica>|<token>`
-//! - `{p}:fence:{tenant}:{session}`: the session's fencing counter (never expires)
+//! - `{p}:fence`: the fencing counter, one for all sessions (each session's tokens still only
+//!   grow, and nothing per session outlives it); `{p}:fence:{tenant}:{session}`, a session's own
+//!   counter written by earlier versions, is read once when its lease is next taken (so tokens
+//!   keep growing across the upgrade) and deleted
 //! - `{p}:replica:{id}`: a live replica's URL (expires unless its heartbeat renews it)
 //! - `{p}:bus:{topic}`: the pub/sub channel of a bus topic
 //! - `{p}:rate:{tenant}` and `{p}:rate:{tenant}:{principal}`: a request rate's GCRA theoretical
@@ -101,13 +104,21 @@ redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 return 1
 ";
 
-/// Takes a lease if it is free or held by the expected holder. KEYS: lease, fencing counter.
-/// ARGV: expected lease value ('' for none), replica, ttl (ms). Returns {1, new value} or
-/// {0, current value}.
+/// Takes a lease if it is free or held by the expected holder. KEYS: lease, the session's own
+/// fencing counter (earlier versions'), the shared one. ARGV: expected lease value ('' for
+/// none), replica, ttl (ms). Returns {1, new value} or {0, current value}.
 const ACQUIRE: &str = r"
 local cur = redis.call('GET', KEYS[1])
 if cur and cur ~= ARGV[1] then return {0, cur} end
-local token = redis.call('INCR', KEYS[2])
+local token = redis.call('INCR', KEYS[3])
+local own = tonumber(redis.call('GET', KEYS[2]) or '0')
+if own > 0 then
+  if token <= own then
+    token = own + 1
+    redis.call('SET', KEYS[3], string.format('%d', token))
+  end
+  redis.call('DEL', KEYS[2])
+end
 local value = ARGV[2] .. '|' .. string.format('%d', token)
 redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
 return {1, value}
@@ -468,6 +479,13 @@ impl SnapshotStore for RedisCluster {
             tenants.insert(&key.tenant);
         }
         for tenant in tenants {
+            // Sessions of replicas that died are dropped from the live set as they expire
+            // (capped tenants also prune it when they open one; uncapped ones never do).
+            pipe.cmd("ZREMRANGEBYSCORE")
+                .arg(self.tenant_key("live", tenant))
+                .arg("-inf")
+                .arg(unix_ms())
+                .ignore();
             for kind in ["live", "owners"] {
                 pipe.cmd("PEXPIRE")
                     .arg(self.tenant_key(kind, tenant))
@@ -561,6 +579,7 @@ impl Leases for RedisCluster {
         let mut call = self.acquire.prepare_invoke();
         call.key(self.session_key("lease", key))
             .key(self.session_key("fence", key))
+            .key(format!("{}:fence", self.prefix))
             .arg(expected.map(lease_value).unwrap_or_default())
             .arg(replica)
             .arg(millis(ttl));

@@ -299,17 +299,20 @@ impl Handler<Terminate> for SessionActor {
 }
 
 /// Ends the session if it has been doing nothing (asked by the supervisor's idle sweep).
+/// Answers `true` when it stays (busy: a connected stream, a running call).
 #[derive(Message)]
-#[rtype(result = "()")]
+#[rtype(result = "bool")]
 pub struct ExpireIfIdle;
 
 impl Handler<ExpireIfIdle> for SessionActor {
-    type Result = ();
-    fn handle(&mut self, _: ExpireIfIdle, ctx: &mut Context<Self>) {
-        if !self.core.is_busy() {
-            tracing::info!(session = %self.core.id(), "session expired after being idle");
-            ctx.stop();
+    type Result = bool;
+    fn handle(&mut self, _: ExpireIfIdle, ctx: &mut Context<Self>) -> bool {
+        if self.core.is_busy() {
+            return true;
         }
+        tracing::info!(session = %self.core.id(), "session expired after being idle");
+        ctx.stop();
+        false
     }
 }
 

@@ -199,6 +199,8 @@ struct Worker {
 /// Backoff between retries while the backend is unreachable.
 const RETRY_MIN: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(2);
+/// How long an ended session's shared state is retried for removal.
+const REMOVE_PATIENCE: Duration = Duration::from_secs(10);
 
 impl Worker {
     async fn run(mut self, rx: mpsc::UnboundedReceiver<OutboxItem>) {
@@ -408,10 +410,32 @@ impl Worker {
         drop(sink);
     }
 
+    /// Removes the session's shared state, retried for up to [`REMOVE_PATIENCE`] (the DELETE
+    /// that asked waits for it): left behind, the snapshot and lease would let the session be
+    /// found and restored after its client was told it ended.
     async fn remove(&mut self) {
         let backends = self.backends.clone();
         let key = self.key.clone();
-        let _ = backends.events.remove_session(&key).await;
-        let _ = backends.snapshots.delete(&key).await;
+        let deadline = tokio::time::Instant::now() + REMOVE_PATIENCE;
+        let mut delay = RETRY_MIN;
+        loop {
+            let removed = async {
+                backends.events.remove_session(&key).await?;
+                backends.snapshots.delete(&key).await
+            }
+            .await;
+            match removed {
+                Ok(()) => return,
+                Err(e) if tokio::time::Instant::now() + delay < deadline => {
+                    tracing::warn!(session = %key.session, error = %e, "removing an ended session's shared state failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(RETRY_MAX);
+                }
+                Err(e) => {
+                    tracing::error!(session = %key.session, error = %e, "could not remove an ended session's shared state; it expires after the idle timeout");
+                    return;
+                }
+            }
+        }
     }
 }

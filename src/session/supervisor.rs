@@ -197,9 +197,11 @@ impl TenantSessions {
         self.len() == 0
     }
 
-    /// How long shared state of an untouched session lives.
+    /// How long shared state of an untouched session lives: the idle timeout and a margin (a
+    /// minute, or the idle timeout when that is shorter) for the sweep to renew it.
     fn ttl(&self) -> Duration {
-        self.limits.idle_timeout + Duration::from_secs(60)
+        let idle = self.limits.idle_timeout;
+        idle + idle.min(Duration::from_secs(60))
     }
 
     fn key(&self, id: &str) -> SessionKey {
@@ -457,6 +459,29 @@ impl TenantSessions {
             Acquired::Granted(lease) => lease,
             Acquired::HeldBy(other) => return Err(SessionError::Moved(other)),
         };
+        // Read again under the lease: the previous holder's writes are fenced off from here on,
+        // so this is its last word. What was read before may be older (it went on saving until
+        // the lease moved: a subscription, the next server request id), or the session may have
+        // ended meanwhile (deleted: it must not come back).
+        let snapshot: SessionSnapshot = match backends.snapshots.load(&key).await {
+            Ok(Some(bytes)) => match serde_json::from_slice(&bytes) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = backends.leases.release(&key, &lease).await;
+                    return Err(SessionError::Unavailable(format!(
+                        "unreadable snapshot: {e}"
+                    )));
+                }
+            },
+            Ok(None) => {
+                let _ = backends.leases.release(&key, &lease).await;
+                return Ok(None);
+            }
+            Err(e) => {
+                let _ = backends.leases.release(&key, &lease).await;
+                return Err(e.into());
+            }
+        };
         let mut last_seqs = HashMap::new();
         for stream in snapshot.live_streams() {
             let last = backends.events.last_seq(&key, stream).await?.unwrap_or(0);
@@ -546,28 +571,39 @@ impl TenantSupervisor {
         TenantSupervisor { sessions }
     }
 
-    /// Ends idle sessions, and keeps the shared state (snapshot, lease) of sessions active since
-    /// the last sweep alive, in one batch.
+    /// Ends idle sessions, and keeps the shared state (snapshot, lease) of the others alive, in
+    /// one batch: those active since the last sweep, and those idle for longer than the timeout
+    /// that stay because they are busy (a connected stream, a running call): without requests
+    /// they must keep their lease too, or their next event is fenced off and the session lost.
     fn sweep(&mut self, ctx: &mut Context<Self>) {
         let now = now_ms();
         let idle_ms = self.sessions.limits.idle_timeout.as_millis() as u64;
         let mut active = Vec::new();
+        let mut asked = Vec::new();
         for (id, entry) in self.sessions.index.read().iter() {
             if entry.activity.idle_for_ms(now) >= idle_ms {
-                entry.addr.do_send(ExpireIfIdle);
+                asked.push((self.sessions.key(id), entry.addr.send(ExpireIfIdle)));
             }
             let last = entry.activity.last_active_ms.load(Ordering::Relaxed);
             if entry.activity.kept_ms.swap(last, Ordering::Relaxed) != last {
                 active.push(self.sessions.key(id));
             }
         }
-        if active.is_empty() {
+        if active.is_empty() && asked.is_empty() {
             return;
         }
         let snapshots = self.sessions.replica.backends.snapshots.clone();
         let ttl = self.sessions.ttl();
         ctx.spawn(
             async move {
+                for (key, stays) in asked {
+                    if let Ok(true) = stays.await {
+                        active.push(key);
+                    }
+                }
+                if active.is_empty() {
+                    return;
+                }
                 if let Err(e) = snapshots.touch(&active, ttl).await {
                     tracing::warn!(error = %e, "could not keep session state alive");
                 }

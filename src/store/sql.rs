@@ -510,7 +510,8 @@ impl PendingInputStore for SqlStore {
             "INSERT INTO pending_inputs (tenant, session, request_id, tool, round, state, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7) \
              ON CONFLICT (tenant, session, request_id) DO UPDATE \
-             SET tool = excluded.tool, round = excluded.round, state = excluded.state",
+             SET tool = excluded.tool, round = excluded.round, state = excluded.state, \
+                 created_at = excluded.created_at",
         )
         .bind(tenant)
         .bind(session)
@@ -643,6 +644,13 @@ impl RoundStore for SqlStore {
         // request state can name them any more (the longest allowed lifetime is a day).
         sqlx::query("DELETE FROM pending_inputs WHERE session LIKE 'mrtr:%' AND created_at < $1")
             .bind(now - 86_400_000)
+            .execute(&self.pool)
+            .await?;
+        // Rounds of session calls that ended without finishing (the session deleted or expired,
+        // the call cancelled): a round waits at most a day for the client
+        // (`sessions.client_request_timeout_secs`), so one written two days ago is dead.
+        sqlx::query("DELETE FROM pending_inputs WHERE created_at < $1")
+            .bind(now - 2 * 86_400_000)
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected())
