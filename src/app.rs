@@ -229,7 +229,7 @@ impl Application {
         ));
         elicitations.spawn_sweeper();
         let elicitation_data = web::Data::from(elicitations.clone());
-        let auth_data = web::Data::from(auth_service);
+        let auth_data = web::Data::from(auth_service.clone());
         let oauth_state = web::Data::new(crate::oauth::OAuthState::default());
         let (admin_auth, generated_admin_token) =
             AdminAuth::init(&store, &config.admin.token).await?;
@@ -259,7 +259,8 @@ impl Application {
             allow_private,
             sealer.clone(),
         )
-        .with_elicitations(elicitations);
+        .with_elicitations(elicitations)
+        .with_auth(auth_service);
         directory.load_all().await?;
         actix_rt::spawn(directory.clone().listen());
         if config.cluster.resync_secs > 0 {
@@ -553,8 +554,8 @@ struct Readiness {
     replica: Arc<Replica>,
 }
 
-/// Ready when not draining and the database and shared state answer (each within a second, so
-/// a probe is never left waiting).
+/// Ready when not draining and the database and shared state answer (both asked at once,
+/// within 800 ms, so the answer comes before a probe's default 1 s timeout).
 async fn readyz(ready: web::Data<Readiness>) -> HttpResponse {
     let unready = |status: &str| {
         HttpResponse::ServiceUnavailable().json(serde_json::json!({ "status": status }))
@@ -563,12 +564,14 @@ async fn readyz(ready: web::Data<Readiness>) -> HttpResponse {
         return unready("draining");
     }
     let within = Duration::from_millis(800);
-    let db = tokio::time::timeout(within, ready.store.ping()).await;
+    let me = &ready.replica.info.id;
+    let (db, shared) = futures_util::join!(
+        tokio::time::timeout(within, ready.store.ping()),
+        tokio::time::timeout(within, ready.replica.backends.leases.replica_url(me)),
+    );
     if !matches!(db, Ok(true)) {
         return unready("database unreachable");
     }
-    let me = &ready.replica.info.id;
-    let shared = tokio::time::timeout(within, ready.replica.backends.leases.replica_url(me)).await;
     if !matches!(shared, Ok(Ok(_))) {
         return unready("shared session state unreachable");
     }

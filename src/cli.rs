@@ -2,7 +2,8 @@
 //!
 //! Results are printed to stdout as pretty JSON (lists follow `next_cursor` to the end and print
 //! one array); confirmations of deletions go to stderr. Exit codes: 0 on success, 1 when the API
-//! refused the request (`error: <message>` on stderr), 2 when it could not be made (no token, an
+//! refused the request (`error: <message>` on stderr) or `keys rotate --wait` ended with values
+//! still under another key, 2 when it could not be made (no token, an
 //! unreadable input file, the server unreachable or not answering like the admin API). The token
 //! is never printed.
 
@@ -269,6 +270,8 @@ enum Output {
     Json(Value),
     /// A confirmation without a result, to stderr.
     Done(String),
+    /// A result (to stdout) that falls short of what was asked: the message to stderr, exit 1.
+    Incomplete(Value, String),
 }
 
 /// A new sealing key spec: `id:` and 32 random bytes in base64.
@@ -286,7 +289,7 @@ fn generate_key(id: Option<String>) -> ExitCode {
         .report();
     }
     println!("{}", crate::auth::Sealer::generate_spec(&id));
-    eprintln!("put it first in auth.sealing_keys on every replica (keep the old keys after it), restart them, then run `mcp-harbor admin keys rotate`");
+    eprintln!("add it last in auth.sealing_keys on every replica and restart them; then move it first and restart them again; then run `mcp-harbor admin keys rotate --wait` (see the README)");
     ExitCode::SUCCESS
 }
 
@@ -324,6 +327,14 @@ pub fn run(args: AdminArgs) -> ExitCode {
                 serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
             );
             ExitCode::SUCCESS
+        }
+        Ok(Output::Incomplete(value, message)) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
+            );
+            eprintln!("error: {message}");
+            ExitCode::from(1)
         }
         Ok(Output::Done(message)) => {
             eprintln!("{message}");
@@ -388,8 +399,17 @@ async fn keys(client: &AdminClient, command: KeysCommand) -> Result<Output, Fail
                             .all(|k| k["sealing"] == true || k["values"] == 0)
                     });
                 if finished || (nothing_left && !running) {
-                    if !nothing_left {
-                        eprintln!("some values are still under another key or in clear: see \"keys\" and \"rotation\"");
+                    let failed =
+                        job["state"] == "failed" || job["failed"].as_u64().is_some_and(|n| n > 0);
+                    if failed || !nothing_left {
+                        // Exit 1: a script that removes the old key next must not run.
+                        return Ok(Output::Incomplete(
+                            status,
+                            "the rotation did not re-seal everything: some values are still \
+                             under another key or in clear (see \"keys\" and \"rotation\"); \
+                             keep the old keys configured"
+                                .into(),
+                        ));
                     }
                     return Ok(Output::Json(status));
                 }

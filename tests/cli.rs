@@ -624,3 +624,51 @@ async fn sealing_keys_are_generated_counted_and_rotated() {
     assert_eq!(rotated["keys"][0]["values"], 1);
     app.handle.stop(false).await;
 }
+
+#[actix_rt::test]
+async fn a_rotation_that_leaves_values_under_an_old_key_exits_1() {
+    // A webhook secret sealed under k1; the server then runs with k2 alone (k1 dropped too
+    // early): the rotation cannot re-seal it, and `--wait` must not report success (a script's
+    // next step removes the old key).
+    let shared = tempfile::tempdir().unwrap();
+    let dir = shared.path().display().to_string();
+    let with_key = |spec: String| {
+        let dir = dir.clone();
+        move |c: &mut mcp_harbor::config::Config| {
+            c.storage.data_dir = dir;
+            c.auth.sealing_keys = vec![secrecy::SecretString::from(spec)];
+        }
+    };
+    let first =
+        common::spawn_app_with(with_key(mcp_harbor::auth::Sealer::generate_spec("k1"))).await;
+    first
+        .admin(reqwest::Method::POST, "/tenants")
+        .json(&json!({ "slug": "acme" }))
+        .send()
+        .await
+        .unwrap();
+    let r = first
+        .admin(reqwest::Method::POST, "/tenants/acme/tools")
+        .json(&json!({ "name": "hook", "description": "d",
+            "webhook": { "url": "http://127.0.0.1:9/hook" } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    first.handle.stop(false).await;
+    let second =
+        common::spawn_app_with(with_key(mcp_harbor::auth::Sealer::generate_spec("k2"))).await;
+    let run = admin(&second, &["keys", "rotate", "--wait"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("old keys"), "{run:?}");
+    let status: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert!(
+        status["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["id"] == "k1" && k["values"] == 1),
+        "{status}"
+    );
+    second.handle.stop(false).await;
+}

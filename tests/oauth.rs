@@ -989,6 +989,113 @@ async fn revocation_ends_a_refresh_family() {
 }
 
 #[actix_rt::test]
+async fn removing_a_user_or_resetting_the_password_ends_their_grants() {
+    let app = oauth_app().await;
+    let invalid = |(status, e): (StatusCode, Value)| {
+        assert_eq!(
+            (status, e["error"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("invalid_grant")),
+            "{e}"
+        );
+        e["error_description"].as_str().unwrap_or("").to_string()
+    };
+    let app = &app;
+    let patch_alice = |body: Value| async move {
+        let r = app
+            .admin(Method::PATCH, "/tenants/acme/users/alice")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    };
+    // A display-name change keeps the grant; a password reset ends it.
+    let (client_id, tokens) = tokens_for(&app, "acme", "alice").await;
+    patch_alice(json!({ "display_name": "Alice B." })).await;
+    let (status, renewed) = refresh(
+        &app,
+        "acme",
+        &client_id,
+        tokens["refresh_token"].as_str().unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{renewed}");
+    patch_alice(json!({ "password": "another long password" })).await;
+    let rt = renewed["refresh_token"].as_str().unwrap();
+    let why = invalid(refresh(&app, "acme", &client_id, rt).await);
+    assert!(why.contains("password"), "{why}");
+    // A removed user's refresh token and unredeemed code end with them, and a user created
+    // again under the same name inherits neither.
+    let (client_id, tokens) = tokens_for(&app, "acme", "bob").await;
+    let p = pkce();
+    let code = code_for(&app, "acme", &client_id, &p, "bob").await;
+    let removed = app
+        .admin(Method::DELETE, "/tenants/acme/users/bob")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), 204);
+    create_user(&app, "acme", "bob").await;
+    let rt = tokens["refresh_token"].as_str().unwrap();
+    invalid(refresh(&app, "acme", &client_id, rt).await);
+    invalid(exchange(&app, "acme", &client_id, &code, &p).await);
+    // The refused token's family is revoked: the new bob signs in afresh.
+    invalid(refresh(&app, "acme", &client_id, rt).await);
+    let (_, fresh) = tokens_for(&app, "acme", "bob").await;
+    assert!(fresh["access_token"].is_string());
+}
+
+#[actix_rt::test]
+async fn a_tenant_created_again_under_its_slug_trusts_nothing_of_the_first() {
+    let app = oauth_app().await;
+    let (_, tokens) = tokens_for(&app, "acme", "alice").await;
+    let old = access(&tokens);
+    let (status, _, _) = initialize(&app, "acme", Some(&old)).await;
+    assert_eq!(status, 200, "the token works while its tenant lives");
+    let deleted = app
+        .admin(Method::DELETE, "/tenants/acme")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    create_user(&app, "acme", "alice").await;
+    // Same issuer, same audience, same subject: only the keys differ, and the first tenant's
+    // went with it (this replica cached them).
+    let (status, _, challenge) = initialize(&app, "acme", Some(&old)).await;
+    assert_eq!(status, 401, "{challenge:?}");
+    // The new tenant signs with its own keys, which it goes on accepting.
+    let (_, tokens) = tokens_for(&app, "acme", "alice").await;
+    let jwks: Value = app
+        .http
+        .get(format!("{}/t/acme/oauth/jwks", app.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let kid = |token: &str| {
+        let header = token.split('.').next().unwrap();
+        let header =
+            base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, header)
+                .unwrap();
+        serde_json::from_slice::<Value>(&header).unwrap()["kid"].clone()
+    };
+    assert_ne!(kid(&access(&tokens)), kid(&old));
+    assert!(
+        jwks["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|k| k["kid"] != kid(&old)),
+        "{jwks}"
+    );
+    let (status, _, _) = initialize(&app, "acme", Some(&access(&tokens))).await;
+    assert_eq!(status, 200);
+}
+
+#[actix_rt::test]
 async fn sessions_belong_to_the_principal_that_opened_them() {
     let app = oauth_app().await;
     let (_, alice) = tokens_for(&app, "acme", "alice").await;

@@ -1517,6 +1517,9 @@ async fn methods_a_documented_path_lacks_answer_405_with_allow() {
         (Method::PUT, "/tenants"),
         (Method::GET, "/tenants/allow-check/widgets"),
         (Method::PUT, "/tenants/allow-check/widgets/x"),
+        // An empty variable is no value: these are not `/tenants/{slug}` paths.
+        (Method::GET, "/tenants/"),
+        (Method::GET, "/tenants//tools"),
     ] {
         let resp = app.admin(method.clone(), url).send().await.unwrap();
         let status = resp.status().as_u16();

@@ -258,6 +258,18 @@ impl ResponseError for AdminError {
     }
 }
 
+impl From<crate::auth::AuthError> for AdminError {
+    fn from(e: crate::auth::AuthError) -> Self {
+        match e {
+            crate::auth::AuthError::Store(e) => e.into(),
+            e => {
+                tracing::error!(error = %e, "admin API: key operation failed");
+                AdminError::internal()
+            }
+        }
+    }
+}
+
 impl From<StoreError> for AdminError {
     fn from(e: StoreError) -> Self {
         match e {

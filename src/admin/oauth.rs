@@ -63,6 +63,15 @@ pub struct ExternalInput {
     required_scopes: Vec<String>,
 }
 
+/// Hashes a password on the blocking pool (argon2 takes tens of milliseconds of CPU, which
+/// must not hold the worker that serves other requests), as sign-in checks them.
+async fn hash_off_worker(password: String) -> Result<String, AdminError> {
+    actix_web::rt::task::spawn_blocking(move || hash_password(&password))
+        .await
+        .map_err(internal)?
+        .map_err(internal)
+}
+
 fn internal(e: impl std::fmt::Display) -> AdminError {
     tracing::error!(error = %e, "admin OAuth operation failed");
     AdminError::internal()
@@ -294,7 +303,7 @@ pub async fn create_user(
     valid_password(&input.password)?;
     let display_name = input.display_name.unwrap_or_else(|| input.username.clone());
     validate_display_name(&display_name)?;
-    let password_hash = hash_password(&input.password).map_err(internal)?;
+    let password_hash = hash_off_worker(input.password.clone()).await?;
     let now = now_millis();
     let user = UserRecord {
         username: input.username,
@@ -375,7 +384,7 @@ pub async fn update_user(
     let password_hash = match &input.password {
         Some(p) => {
             valid_password(p)?;
-            Some(hash_password(p).map_err(internal)?)
+            Some(hash_off_worker(p.clone()).await?)
         }
         None => None,
     };
@@ -563,11 +572,7 @@ pub async fn rotate_key(
     slug: web::Path<String>,
 ) -> Result<HttpResponse, AdminError> {
     tenant_exists(&state, &slug).await?;
-    let kid = auth
-        .keys
-        .rotate(&auth.store, &auth.sealer, &slug)
-        .await
-        .map_err(internal)?;
+    let kid = auth.keys.rotate(&auth.store, &auth.sealer, &slug).await?;
     tracing::info!(tenant = %slug, kid = %kid, "signing key rotated");
     Ok(HttpResponse::Created().json(json!({ "kid": kid, "alg": crate::auth::keys::ALG })))
 }

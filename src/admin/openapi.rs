@@ -52,7 +52,11 @@ impl Operation {
                 .segments
                 .iter()
                 .zip(segments)
-                .all(|(documented, given)| documented.as_deref().is_none_or(|d| d == *given))
+                // A variable takes one or more characters, as the router's `{slug}` does.
+                .all(|(documented, given)| match documented.as_deref() {
+                    None => !given.is_empty(),
+                    Some(d) => d == *given,
+                })
     }
 }
 

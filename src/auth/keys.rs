@@ -30,6 +30,9 @@ pub struct ActiveKey {
 /// A tenant's keys as this replica knows them.
 pub struct TenantKeys {
     pub active: Option<ActiveKey>,
+    /// The kid of an unretired key whose private half does not open here (a sealing key this
+    /// replica lacks): tokens are still verified, none is signed.
+    pub unopened: Option<String>,
     pub verifying: HashMap<String, DecodingKey>,
     /// The published JWKS (`{"keys": […]}`).
     pub jwks: Value,
@@ -126,6 +129,13 @@ impl KeyRing {
         if keys.active.is_some() {
             return Ok(keys);
         }
+        if let Some(kid) = &keys.unopened {
+            // Not a reason to make another key: every other replica signs with this one.
+            return Err(AuthError::Internal(format!(
+                "signing key {kid} does not open on this replica: configure every sealing key \
+                 (auth.sealing_keys) on every replica"
+            )));
+        }
         self.rotate(store, sealer, tenant).await?;
         self.load(store, sealer, tenant).await
     }
@@ -152,6 +162,7 @@ fn build(
     let mut verifying = HashMap::new();
     let mut published = Vec::new();
     let mut active = None;
+    let mut unopened = None;
     for r in records {
         let (Some(x), Some(y)) = (
             r.public_jwk.get("x").and_then(Value::as_str),
@@ -167,19 +178,29 @@ fn build(
         verifying.insert(r.kid.clone(), decoding);
         published.push(r.public_jwk.clone());
         if r.retired_at.is_none() {
-            let der = sealer
-                .open(&purpose(tenant, &r.kid), &r.private_key)
-                .map(secrecy::zeroize::Zeroizing::new)
-                .map_err(|e| AuthError::Internal(format!("signing key {}: {e}", r.kid)))?;
-            // The newest unretired key signs (records come oldest first).
-            active = Some(ActiveKey {
-                kid: r.kid.clone(),
-                encoding: EncodingKey::from_ec_der(&der),
-            });
+            // The newest unretired key signs (records come oldest first). One that does not
+            // open here (a replica without the sealing key that sealed it, during a rollout)
+            // leaves this replica verifying tokens, not signing them.
+            match sealer.open(&purpose(tenant, &r.kid), &r.private_key) {
+                Ok(der) => {
+                    let der = secrecy::zeroize::Zeroizing::new(der);
+                    active = Some(ActiveKey {
+                        kid: r.kid.clone(),
+                        encoding: EncodingKey::from_ec_der(&der),
+                    });
+                    unopened = None;
+                }
+                Err(e) => {
+                    tracing::error!(tenant, kid = %r.kid, error = %e, "the tenant's signing key does not open here; tokens are verified, not signed, until every sealing key is configured");
+                    active = None;
+                    unopened = Some(r.kid.clone());
+                }
+            }
         }
     }
     Ok(TenantKeys {
         active,
+        unopened,
         verifying,
         jwks: json!({ "keys": published }),
     })

@@ -393,7 +393,21 @@ pub async fn submit(
             )
         }
     };
-    grant_code(&t, &auth, &r, &user.username, &user.display_name).await
+    let signed_in = SignedIn {
+        subject: &user.username,
+        name: &user.display_name,
+        credential: Some(super::token::credential_stamp(&user.password_hash)),
+    };
+    grant_code(&t, &auth, &r, signed_in).await
+}
+
+/// Who the user signed in as: a tenant user (with the stamp of the password they used, which
+/// the grant keeps: deleting the user or changing the password ends it) or the tenant's
+/// identity provider's subject.
+struct SignedIn<'a> {
+    subject: &'a str,
+    name: &'a str,
+    credential: Option<String>,
 }
 
 /// Why a tenant user's sign-in failed.
@@ -476,8 +490,7 @@ async fn grant_code(
     t: &AsTenant,
     auth: &AuthService,
     r: &Request,
-    subject: &str,
-    name: &str,
+    who: SignedIn<'_>,
 ) -> HttpResponse {
     let code = random_token();
     let now = now_millis();
@@ -492,8 +505,9 @@ async fn grant_code(
             "scope": r.scopes.join(" "),
             "resource": r.resource,
             "nonce": r.nonce,
-            "subject": subject,
-            "name": name,
+            "subject": who.subject,
+            "name": who.name,
+            "credential": who.credential,
             "family": uuid::Uuid::new_v4().to_string(),
         }),
         expires_at: now + auth.config.code_ttl_secs as i64 * 1000,
@@ -665,7 +679,14 @@ pub async fn callback(
         return bad("The identity provider's answer has no code.");
     };
     match redeem_upstream(&t, &auth, upstream, code, &saved).await {
-        Ok((subject, name)) => grant_code(&t, &auth, &r, &subject, &name).await,
+        Ok((subject, name)) => {
+            let who = SignedIn {
+                subject: &subject,
+                name: &name,
+                credential: None,
+            };
+            grant_code(&t, &auth, &r, who).await
+        }
         Err(e) => {
             tracing::warn!(tenant = %t.handle.slug, error = %e, "federated sign-in failed");
             page::error(

@@ -56,7 +56,10 @@ pub async fn token(
     state: web::Data<OAuthState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, OAuthError> {
-    let outcome = grant(&req, &slug, &auth, &state, &body).await;
+    // A tenant that is not served here counts nowhere: its name comes from the path, and a
+    // series per made-up name would grow the metrics without bound.
+    let t = as_tenant(&req, &slug, &auth).await?;
+    let outcome = grant(&req, &t, &auth, &state, &body).await;
     let grant_type = url::form_urlencoded::parse(&body)
         .find(|(k, _)| k == "grant_type")
         .map(|(_, v)| v.into_owned())
@@ -71,22 +74,20 @@ pub async fn token(
         Ok(_) => "issued".to_string(),
         Err(e) => e.error.to_string(),
     };
-    crate::metrics::global().oauth_grant(&slug, &grant_type, &result);
+    crate::metrics::global().oauth_grant(&t.handle.slug, &grant_type, &result);
     outcome
 }
 
 async fn grant(
     req: &HttpRequest,
-    slug: &str,
+    t: &AsTenant,
     auth: &AuthService,
     state: &OAuthState,
     body: &[u8],
 ) -> Result<HttpResponse, OAuthError> {
-    let req = req.clone();
-    let t = as_tenant(&req, slug, auth).await?;
-    check_form(&req)?;
+    check_form(req)?;
     let form = form_map(body)?;
-    let client = authenticate(auth, &state.documents, &t.handle.slug, &req, &form).await?;
+    let client = authenticate(auth, &state.documents, &t.handle.slug, req, &form).await?;
     let grant_type = form.get("grant_type").map(String::as_str).unwrap_or("");
     if !client.allows_grant(grant_type)
         && matches!(
@@ -100,9 +101,9 @@ async fn grant(
         ));
     }
     match grant_type {
-        "authorization_code" => code_grant(&t, auth, &client, &form).await,
-        "refresh_token" => refresh_grant(&t, auth, &client, &form).await,
-        "client_credentials" => client_credentials(&t, auth, &client, &form).await,
+        "authorization_code" => code_grant(t, auth, &client, &form).await,
+        "refresh_token" => refresh_grant(t, auth, &client, &form).await,
+        "client_credentials" => client_credentials(t, auth, &client, &form).await,
         "" => Err(OAuthError::bad("invalid_request", "grant_type is required")),
         other => Err(OAuthError::bad(
             "unsupported_grant_type",
@@ -192,9 +193,11 @@ async fn code_grant(
             ));
         }
     }
+    signed_in_still(t, auth, g).await?;
     let grant = json!({
         "scope": text("scope"), "resource": resource, "subject": text("subject"),
         "name": g.get("name"), "nonce": g.get("nonce"), "family": text("family"),
+        "credential": g.get("credential"),
     });
     issue(t, auth, client, &grant, None, &text("family"), true).await
 }
@@ -248,6 +251,12 @@ async fn refresh_grant(
     if record.expires_at < now {
         return Err(invalid_grant("refresh token expired"));
     }
+    if let Err(e) = signed_in_still(t, auth, &record.grant).await {
+        auth.store
+            .revoke_family(&t.handle.slug, &record.family, now)
+            .await?;
+        return Err(e);
+    }
     let scope = refresh_scope(&record.grant, form)?;
     let mut grant = record.grant.clone();
     if let Some(o) = grant.as_object_mut() {
@@ -256,6 +265,35 @@ async fn refresh_grant(
     // The new refresh token keeps the grant's whole scope (RFC 6749 §6: its scope MUST be
     // identical to the one redeemed); only the access token gets a narrower one asked for.
     issue(t, auth, client, &grant, scope, &record.family, true).await
+}
+
+/// What a grant keeps of the password a tenant user signed in with: a digest of its stored
+/// hash (salted, so any change of password changes it), never the hash itself.
+pub(super) fn credential_stamp(password_hash: &str) -> String {
+    hash_secret(password_hash)
+}
+
+/// A grant made by a tenant user's sign-in holds while the user exists with the password they
+/// signed in with: deleting the user or changing the password ends its codes and refresh
+/// tokens (a new user given the same name inherits nothing). Grants from the tenant's
+/// identity provider or a client's own credentials carry no stamp.
+async fn signed_in_still(
+    t: &AsTenant,
+    auth: &AuthService,
+    grant: &Value,
+) -> Result<(), OAuthError> {
+    let Some(stamp) = grant.get("credential").and_then(Value::as_str) else {
+        return Ok(());
+    };
+    let subject = grant.get("subject").and_then(Value::as_str).unwrap_or("");
+    let user = auth.store.get_user(&t.handle.slug, subject).await?;
+    match user {
+        Some(u) if credential_stamp(&u.password_hash) == stamp => Ok(()),
+        Some(_) => Err(invalid_grant(
+            "the user's password changed since this grant",
+        )),
+        None => Err(invalid_grant("the user no longer exists")),
+    }
 }
 
 /// What a refresh request may ask of a grant: a scope within the granted one (the access

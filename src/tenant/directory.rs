@@ -93,6 +93,8 @@ pub struct TenantDirectory {
     elicitations: Option<Arc<crate::elicitation::Elicitations>>,
     /// Opens the webhook tools' signing secrets when a catalog is built.
     pub sealer: Arc<Sealer>,
+    /// The tenants' authorization (its per-tenant caches end with a tenant).
+    auth: Option<Arc<crate::auth::AuthService>>,
     /// Per tenant: the fingerprint of the entries its live catalog was last built from.
     fingerprints: Arc<Mutex<HashMap<String, CatalogFingerprint>>>,
 }
@@ -121,8 +123,15 @@ impl TenantDirectory {
             unknown: Arc::new(Mutex::new(HashMap::new())),
             elicitations: None,
             sealer,
+            auth: None,
             fingerprints: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// Forgets what the tenants' authorization caches of a tenant when it stops being served.
+    pub fn with_auth(mut self, auth: Arc<crate::auth::AuthService>) -> Self {
+        self.auth = Some(auth);
+        self
     }
 
     /// Lets the tenants' tools ask users for secrets (URL-mode elicitation).
@@ -338,6 +347,14 @@ impl TenantDirectory {
             self.start_tenant(record).await?;
             return Ok(());
         };
+        if handle.policy.created_at() != record.created_at {
+            // The tenant served here was deleted and another created under its slug (the bus
+            // did not bring the deletion): nothing of the first one is served on.
+            tracing::info!(tenant = %record.slug, "a tenant created again under its slug replaces the one served here");
+            self.deactivate_here(&record.slug);
+            self.start_tenant(record).await?;
+            return Ok(());
+        }
         // Two updates applied here out of order: the older one applies the tenant as it is now
         // (its policy, session caps and, when it changed them, catalogs), never its own record.
         let newest;
@@ -453,6 +470,11 @@ impl TenantDirectory {
 
     fn deactivate_here(&self, slug: &str) {
         self.fingerprints.lock().remove(slug);
+        if let Some(auth) = &self.auth {
+            // Its signing keys went with it: a tenant created again under the slug must not be
+            // served (nor sign) with them from this replica's cache.
+            auth.keys.forget(slug);
+        }
         if let Some(handle) = self.registry.remove(slug) {
             handle.supervisor.do_send(StopAll);
         }
@@ -599,9 +621,26 @@ impl TenantDirectory {
         let Some(handle) = self.registry.get(m.tenant.as_str()) else {
             return;
         };
-        let Some(entry) = handle.sessions.get(&m.session) else {
-            tracing::debug!(session = %m.session, "bus message for a session not held here");
-            return;
+        // Not held here: this replica's earlier process held it (restarted under the same id,
+        // as a pod or a compose service is), and the answer was sent here for it. Restored
+        // from its snapshot as a forwarded request would be, or the call it answers would wait
+        // out its timeout.
+        let entry = match handle.sessions.get(&m.session) {
+            Some(entry) => entry,
+            None => match locate::locate(
+                &handle.sessions,
+                &m.session,
+                crate::session::core::TransportKind::Streamable,
+                true,
+            )
+            .await
+            {
+                Ok(locate::Located::Here(entry)) => entry,
+                Ok(locate::Located::Elsewhere { .. }) | Err(_) => {
+                    tracing::debug!(session = %m.session, "bus message for a session not held here");
+                    return;
+                }
+            },
         };
         if entry.owner.as_deref() != m.owner.as_deref() {
             tracing::warn!(session = %m.session, "bus message from another principal dropped");

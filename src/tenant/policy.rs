@@ -3,7 +3,7 @@
 //! quotas), and the tenant's own allowed origins. Refusals are domain values; the transport
 //! picks their HTTP status.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
@@ -59,6 +59,9 @@ pub struct TenantPolicy {
     /// The `updated_at` of the record applied last, held while one is applied: an older record
     /// (two updates applied here out of order) is not applied over a newer one.
     applied: Mutex<i64>,
+    /// The `created_at` of the tenant the applied record belongs to: a tenant deleted and
+    /// created again under its slug is another tenant.
+    created_at: AtomicI64,
 }
 
 impl Default for TenantPolicy {
@@ -76,6 +79,7 @@ impl Default for TenantPolicy {
             max_body_bytes: AtomicUsize::new(usize::MAX),
             max_message_bytes: AtomicUsize::new(usize::MAX),
             applied: Mutex::new(i64::MIN),
+            created_at: AtomicI64::new(0),
         }
     }
 }
@@ -115,6 +119,11 @@ impl TenantPolicy {
         self.max_message_bytes.load(Ordering::Relaxed)
     }
 
+    /// When the tenant whose record was applied was created.
+    pub fn created_at(&self) -> i64 {
+        self.created_at.load(Ordering::Relaxed)
+    }
+
     /// When the record last applied was written (`updated_at`).
     pub fn applied_at(&self) -> i64 {
         *self.applied.lock()
@@ -133,6 +142,7 @@ impl TenantPolicy {
             return;
         }
         *applied = record.updated_at;
+        self.created_at.store(record.created_at, Ordering::Relaxed);
         let size = |limit: Option<u32>| limit.map_or(usize::MAX, |n| n as usize);
         self.max_body_bytes
             .store(size(record.limits.max_body_bytes), Ordering::Relaxed);
