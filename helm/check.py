@@ -185,7 +185,7 @@ SCENARIOS: dict[str, dict] = {
             "className": "nginx",
             "host": "mcp.example.com",
             "annotations": {
-                "nginx.ingress.kubernetes.io/upstream-hash-by": "$http_mcp_session_id",
+                "nginx.ingress.kubernetes.io/upstream-hash-by": "$mcp_affinity",
                 "nginx.ingress.kubernetes.io/proxy-buffering": "off",
             },
             "tls": {"enabled": True},
@@ -240,7 +240,8 @@ SCENARIOS: dict[str, dict] = {
                     "serviceMonitor": {"enabled": True, "interval": "15s", "scrapeTimeout": "5s",
                                        "labels": {"release": "kube-prometheus-stack"}}},
         "networkPolicy": {"enabled": True, "metricsFrom": [
-            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]},
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+            "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gateway"}}}]},
     },
     # OTLP/gRPC, traces only, a tiny sampling ratio (rendered in fixed point), no headers.
     "telemetry-grpc": {
@@ -334,6 +335,8 @@ REFUSED_RENDERS: dict[str, tuple[dict, str]] = {
     "replicaCount 2 without shared sealing keys":
         ({"replicaCount": 2, "storage": {"databaseUrl": "postgres://db/x"},
           "redis": {"url": "redis://r:6379"}}, "replicaCount > 1 needs"),
+    "PostgreSQL without sealing keys":
+        ({"storage": {"databaseUrl": "postgres://db/x"}}, "PostgreSQL needs sealing keys"),
     "metrics.serviceMonitor.enabled without metrics.enabled":
         ({"metrics": {"enabled": False, "serviceMonitor": {"enabled": True}}},
          "metrics.serviceMonitor.enabled needs metrics.enabled=true"),
@@ -527,15 +530,24 @@ def check_production_objects(r: Report, merged: dict, kinds: dict, dep: dict, po
         rules = netpol["spec"].get("ingress", []) if netpol else []
         ports = [[p["port"] for p in rule.get("ports", [])] for rule in rules]
         want = [[merged["containerPort"]] + ([m["port"]] if m["enabled"] else [])]
+        custom = merged["networkPolicy"]["from"]
+        if custom:
+            want.append([merged["containerPort"]])
         scrapers = merged["networkPolicy"]["metricsFrom"] if m["enabled"] else []
         if scrapers:
             want.append([m["port"]])
         r.check("the NetworkPolicy admits only the server (and metrics) port, for its own pods",
                 netpol is not None and netpol["spec"]["podSelector"]["matchLabels"] == labels
                 and ports == want, f"ports by rule {ports}, want {want}")
+        if custom:
+            r.check("with networkPolicy.from set, the release's own pods still reach each other "
+                    "(forwarding to a session's owner)",
+                    len(rules) >= 2 and rules[0]["from"] == custom
+                    and rules[1]["from"] == [{"podSelector": {"matchLabels": labels}}],
+                    f"rules {rules}")
         if scrapers:
             r.check("networkPolicy.metricsFrom peers reach the metrics port only",
-                    len(rules) == 2 and rules[1]["from"] == scrapers)
+                    rules[-1]["from"] == scrapers)
         r.check("the NetworkPolicy restricts ingress only: egress (webhooks, databases, the OTLP "
                 "collector) stays open",
                 netpol is not None and netpol["spec"].get("policyTypes") == ["Ingress"]
@@ -1245,8 +1257,11 @@ def boot_once(r: Report, binary: Path, label, facts: dict, env: dict[str, str], 
                     statuses == (200, 401, 401), f"got {statuses}")
         if facts["metrics"]:
             status, body = http_get(server.metrics_port, "/metrics")
+            # The MCP operation metrics once a seeded tenant was called above; the server's own
+            # gauges without one (production seeds none).
+            want = "mcp_server_operation_duration" if tenants else "mcp_harbor_http_connections_open"
             r.check("GET /metrics on the metrics listener: 200, Prometheus text with the MCP metrics",
-                    status == 200 and "mcp_server_operation_duration" in body, f"status {status}")
+                    status == 200 and want in body, f"status {status}, want {want}")
         otlp = facts["telemetry"]["otlp"]
         if otlp["endpoint"]:
             r.check(f"OTLP export to {otlp['endpoint']} (unreachable here) starts and does not stop the server",

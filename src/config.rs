@@ -501,6 +501,18 @@ impl Config {
         {
             return bad("cluster.advertise_url must start with http:// or https://".into());
         }
+        if advertise.is_empty()
+            && !self.redis.url.is_empty()
+            && matches!(self.server.host.as_str(), "0.0.0.0" | "::" | "[::]")
+        {
+            // It would be advertised as http://0.0.0.0:<port>: other replicas forwarding a
+            // session's requests here would reach themselves.
+            return bad(
+                "cluster.advertise_url is required with Redis when server.host is 0.0.0.0 or :: \
+                 (the URL other replicas reach this one at)"
+                    .into(),
+            );
+        }
         if self.cluster.heartbeat_ms == 0
             || self.cluster.liveness_ttl_ms < 2 * self.cluster.heartbeat_ms
         {

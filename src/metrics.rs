@@ -150,7 +150,7 @@ impl Metrics {
         let webhook_duration: Histograms<OutcomeLabels> = Family::new_with_constructor(latency);
         registry.register_with_unit(
             "mcp_harbor_webhook_duration",
-            "Webhook tool calls (one HTTP round each) by outcome: ok, error (non-2xx, bad answer), failed (unreachable, timeout)",
+            "Webhook tool calls (one HTTP round each) by outcome: ok (a 2xx JSON answer), failed (unreachable, timeout, non-2xx, too large or not JSON)",
             Unit::Seconds,
             webhook_duration.clone(),
         );
@@ -664,10 +664,12 @@ pub async fn scrape_with_token(
     scrape().await
 }
 
-/// `GET /metrics` (text exposition format 0.0.4).
+/// `GET /metrics` (OpenMetrics text).
 pub async fn scrape() -> actix_web::HttpResponse {
     actix_web::HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        // What prometheus_client writes: OpenMetrics text (`# EOF`, counters' `_total` samples
+        // under their family's name), which a 0.0.4 text parser would misread.
+        .content_type("application/openmetrics-text; version=1.0.0; charset=utf-8")
         .body(global().render())
 }
 

@@ -429,7 +429,8 @@ pub fn http_span(req: &actix_web::dev::ServiceRequest, route_of: fn(&str) -> &'s
         otel.kind = "server",
         http.request.method = %method,
         http.route = %route,
-        url.path = %req.path(),
+        // An elicitation page's id is its capability on open tenants: traces get the route.
+        url.path = %if route.contains("/elicitations/") { route } else { req.path() },
         http.response.status_code = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
     );
@@ -570,7 +571,11 @@ pub fn request_span(
     mcp_span(&McpRequest {
         method: &req.method,
         params: req.params.as_ref(),
-        request_id: &req.id.to_string(),
+        // The id as the client wrote it, a string without JSON's quotes (as client spans record it).
+        request_id: &match &req.id {
+            crate::protocol::jsonrpc::RequestId::String(s) => s.to_string(),
+            other => other.to_string(),
+        },
         session_id: session,
         protocol_version,
         tenant,

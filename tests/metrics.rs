@@ -48,11 +48,15 @@ async fn scrape(app: &TestApp) -> HashMap<String, f64> {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+    // OpenMetrics text, said so: a scraper reading it as the 0.0.4 text format would misread
+    // counters (their `_total` samples are typed under the family's name).
     assert!(r.headers()["content-type"]
         .to_str()
         .unwrap()
-        .starts_with("text/plain; version=0.0.4"));
-    parse(&r.text().await.unwrap())
+        .starts_with("application/openmetrics-text; version=1.0.0"));
+    let text = r.text().await.unwrap();
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    parse(&text)
 }
 
 #[actix_rt::test]
@@ -297,6 +301,18 @@ async fn oauth_grants_and_rate_limit_refusals_are_counted() {
         200
     );
     assert_eq!(token("wrong".into()).await.unwrap().status(), 401);
+    // A token request at a tenant that does not exist counts under no tenant: anyone could
+    // make up names, one series each.
+    for made_up in ["nobody-1", "nobody-2"] {
+        let r = app
+            .http
+            .post(format!("{}/t/{made_up}/oauth/token", app.base))
+            .form(&[("grant_type", "client_credentials")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404);
+    }
     // The tenant allows one MCP request a minute: the second is refused with 429.
     for _ in 0..2 {
         app.post(
@@ -337,6 +353,7 @@ async fn oauth_grants_and_rate_limit_refusals_are_counted() {
         sample(&m, "mcp_harbor_rate_limited_total", &[("tenant", "acme")]),
         1.0
     );
+    assert_eq!(sample(&m, grants, &[]), 2.0, "only acme's grants: {m:?}");
 }
 
 /// Every HTTP connection on the main port is gauged while it is open, idle keep-alive ones too,
