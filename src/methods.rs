@@ -187,7 +187,25 @@ fn complete(catalog: &TenantCatalog, params: &Map<String, Value>) -> Result<Valu
                     format!("Unknown resource or resource template: {target}")
                 }));
             }
-            let value = argument.and_then(|a| a["value"].as_str()).unwrap_or("");
+            // schema.json: `argument` needs `name` and `value` (strings); `context.arguments`,
+            // when sent, maps names to strings (completion.mdx: validate all inputs).
+            let Some(value) = argument.and_then(|a| a["value"].as_str()) else {
+                return Err(RpcError::invalid_params(
+                    "completion/complete: argument needs a string \"value\"",
+                ));
+            };
+            if let Some(context) = params.get("context") {
+                let arguments_ok = match context.get("arguments") {
+                    None => context.is_object(),
+                    Some(Value::Object(a)) => a.values().all(Value::is_string),
+                    Some(_) => false,
+                };
+                if !arguments_ok {
+                    return Err(RpcError::invalid_params(
+                        "completion/complete: context.arguments must map argument names to strings",
+                    ));
+                }
+            }
             let mut values = catalog
                 .complete(&reference, name, value)
                 .unwrap_or_default();

@@ -152,7 +152,8 @@ impl RequestContext {
         if let Some(total) = total {
             params["total"] = json!(total);
         }
-        if let Some(message) = message {
+        // `message` came with 2025-03-26 (2024-11-05's progress has none).
+        if let Some(message) = message.filter(|_| self.version >= ProtocolVersion::V2025_03_26) {
             params["message"] = json!(message);
         }
         self.port()
@@ -241,10 +242,28 @@ impl RequestContext {
 /// each property is a primitive (string, number, integer or boolean, a plain `enum` of strings
 /// included); multi-select (array) and titled (`oneOf`/`anyOf`) enums came with 2025-11-25.
 fn form_fits(version: ProtocolVersion, requested_schema: &Value) -> Result<(), RpcError> {
-    if version >= ProtocolVersion::V2025_11_25 {
-        return Ok(());
-    }
     let properties = requested_schema["properties"].as_object();
+    if version >= ProtocolVersion::V2025_11_25 {
+        // Still a flat object of primitives (schema.json's PrimitiveSchemaDefinition): the
+        // only array is a multi-select enum, and no property is an object.
+        let misfit = properties
+            .into_iter()
+            .flatten()
+            .find(|(_, p)| !match p["type"].as_str() {
+                Some("string" | "number" | "integer" | "boolean") => true,
+                Some("array") => {
+                    p["items"].get("enum").is_some() || p["items"].get("anyOf").is_some()
+                }
+                _ => false,
+            });
+        return match misfit {
+            None => Ok(()),
+            Some((name, _)) => Err(RpcError::invalid_request(format!(
+                "the form's field {name:?} is not a primitive (string, number, integer, boolean, \
+                 or a multi-select enum): form elicitations ask for a flat object"
+            ))),
+        };
+    }
     let misfit = properties.into_iter().flatten().find(|(_, p)| {
         let primitive = matches!(
             p["type"].as_str(),

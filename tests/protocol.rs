@@ -391,6 +391,13 @@ async fn cancellation_stops_the_request_and_no_response_is_sent() {
             .all(|m| m["id"] != json!(77)),
         "a cancelled request gets no response: {seen:?}"
     );
+    // What it was asking the client is cancelled too: the form can close.
+    assert!(
+        seen.iter().filter_map(|e| e.json()).any(|m| {
+            m["method"] == "notifications/cancelled" && m["params"]["requestId"] == elicitation_id
+        }),
+        "the client is told its open elicitation is cancelled: {seen:?}"
+    );
     // A late answer to the abandoned elicitation is accepted and ignored.
     let resp = c
         .send(&json!({ "jsonrpc": "2.0", "id": elicitation_id, "result": { "action": "cancel" } }))
@@ -445,6 +452,28 @@ async fn completion_suggests_prompt_arguments_and_template_variables() {
         let text = r["error"]["message"].as_str().unwrap();
         assert!(text.contains(message), "{text}");
     }
+    // The argument's value is required, and context.arguments maps names to strings.
+    let summarize = json!({ "type": "ref/prompt", "name": "summarize" });
+    for (params, message) in [
+        (
+            json!({ "ref": summarize, "argument": { "name": "style" } }),
+            "argument needs a string \"value\"",
+        ),
+        (
+            json!({ "ref": summarize, "argument": { "name": "style", "value": "b" },
+                    "context": { "arguments": { "text": 3 } } }),
+            "context.arguments",
+        ),
+    ] {
+        let (r, _) = c.call("completion/complete", params.clone()).await;
+        assert_eq!(r["error"]["code"], -32602, "{params}");
+        let text = r["error"]["message"].as_str().unwrap();
+        assert!(text.contains(message), "{text}");
+    }
+    let r = c
+        .result("completion/complete", json!({ "ref": summarize, "argument": { "name": "style", "value": "b" }, "context": { "arguments": { "text": "hello" } } }))
+        .await;
+    assert_eq!(r["completion"]["values"], json!(["brief", "bullet-points"]));
 }
 
 #[actix_rt::test]

@@ -106,6 +106,26 @@ async fn a_form_a_revision_cannot_carry_is_not_sent() {
     assert!(text.contains("needs protocol version 2025-11-25"), "{text}");
 }
 
+/// lifecycle.mdx: no request but ping goes to the client before its
+/// `notifications/initialized`; the tool that would ask fails saying so.
+#[actix_rt::test]
+async fn nothing_is_asked_of_a_client_before_it_is_initialized() {
+    let app = spawn_app().await;
+    let mut c = app
+        .initialize_only("demo", "2025-11-25", json!({ "elicitation": {} }))
+        .await;
+    let (r, others) = c
+        .call(
+            "tools/call",
+            json!({ "name": "test_elicitation", "arguments": { "message": "?" } }),
+        )
+        .await;
+    assert!(others.is_empty(), "nothing was asked: {others:?}");
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("notifications/initialized"), "{text}");
+}
+
 #[actix_rt::test]
 async fn sampling_round_trip() {
     let app = spawn_app().await;

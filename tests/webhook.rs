@@ -195,6 +195,16 @@ async fn hook(req: HttpRequest, body: web::Bytes, ep: web::Data<Endpoint>) -> Ht
                 call["input"]["content"]["text"].as_str().unwrap_or("?")
             )))
         }
+        "/nested" if round == 1 => HttpResponse::Ok().json(json!({
+            "input_request": { "type": "elicitation", "message": "Where do you live?",
+                "requested_schema": { "type": "object", "properties": {
+                    "address": { "type": "object", "properties": { "city": { "type": "string" } } } } } },
+            "state": "nested",
+        })),
+        "/nested" => HttpResponse::Ok().json(json!({
+            "content": [{ "type": "text", "text": format!("cannot ask the user: {}", call["input"]["error"]["message"]) }],
+            "isError": true,
+        })),
         "/forever" => HttpResponse::Ok().json(json!({
             "input_request": { "type": "elicitation", "message": format!("round {round}"),
                 "requested_schema": { "type": "object", "properties": {} } },
@@ -559,6 +569,21 @@ async fn a_client_without_elicitation_gets_an_error_input() {
     // The endpoint's own error result passes through unchanged.
     assert_eq!(result["isError"], true);
     assert!(text_of(&result).starts_with("cannot ask the user"));
+}
+
+/// A form is a flat object of primitives (2025-11-25 included): one with a nested object is
+/// not sent to the client, and the endpoint hears why.
+#[actix_rt::test]
+async fn a_form_with_a_nested_object_is_not_sent() {
+    let server = start_endpoint().await;
+    let (result, port) = call_path(&server, "/nested", None).await;
+    assert!(port.requests().is_empty(), "nothing was sent to the client");
+    assert_eq!(result["isError"], true, "{result}");
+    let text = text_of(&result);
+    assert!(
+        text.contains("address") && text.contains("flat object"),
+        "{text}"
+    );
 }
 
 #[actix_rt::test]

@@ -1222,7 +1222,25 @@ impl Session {
         if inflight.record.is_some() {
             self.dirty = true;
         }
-        self.pending.retain(|_, p| &p.origin != id);
+        // What it was asking the client is cancelled too, and the client told so on the
+        // request's stream before it ends (cancellation.mdx: the sender of a request it no
+        // longer waits for sends notifications/cancelled): an open form or sampling prompt is
+        // closed rather than answered into the void.
+        let asked: Vec<RequestId> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| &p.origin == id)
+            .map(|(asked, _)| asked.clone())
+            .collect();
+        for asked in asked {
+            self.pending.remove(&asked);
+            self.dirty = true;
+            let cancelled = jsonrpc::notification_message(
+                "notifications/cancelled",
+                json!({ "requestId": asked, "reason": "the request that asked was cancelled" }),
+            );
+            self.emit(inflight.stream, to_bytes(&cancelled), false);
+        }
         if let Some(stream) = self.streams.get_mut(&inflight.stream) {
             if !stream.standalone {
                 stream.owed = stream.owed.saturating_sub(1);
@@ -1308,6 +1326,14 @@ impl Session {
             )));
             return None;
         };
+        // lifecycle.mdx: the server SHOULD NOT send requests other than pings before the
+        // client's `notifications/initialized`.
+        if method != "ping" && !self.view.initialized() {
+            let _ = reply.send(Err(RpcError::invalid_request(format!(
+                "{method} cannot be sent yet: the client has not sent notifications/initialized"
+            ))));
+            return None;
+        }
         self.next_server_request += 1;
         self.dirty = true;
         let id = RequestId::Number(self.next_server_request);

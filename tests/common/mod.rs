@@ -143,6 +143,21 @@ impl TestApp {
         version: &str,
         capabilities: Value,
     ) -> Client<'_> {
+        let client = self.initialize_only(tenant, version, capabilities).await;
+        let r = client
+            .send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+            .await;
+        assert_eq!(r.status(), 202);
+        client
+    }
+
+    /// A session that answered `initialize` and has not been sent `notifications/initialized`.
+    pub async fn initialize_only(
+        &self,
+        tenant: &str,
+        version: &str,
+        capabilities: Value,
+    ) -> Client<'_> {
         let resp = self.initialize(tenant, version, capabilities).await;
         assert_eq!(resp.status(), 200, "initialize succeeds");
         let session = resp
@@ -157,18 +172,13 @@ impl TestApp {
             .as_str()
             .unwrap()
             .to_string();
-        let client = Client {
+        Client {
             app: self,
             tenant: tenant.to_string(),
             session,
             version: negotiated,
             next_id: 100,
-        };
-        let r = client
-            .send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
-            .await;
-        assert_eq!(r.status(), 202);
-        client
+        }
     }
 }
 
