@@ -149,6 +149,12 @@ impl Application {
             "http"
         };
         let advertise_url = if config.cluster.advertise_url.is_empty() {
+            if !config.redis.url.is_empty()
+                && matches!(config.server.host.as_str(), "0.0.0.0" | "::" | "[::]")
+            {
+                // Harmless for a lone replica; with others they would forward to themselves.
+                tracing::warn!("cluster.advertise_url is not set and server.host is {}: other replicas sharing this Redis cannot reach this one (set it to this replica's own URL)", config.server.host);
+            }
             format!("{scheme}://{}:{port}", config.server.host)
         } else {
             config.cluster.advertise_url.clone()

@@ -399,8 +399,11 @@ async fn keys(client: &AdminClient, command: KeysCommand) -> Result<Output, Fail
                             .all(|k| k["sealing"] == true || k["values"] == 0)
                     });
                 if finished || (nothing_left && !running) {
-                    let failed =
-                        job["state"] == "failed" || job["failed"].as_u64().is_some_and(|n| n > 0);
+                    // This job's failures (an older job's, seen on another replica, do not
+                    // count when nothing is left anyway).
+                    let failed = finished
+                        && (job["state"] == "failed"
+                            || job["failed"].as_u64().is_some_and(|n| n > 0));
                     if failed || !nothing_left {
                         // Exit 1: a script that removes the old key next must not run.
                         return Ok(Output::Incomplete(

@@ -119,8 +119,10 @@ pub struct AuthConfig {
     /// The external base URL clients use (`https://mcp.example.com`), behind a TLS-terminating
     /// ingress. Empty: taken from each request's Host (and `X-Forwarded-Proto`).
     pub public_url: String,
-    /// Keys sealing secrets at rest, `id:base64(32 bytes)`; the first seals, all open (rotate by
-    /// prepending, then `mcp-harbor admin keys rotate` re-seals what is stored). Empty: one is generated into `<data_dir>/sealing.key` (single node only).
+    /// Keys sealing secrets at rest, `id:base64(32 bytes)`; the first seals, all open (rotate in
+    /// two rollouts: the new key last, then first; then `mcp-harbor admin keys rotate` re-seals
+    /// what is stored; see the README). Empty: one is generated into `<data_dir>/sealing.key`
+    /// (single node only).
     /// Also accepted as one comma-separated string (`MCP_HARBOR__AUTH__SEALING_KEYS=k2:…,k1:…`).
     #[serde(default, skip_serializing, deserialize_with = "keys_list")]
     pub sealing_keys: Vec<secrecy::SecretString>,
@@ -201,6 +203,9 @@ pub struct ServerConfig {
     pub workers: usize,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
+    /// How long a request body may take to arrive after its head (408 after that): a client
+    /// trickling one holds a connection and its buffer.
+    pub body_timeout_secs: f64,
     /// Host names (without port) accepted in the `Host` header, besides loopback names.
     /// `"*"` accepts any host (behind a proxy that checks it).
     pub allowed_hosts: Vec<String>,
@@ -272,6 +277,7 @@ impl Default for Config {
                 port: 8080,
                 workers: 0,
                 max_body_bytes: 4 * 1024 * 1024,
+                body_timeout_secs: 30.0,
                 allowed_hosts: Vec::new(),
                 allowed_origins: Vec::new(),
                 sse_keepalive_secs: 15,
@@ -417,11 +423,35 @@ impl Config {
                 self.server.host
             ));
         }
+        if !(self.server.body_timeout_secs.is_finite() && self.server.body_timeout_secs > 0.0) {
+            return bad("server.body_timeout_secs must be positive".into());
+        }
         if self.server.max_body_bytes < 1024 {
             return bad("server.max_body_bytes must be at least 1024".into());
         }
         if self.server.sse_keepalive_secs == 0 {
             return bad("server.sse_keepalive_secs must be at least 1".into());
+        }
+        for host in &self.server.allowed_hosts {
+            // Compared with the Host header's name (port stripped): an entry with a port, a
+            // scheme, a bare IPv6 address or a trailing dot would never match, and every request
+            // would be 403 with nothing saying why.
+            let name_only = if host.starts_with('[') {
+                host.len() > 2 && host.ends_with(']')
+            } else {
+                !host.contains(':')
+            };
+            let ok = host == "*"
+                || (!host.is_empty()
+                    && name_only
+                    && !host.ends_with('.')
+                    && !host.contains(['/', ' ', '\t']));
+            if !ok {
+                return bad(format!(
+                    "server.allowed_hosts entry {host:?} must be a host name or [IPv6] address \
+                     without scheme, port or trailing dot (or \"*\")"
+                ));
+            }
         }
         for origin in &self.server.allowed_origins {
             if !(origin.starts_with("http://") || origin.starts_with("https://")) {
@@ -500,18 +530,6 @@ impl Config {
             || advertise.starts_with("https://"))
         {
             return bad("cluster.advertise_url must start with http:// or https://".into());
-        }
-        if advertise.is_empty()
-            && !self.redis.url.is_empty()
-            && matches!(self.server.host.as_str(), "0.0.0.0" | "::" | "[::]")
-        {
-            // It would be advertised as http://0.0.0.0:<port>: other replicas forwarding a
-            // session's requests here would reach themselves.
-            return bad(
-                "cluster.advertise_url is required with Redis when server.host is 0.0.0.0 or :: \
-                 (the URL other replicas reach this one at)"
-                    .into(),
-            );
         }
         if self.cluster.heartbeat_ms == 0
             || self.cluster.liveness_ttl_ms < 2 * self.cluster.heartbeat_ms
@@ -650,6 +668,34 @@ mod tests {
         let mut c = Config::default();
         c.log.format = "xml".into();
         assert!(c.validate().unwrap_err().to_string().contains("log.format"));
+    }
+
+    #[test]
+    fn allowed_hosts_are_names_the_host_check_can_match() {
+        let check = |host: &str| {
+            let mut c = Config::default();
+            c.server.allowed_hosts = vec![host.to_string()];
+            c.validate().map_err(|e| e.to_string())
+        };
+        for ok in [
+            "mcp.example.com",
+            "*",
+            "[::1]",
+            "10.0.0.7",
+            "MCP.Example.com",
+        ] {
+            assert_eq!(check(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "mcp.example.com:443",
+            "https://mcp.example.com",
+            "::1",
+            "mcp.example.com.",
+            "",
+        ] {
+            let e = check(bad).unwrap_err();
+            assert!(e.contains("server.allowed_hosts"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -129,6 +129,54 @@ async fn oversized_body_is_413() {
     assert_eq!(resp.status(), 200);
 }
 
+/// A body that does not arrive in time is 408 (its head alone does not hold the connection),
+/// and a batch of more than 100 messages is refused as a whole.
+#[actix_rt::test]
+async fn a_trickled_body_is_408_and_an_overlong_batch_400() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = spawn_app_with(|c| c.server.body_timeout_secs = 0.5).await;
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /t/demo/mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 4000\r\n\r\n{{\"jsonrpc\"",
+        app.port
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = conn.read(&mut buf).await.unwrap_or(0);
+            answer.extend_from_slice(&buf[..n]);
+            if n == 0 || answer.windows(4).any(|w| w == b"\r\n\r\n") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "answered before the client's body came");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+
+    let app = spawn_app().await;
+    let session = app.open_session("demo", "2025-03-26", json!({})).await;
+    let batch: Vec<Value> = (0..101)
+        .map(|i| json!({ "jsonrpc": "2.0", "id": i, "method": "ping" }))
+        .collect();
+    let (status, error) = error_of(session.send(&Value::Array(batch)).await).await;
+    assert_eq!(
+        (status, error["code"].as_i64()),
+        (400, Some(-32600)),
+        "{error}"
+    );
+    let ok: Vec<Value> = (0..100)
+        .map(|i| json!({ "jsonrpc": "2.0", "id": i, "method": "ping" }))
+        .collect();
+    assert_eq!(session.send(&Value::Array(ok)).await.status(), 200);
+}
+
 #[actix_rt::test]
 async fn a_tenants_own_body_and_message_limits_are_413_and_change_live() {
     let app = spawn_app().await;

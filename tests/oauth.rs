@@ -454,6 +454,13 @@ async fn a_protected_tenant_challenges_and_discovery_leads_to_its_issuer() {
         let r = app.http.get(&url).send().await.unwrap();
         assert_eq!(r.status(), 200, "{url}");
         assert_eq!(r.headers()["access-control-allow-origin"], "*");
+        // Its URLs come from this request's Host (no auth.public_url): no shared cache may
+        // hand it to another client.
+        assert_eq!(r.headers()["cache-control"], "private, max-age=300");
+        assert!(r.headers()["vary"]
+            .to_str()
+            .unwrap()
+            .contains("X-Forwarded-Host"));
         let m: Value = r.json().await.unwrap();
         assert_eq!(m["issuer"], issuer(&app, "acme"), "{url}");
         assert_eq!(m["code_challenge_methods_supported"], json!(["S256"]));
@@ -999,9 +1006,9 @@ async fn removing_a_user_or_resetting_the_password_ends_their_grants() {
         );
         e["error_description"].as_str().unwrap_or("").to_string()
     };
-    let app = &app;
+    let server = &app;
     let patch_alice = |body: Value| async move {
-        let r = app
+        let r = server
             .admin(Method::PATCH, "/tenants/acme/users/alice")
             .json(&body)
             .send()
@@ -1039,8 +1046,7 @@ async fn removing_a_user_or_resetting_the_password_ends_their_grants() {
     let rt = tokens["refresh_token"].as_str().unwrap();
     invalid(refresh(&app, "acme", &client_id, rt).await);
     invalid(exchange(&app, "acme", &client_id, &code, &p).await);
-    // The refused token's family is revoked: the new bob signs in afresh.
-    invalid(refresh(&app, "acme", &client_id, rt).await);
+    // The new bob signs in afresh.
     let (_, fresh) = tokens_for(&app, "acme", "bob").await;
     assert!(fresh["access_token"].is_string());
 }
@@ -1772,6 +1778,37 @@ async fn failed_sign_ins_are_rate_limited() {
             .await
             .status(),
         429
+    );
+}
+
+#[actix_rt::test]
+async fn sign_in_attempts_are_counted_before_the_password_is_checked() {
+    let app = spawn_app_with(|c| c.auth.login_attempts_per_minute = 3).await;
+    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    let client_id = public_client(&app, "acme").await;
+    let params = authorize_params(&client_id, &pkce(), REDIRECT);
+    // Sign-ins that succeed do not count against their address (more than the limit here).
+    for user in ["carl", "dana", "erin", "fay"] {
+        create_user(&app, "acme", user).await;
+        let r = sign_in(&app, "acme", &params, user, PASSWORD, "allow").await;
+        assert_eq!(r.status(), 303, "{user}");
+    }
+    // Guesses sent at once are counted before any is checked: no more than the limit is tried.
+    create_user(&app, "acme", "bob").await;
+    let guesses = (0..8).map(|_| sign_in(&app, "acme", &params, "bob", "nope nope", "allow"));
+    let statuses: Vec<u16> = futures_util::future::join_all(guesses)
+        .await
+        .iter()
+        .map(|r| r.status().as_u16())
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 401).count(),
+        3,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| *s == 401 || *s == 429),
+        "{statuses:?}"
     );
 }
 

@@ -305,6 +305,8 @@ impl AuthService {
             };
             let resource = format!("{}/{endpoint}", issuer(&base, tenant));
             let metadata = resource_metadata_url(&base, &resource);
+            // A quote from a forwarded host must not end the parameter early.
+            let metadata = metadata.replace('"', "%22");
             let mut value = format!("Bearer resource_metadata=\"{metadata}\"");
             if !required.is_empty() {
                 value.push_str(&format!(", scope=\"{}\"", required.join(" ")));

@@ -12,9 +12,10 @@
 //! - `{p}:snap:{tenant}:{session}`: the session snapshot
 //! - `{p}:lease:{tenant}:{session}`: the lease, `<replica>|<token>`
 //! - `{p}:fence`: the fencing counter, one for all sessions (each session's tokens still only
-//!   grow, and nothing per session outlives it); `{p}:fence:{tenant}:{session}`, a session's own
-//!   counter written by earlier versions, is read once when its lease is next taken (so tokens
-//!   keep growing across the upgrade) and deleted
+//!   grow); `{p}:fence:{tenant}:{session}`, the session's own counter of earlier versions, is read
+//!   when its lease is taken (tokens keep growing across an upgrade) and set to the token issued,
+//!   expiring a day after its lease would (a replica of an earlier version still running
+//!   increments it past every token issued), and deleted with the session
 //! - `{p}:replica:{id}`: a live replica's URL (expires unless its heartbeat renews it)
 //! - `{p}:bus:{topic}`: the pub/sub channel of a bus topic
 //! - `{p}:rate:{tenant}` and `{p}:rate:{tenant}:{principal}`: a request rate's GCRA theoretical
@@ -112,13 +113,11 @@ local cur = redis.call('GET', KEYS[1])
 if cur and cur ~= ARGV[1] then return {0, cur} end
 local token = redis.call('INCR', KEYS[3])
 local own = tonumber(redis.call('GET', KEYS[2]) or '0')
-if own > 0 then
-  if token <= own then
-    token = own + 1
-    redis.call('SET', KEYS[3], string.format('%d', token))
-  end
-  redis.call('DEL', KEYS[2])
+if token <= own then
+  token = own + 1
+  redis.call('SET', KEYS[3], string.format('%d', token))
 end
+redis.call('SET', KEYS[2], string.format('%d', token), 'PX', tonumber(ARGV[3]) + 86400000)
 local value = ARGV[2] .. '|' .. string.format('%d', token)
 redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
 return {1, value}
@@ -479,13 +478,6 @@ impl SnapshotStore for RedisCluster {
             tenants.insert(&key.tenant);
         }
         for tenant in tenants {
-            // Sessions of replicas that died are dropped from the live set as they expire
-            // (capped tenants also prune it when they open one; uncapped ones never do).
-            pipe.cmd("ZREMRANGEBYSCORE")
-                .arg(self.tenant_key("live", tenant))
-                .arg("-inf")
-                .arg(unix_ms())
-                .ignore();
             for kind in ["live", "owners"] {
                 pipe.cmd("PEXPIRE")
                     .arg(self.tenant_key(kind, tenant))
@@ -505,6 +497,7 @@ impl SnapshotStore for RedisCluster {
                 .cmd("DEL")
                 .arg(self.session_key("snap", key))
                 .arg(self.session_key("lease", key))
+                .arg(self.session_key("fence", key))
                 .ignore()
                 .cmd("ZREM")
                 .arg(self.tenant_key("live", &key.tenant))

@@ -41,12 +41,10 @@ pub struct LoginLimiter {
 }
 
 impl LoginLimiter {
-    fn blocked(&self, key: &str, limit: u32) -> bool {
-        let map = self.failures.lock();
-        map.get(key)
-            .is_some_and(|(at, n)| at.elapsed() < Duration::from_secs(60) && *n >= limit)
-    }
-    fn fail(&self, key: &str) {
+    /// Counts an attempt under `key` unless `limit` were made in the last minute (`false`).
+    /// Counted before the password is checked, so attempts sent at once cannot all pass the
+    /// check before any of them fails; a success gives its count back ([`Self::succeeded`]).
+    fn attempt(&self, key: &str, limit: u32) -> bool {
         let mut map = self.failures.lock();
         if map.len() > 100_000 {
             map.retain(|_, (at, _)| at.elapsed() < Duration::from_secs(60));
@@ -55,12 +53,30 @@ impl LoginLimiter {
         if entry.0.elapsed() >= Duration::from_secs(60) {
             *entry = (Instant::now(), 0);
         }
+        if entry.1 >= limit {
+            return false;
+        }
         entry.1 += 1;
+        true
+    }
+    /// An attempt counted under `key` succeeded: it does not count.
+    fn succeeded(&self, key: &str) {
+        if let Some(entry) = self.failures.lock().get_mut(key) {
+            entry.1 = entry.1.saturating_sub(1);
+        }
     }
     fn clear(&self, key: &str) {
         self.failures.lock().remove(key);
     }
 }
+
+/// Password checks running at once on this replica: each takes argon2's memory (19 MiB by
+/// default) on the blocking pool, and sign-in forms are open to anyone.
+const CONCURRENT_PASSWORD_CHECKS: usize = 4;
+static PASSWORD_CHECKS: tokio::sync::Semaphore =
+    tokio::sync::Semaphore::const_new(CONCURRENT_PASSWORD_CHECKS);
+/// How long a sign-in waits for a turn before it is answered "try again in a moment".
+const PASSWORD_CHECK_WAIT: Duration = Duration::from_secs(5);
 
 /// A validated authorization request.
 struct Request {
@@ -458,14 +474,22 @@ pub async fn sign_in(
     let user_key = format!("{tenant}/user/{}", username.to_lowercase());
     let ip_key = format!("{tenant}/ip/{peer}");
     let limit = auth.config.login_attempts_per_minute.max(1);
-    if limiter.blocked(&user_key, limit) || limiter.blocked(&ip_key, limit) {
+    if !limiter.attempt(&user_key, limit) || !limiter.attempt(&ip_key, limit) {
         tracing::warn!(tenant, "sign-in rate limited");
         return Err(SignInRefused::RateLimited);
     }
+    let Ok(Ok(_turn)) = tokio::time::timeout(PASSWORD_CHECK_WAIT, PASSWORD_CHECKS.acquire()).await
+    else {
+        tracing::warn!(tenant, "sign-in refused: too many password checks running");
+        return Err(SignInRefused::Unavailable);
+    };
     let user = match auth.store.get_user(tenant, username).await {
         Ok(u) => u,
         Err(e) => {
             tracing::warn!(error = %e, "user lookup failed");
+            // Not the user's failure: the attempt does not count.
+            limiter.succeeded(&user_key);
+            limiter.succeeded(&ip_key);
             return Err(SignInRefused::Unavailable);
         }
     };
@@ -476,12 +500,12 @@ pub async fn sign_in(
             .unwrap_or(false)
     };
     let Some(user) = user.filter(|_| password_ok) else {
-        limiter.fail(&user_key);
-        limiter.fail(&ip_key);
+        // Counted already.
         tracing::info!(tenant, "failed sign-in");
         return Err(SignInRefused::WrongPassword);
     };
     limiter.clear(&user_key);
+    limiter.succeeded(&ip_key);
     Ok(user)
 }
 

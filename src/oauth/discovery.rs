@@ -16,10 +16,22 @@ pub(super) const PRM: &str = "oauth-protected-resource";
 pub(super) const ASM: &str = "oauth-authorization-server";
 pub(super) const OIDC: &str = "openid-configuration";
 
-fn json_doc(v: Value) -> HttpResponse {
-    HttpResponse::Ok()
-        .insert_header((header::CACHE_CONTROL, "public, max-age=300"))
-        .json(v)
+/// A metadata document. Its URLs come from `auth.public_url`, or else from the request's Host
+/// (and forwarding headers): then a shared cache must not hand one client's answer to another
+/// (a forged `X-Forwarded-Host` would otherwise point everyone's sign-in elsewhere).
+fn json_doc(auth: &AuthService, v: Value) -> HttpResponse {
+    let mut response = HttpResponse::Ok();
+    if auth.config.public_url.is_empty() {
+        response
+            .insert_header((header::CACHE_CONTROL, "private, max-age=300"))
+            .insert_header((
+                header::VARY,
+                "Host, Forwarded, X-Forwarded-Host, X-Forwarded-Proto",
+            ));
+    } else {
+        response.insert_header((header::CACHE_CONTROL, "public, max-age=300"));
+    }
+    response.json(v)
 }
 
 /// `/.well-known/<doc>/t/{tenant}[/<endpoint>][/]` (RFC 8414 / RFC 9728 path insertion).
@@ -79,11 +91,10 @@ async fn document(
         (PRM, None | Some("mcp" | "sse")) => resource_metadata(req, auth, slug, endpoint).await,
         (ASM | OIDC, None) => {
             let t = as_tenant(req, slug, auth).await?;
-            Ok(json_doc(server_metadata(
-                &t.issuer,
-                &t.settings.required_scopes,
-                doc == OIDC,
-            )))
+            Ok(json_doc(
+                auth,
+                server_metadata(&t.issuer, &t.settings.required_scopes, doc == OIDC),
+            ))
         }
         _ => Err(OAuthError::not_found("no such metadata document")),
     }
@@ -122,7 +133,7 @@ async fn resource_metadata(
     if !scopes.is_empty() {
         doc["scopes_supported"] = json!(scopes);
     }
-    Ok(json_doc(doc))
+    Ok(json_doc(auth, doc))
 }
 
 /// Scopes an `oauth` tenant's clients may ask for.

@@ -252,9 +252,11 @@ async fn refresh_grant(
         return Err(invalid_grant("refresh token expired"));
     }
     if let Err(e) = signed_in_still(t, auth, &record.grant).await {
-        auth.store
-            .revoke_family(&t.handle.slug, &record.family, now)
-            .await?;
+        if e.error == "invalid_grant" {
+            auth.store
+                .revoke_family(&t.handle.slug, &record.family, now)
+                .await?;
+        }
         return Err(e);
     }
     let scope = refresh_scope(&record.grant, form)?;

@@ -185,6 +185,20 @@ pub enum Payload {
     Batch(Vec<Result<Message, RpcError>>),
 }
 
+/// Most messages one batch may carry (2025-03-26): each runs at once in the session, and the
+/// tenant's request rate counts the HTTP request, so one body of thousands of calls would
+/// otherwise start them all for the price of one.
+pub const MAX_BATCH_LEN: usize = 100;
+
+fn check_batch_len(len: usize) -> Result<(), RpcError> {
+    if len > MAX_BATCH_LEN {
+        return Err(RpcError::invalid_request(format!(
+            "Invalid Request: a batch of {len} messages (at most {MAX_BATCH_LEN})"
+        )));
+    }
+    Ok(())
+}
+
 /// Parses a body. `Err` means the whole body is unusable (parse error or an invalid lone message)
 /// and carries the JSON-RPC error to answer with `id: null`. Read in one pass (`read`): each
 /// message as [`classify`] would see it as a `Value`.
@@ -205,6 +219,7 @@ pub fn parse_payload(body: &[u8]) -> Result<Payload, RpcError> {
             if items.is_empty() {
                 return Err(RpcError::invalid_request("Invalid Request: empty batch"));
             }
+            check_batch_len(items.len())?;
             Ok(Payload::Batch(
                 items.into_iter().map(read::Element::classify).collect(),
             ))
@@ -213,6 +228,7 @@ pub fn parse_payload(body: &[u8]) -> Result<Payload, RpcError> {
             if items.is_empty() {
                 return Err(RpcError::invalid_request("Invalid Request: empty batch"));
             }
+            check_batch_len(items.len())?;
             Ok(Payload::Batch(items.into_iter().map(classify).collect()))
         }
         read::Body::Value(other) => classify(other).map(Payload::Single),

@@ -484,20 +484,33 @@ impl TenantSessions {
         };
         let mut last_seqs = HashMap::new();
         for stream in snapshot.live_streams() {
-            let last = backends.events.last_seq(&key, stream).await?.unwrap_or(0);
-            last_seqs.insert(stream, last);
+            match backends.events.last_seq(&key, stream).await {
+                Ok(last) => last_seqs.insert(stream, last.unwrap_or(0)),
+                Err(e) => {
+                    let _ = backends.leases.release(&key, &lease).await;
+                    return Err(e.into());
+                }
+            };
         }
         let core = Session::restore(
             &snapshot,
             false,
             &last_seqs,
             self.catalog.clone(),
-            self.outbox(key, lease.clone()),
+            self.outbox(key.clone(), lease.clone()),
             self.settings.clone(),
         );
         tracing::info!(tenant = %self.tenant, session = %id, token = lease.token,
             previous = ?expected.as_ref().map(|l| l.replica.to_string()), "session taken over");
-        let addr = self.launch(id.into(), core, snapshot.transport, lease, None)?;
+        let addr = match self.launch(id.into(), core, snapshot.transport, lease.clone(), None) {
+            Ok(addr) => addr,
+            Err(e) => {
+                // Not started here (at capacity): the session is not left without an owner
+                // for the lease's lifetime.
+                let _ = backends.leases.release(&key, &lease).await;
+                return Err(e);
+            }
+        };
         addr.do_send(Recover { last_seqs });
         Ok(self.get(id))
     }
@@ -594,24 +607,40 @@ impl TenantSupervisor {
         }
         let snapshots = self.sessions.replica.backends.snapshots.clone();
         let ttl = self.sessions.ttl();
-        ctx.spawn(
+        // Two batches: the active sessions' at once, the busy ones' once they have answered
+        // (all asked at once, each given a moment: a stuck actor delays nobody else).
+        let keep = move |keys: Vec<SessionKey>| {
+            let snapshots = snapshots.clone();
             async move {
-                for (key, stays) in asked {
-                    if let Ok(true) = stays.await {
-                        active.push(key);
-                    }
-                }
-                if active.is_empty() {
+                if keys.is_empty() {
                     return;
                 }
-                if let Err(e) = snapshots.touch(&active, ttl).await {
+                if let Err(e) = snapshots.touch(&keys, ttl).await {
                     tracing::warn!(error = %e, "could not keep session state alive");
                 }
+            }
+        };
+        ctx.spawn(keep(active).into_actor(self));
+        if asked.is_empty() {
+            return;
+        }
+        let answers =
+            futures_util::future::join_all(asked.into_iter().map(|(key, stays)| async move {
+                let stays = tokio::time::timeout(ASK_BUSY_WAIT, stays).await;
+                matches!(stays, Ok(Ok(true))).then_some(key)
+            }));
+        ctx.spawn(
+            async move {
+                let busy = answers.await.into_iter().flatten().collect();
+                keep(busy).await;
             }
             .into_actor(self),
         );
     }
 }
+
+/// How long the sweep waits for a session asked to end whether it stays (busy).
+const ASK_BUSY_WAIT: Duration = Duration::from_secs(5);
 
 impl Actor for TenantSupervisor {
     type Context = Context<Self>;

@@ -284,9 +284,22 @@ impl TenantDirectory {
         };
         if let Some(old) = self.registry.get(&record.slug) {
             old.supervisor.do_send(StopAll);
+            if old.policy.created_at() != record.created_at {
+                // Another tenant under the slug (the first one's deletion never reached this
+                // replica): nothing cached of the first is used for it.
+                self.forget_auth(&record.slug);
+            }
         }
         self.registry.insert(handle.clone());
         Ok(handle)
+    }
+
+    /// Forgets the tenant's signing keys this replica cached: they went with the tenant, and a
+    /// tenant created again under the slug must not be served (nor sign) with them.
+    fn forget_auth(&self, slug: &str) {
+        if let Some(auth) = &self.auth {
+            auth.keys.forget(slug);
+        }
     }
 
     /// Tells the other replicas (failures are logged: they also read the store on a miss).
@@ -470,11 +483,7 @@ impl TenantDirectory {
 
     fn deactivate_here(&self, slug: &str) {
         self.fingerprints.lock().remove(slug);
-        if let Some(auth) = &self.auth {
-            // Its signing keys went with it: a tenant created again under the slug must not be
-            // served (nor sign) with them from this replica's cache.
-            auth.keys.forget(slug);
-        }
+        self.forget_auth(slug);
         if let Some(handle) = self.registry.remove(slug) {
             handle.supervisor.do_send(StopAll);
         }
@@ -621,14 +630,20 @@ impl TenantDirectory {
         let Some(handle) = self.registry.get(m.tenant.as_str()) else {
             return;
         };
+        // On its own task: the bus's other messages (tenant changes, other sessions' answers)
+        // do not wait for a restore.
+        actix_rt::spawn(Self::deliver_owner_message(handle.sessions.clone(), m));
+    }
+
+    async fn deliver_owner_message(sessions: Arc<TenantSessions>, m: OwnerMessage) {
         // Not held here: this replica's earlier process held it (restarted under the same id,
         // as a pod or a compose service is), and the answer was sent here for it. Restored
         // from its snapshot as a forwarded request would be, or the call it answers would wait
         // out its timeout.
-        let entry = match handle.sessions.get(&m.session) {
+        let entry = match sessions.get(&m.session) {
             Some(entry) => entry,
             None => match locate::locate(
-                &handle.sessions,
+                &sessions,
                 &m.session,
                 crate::session::core::TransportKind::Streamable,
                 true,
@@ -650,7 +665,7 @@ impl TenantDirectory {
             Ok(p) => p,
             Err(_) => return,
         };
-        let _ = locate::deliver(&handle.sessions, &m.session, entry, Post::new(payload)).await;
+        let _ = locate::deliver(&sessions, &m.session, entry, Post::new(payload)).await;
     }
 }
 

@@ -468,6 +468,8 @@ pub struct EdgePolicy {
     pub allowed_hosts: Vec<String>,
     pub allowed_origins: Vec<String>,
     pub max_body_bytes: usize,
+    /// How long a body may take to arrive (`server.body_timeout_secs`).
+    pub body_timeout: Duration,
     pub keepalive: Duration,
 }
 
@@ -485,6 +487,7 @@ impl EdgePolicy {
                 .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
                 .collect(),
             max_body_bytes: c.max_body_bytes,
+            body_timeout: Duration::from_secs_f64(c.body_timeout_secs),
             keepalive: Duration::from_secs(c.sse_keepalive_secs),
         }
     }
@@ -680,11 +683,12 @@ pub fn check_version_header(req: &HttpRequest) -> Result<Option<ProtocolVersion>
     }
 }
 
-/// Reads the body up to the configured limit (413).
+/// Reads the body up to `limit` bytes (413) and within `patience` of its head (408).
 pub async fn read_body(
     mut body: web::Payload,
     req: &HttpRequest,
     limit: usize,
+    patience: Duration,
 ) -> Result<bytes::Bytes, HttpError> {
     let too_large = || {
         HttpError::new(
@@ -701,7 +705,24 @@ pub async fn read_body(
         return Err(too_large());
     }
     let mut buf = web::BytesMut::new();
-    while let Some(chunk) = body.next().await {
+    // The whole body within `patience`: the server's request timeout covers the head only,
+    // and a client trickling a body (or sending none after its head) would hold the
+    // connection and its buffer for ever.
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        let chunk = match tokio::time::timeout_at(deadline, body.next()).await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(_) => {
+                return Err(HttpError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    RpcError::invalid_request(format!(
+                        "Request Timeout: the body did not arrive within {} s",
+                        patience.as_secs_f64()
+                    )),
+                ))
+            }
+        };
         let chunk = chunk.map_err(|e| {
             HttpError::bad_request(format!("Bad Request: could not read the body: {e}"))
         })?;
@@ -714,7 +735,9 @@ pub async fn read_body(
             return Err(too_large());
         }
         if buf.is_empty() {
-            buf.reserve(declared.unwrap_or(1024).min(limit));
+            // Room for what has come and a little more, not for what the client declared: a
+            // declared 4 MiB that never arrives reserves nothing.
+            buf.reserve(declared.unwrap_or(1024).min(limit).min(64 * 1024));
         }
         buf.extend_from_slice(&chunk);
         if declared == Some(buf.len()) {
@@ -733,7 +756,13 @@ pub async fn read_tenant_body(
     edge: &EdgePolicy,
 ) -> Result<bytes::Bytes, HttpError> {
     let policy = &admitted.tenant.policy;
-    let raw = read_body(body, req, policy.max_body_bytes(edge.max_body_bytes)).await?;
+    let raw = read_body(
+        body,
+        req,
+        policy.max_body_bytes(edge.max_body_bytes),
+        edge.body_timeout,
+    )
+    .await?;
     check_message_sizes(&raw, policy.max_message_bytes())?;
     Ok(raw)
 }
@@ -835,6 +864,7 @@ mod tests {
             allowed_hosts: vec!["mcp.example.com".into()],
             allowed_origins: vec!["https://app.example.com".into()],
             max_body_bytes: 1024,
+            body_timeout: Duration::from_secs(30),
             keepalive: Duration::from_secs(1),
         }
     }
