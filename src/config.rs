@@ -423,8 +423,8 @@ impl Config {
                 self.server.host
             ));
         }
-        if !(self.server.body_timeout_secs.is_finite() && self.server.body_timeout_secs > 0.0) {
-            return bad("server.body_timeout_secs must be positive".into());
+        if !(self.server.body_timeout_secs > 0.0 && self.server.body_timeout_secs <= 3600.0) {
+            return bad("server.body_timeout_secs must be more than 0 and at most 3600".into());
         }
         if self.server.max_body_bytes < 1024 {
             return bad("server.max_body_bytes must be at least 1024".into());

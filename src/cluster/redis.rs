@@ -117,7 +117,7 @@ if token <= own then
   token = own + 1
   redis.call('SET', KEYS[3], string.format('%d', token))
 end
-redis.call('SET', KEYS[2], string.format('%d', token), 'PX', tonumber(ARGV[3]) + 86400000)
+redis.call('SET', KEYS[2], string.format('%d', token), 'PX', string.format('%d', tonumber(ARGV[3]) + 86400000))
 local value = ARGV[2] .. '|' .. string.format('%d', token)
 redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
 return {1, value}

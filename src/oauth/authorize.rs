@@ -41,22 +41,29 @@ pub struct LoginLimiter {
 }
 
 impl LoginLimiter {
-    /// Counts an attempt under `key` unless `limit` were made in the last minute (`false`).
-    /// Counted before the password is checked, so attempts sent at once cannot all pass the
-    /// check before any of them fails; a success gives its count back ([`Self::succeeded`]).
-    fn attempt(&self, key: &str, limit: u32) -> bool {
+    /// Counts an attempt under each of `keys` unless one of them had `limit` in the last
+    /// minute (`false`: none is counted). Counted before the password is checked, so attempts
+    /// sent at once cannot all pass the check before any of them fails; one that succeeds (or
+    /// is never checked) gives its count back ([`Self::succeeded`]).
+    fn attempt(&self, keys: [&str; 2], limit: u32) -> bool {
         let mut map = self.failures.lock();
         if map.len() > 100_000 {
             map.retain(|_, (at, _)| at.elapsed() < Duration::from_secs(60));
         }
-        let entry = map.entry(key.to_string()).or_insert((Instant::now(), 0));
-        if entry.0.elapsed() >= Duration::from_secs(60) {
-            *entry = (Instant::now(), 0);
-        }
-        if entry.1 >= limit {
+        let blocked = |map: &HashMap<String, (Instant, u32)>, key: &str| {
+            map.get(key)
+                .is_some_and(|(at, n)| at.elapsed() < Duration::from_secs(60) && *n >= limit)
+        };
+        if keys.iter().any(|k| blocked(&map, k)) {
             return false;
         }
-        entry.1 += 1;
+        for key in keys {
+            let entry = map.entry(key.to_string()).or_insert((Instant::now(), 0));
+            if entry.0.elapsed() >= Duration::from_secs(60) {
+                *entry = (Instant::now(), 0);
+            }
+            entry.1 += 1;
+        }
         true
     }
     /// An attempt counted under `key` succeeded: it does not count.
@@ -474,24 +481,27 @@ pub async fn sign_in(
     let user_key = format!("{tenant}/user/{}", username.to_lowercase());
     let ip_key = format!("{tenant}/ip/{peer}");
     let limit = auth.config.login_attempts_per_minute.max(1);
-    if !limiter.attempt(&user_key, limit) || !limiter.attempt(&ip_key, limit) {
+    if !limiter.attempt([&user_key, &ip_key], limit) {
         tracing::warn!(tenant, "sign-in rate limited");
         return Err(SignInRefused::RateLimited);
     }
-    let Ok(Ok(_turn)) = tokio::time::timeout(PASSWORD_CHECK_WAIT, PASSWORD_CHECKS.acquire()).await
-    else {
-        tracing::warn!(tenant, "sign-in refused: too many password checks running");
-        return Err(SignInRefused::Unavailable);
+    // Not the user's failure (the password was never checked): the attempt does not count.
+    let unchecked = || {
+        limiter.succeeded(&user_key);
+        limiter.succeeded(&ip_key);
+        SignInRefused::Unavailable
     };
     let user = match auth.store.get_user(tenant, username).await {
         Ok(u) => u,
         Err(e) => {
             tracing::warn!(error = %e, "user lookup failed");
-            // Not the user's failure: the attempt does not count.
-            limiter.succeeded(&user_key);
-            limiter.succeeded(&ip_key);
-            return Err(SignInRefused::Unavailable);
+            return Err(unchecked());
         }
+    };
+    let Ok(Ok(turn)) = tokio::time::timeout(PASSWORD_CHECK_WAIT, PASSWORD_CHECKS.acquire()).await
+    else {
+        tracing::warn!(tenant, "sign-in refused: too many password checks running");
+        return Err(unchecked());
     };
     let password_ok = {
         let hash = user.as_ref().map(|u| u.password_hash.clone());
@@ -499,6 +509,7 @@ pub async fn sign_in(
             .await
             .unwrap_or(false)
     };
+    drop(turn);
     let Some(user) = user.filter(|_| password_ok) else {
         // Counted already.
         tracing::info!(tenant, "failed sign-in");

@@ -223,6 +223,16 @@ async fn refresh_grant(
             && record.expires_at >= now;
         if usable {
             refresh_scope(&record.grant, form)?;
+            // Checked before the token is redeemed: a store outage here leaves the client its
+            // token to retry with; a user gone (or a password changed) ends the family.
+            if let Err(e) = signed_in_still(t, auth, &record.grant).await {
+                if e.error == "invalid_grant" {
+                    auth.store
+                        .revoke_family(&t.handle.slug, &record.family, now)
+                        .await?;
+                }
+                return Err(e);
+            }
         }
     }
     let record = match auth
@@ -250,14 +260,6 @@ async fn refresh_grant(
     }
     if record.expires_at < now {
         return Err(invalid_grant("refresh token expired"));
-    }
-    if let Err(e) = signed_in_still(t, auth, &record.grant).await {
-        if e.error == "invalid_grant" {
-            auth.store
-                .revoke_family(&t.handle.slug, &record.family, now)
-                .await?;
-        }
-        return Err(e);
     }
     let scope = refresh_scope(&record.grant, form)?;
     let mut grant = record.grant.clone();

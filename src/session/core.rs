@@ -444,7 +444,11 @@ impl Session {
             settings,
         );
         s.version = snapshot.version.as_deref().and_then(ProtocolVersion::parse);
-        if snapshot.initialized {
+        // The flag reaches the snapshot with the session's next save, which a session that
+        // only ran quick requests may never have made: a restored session that had answered
+        // `initialize` counts as initialized (the client will not send the notification
+        // again, and server requests wait for it).
+        if snapshot.initialized || s.version.is_some() {
             s.view.set_initialized();
         }
         s.client_capabilities = snapshot.client_capabilities.clone();
@@ -1740,6 +1744,53 @@ mod tests {
             None,
             "in-process: nothing saved"
         );
+    }
+
+    /// A session that answered `initialize` but whose snapshot never recorded the client's
+    /// `notifications/initialized` (a session saves only when something else changes) is
+    /// restored initialized: the client will not send it again, and the session's requests to
+    /// the client wait for it. One that never answered `initialize` is not.
+    #[tokio::test]
+    async fn a_restored_session_that_answered_initialize_counts_as_initialized() {
+        use crate::cluster::{Acquired, Backends, Retention, SessionKey};
+        let bytes = saved_snapshot(true).await.expect("a snapshot");
+        let mut snapshot: SessionSnapshot = serde_json::from_slice(&bytes).expect("a snapshot");
+        assert!(!snapshot.initialized, "the notification was never recorded");
+        let ttl = std::time::Duration::from_secs(60);
+        let backends = Arc::new(Backends::in_process(Retention {
+            max_events: 10,
+            max_age: ttl,
+        }));
+        let key = SessionKey {
+            tenant: "t".into(),
+            session: "s".into(),
+        };
+        let Ok(Acquired::Granted(lease)) = backends.leases.acquire(&key, "r2", None, ttl).await
+        else {
+            panic!("the lease is granted");
+        };
+        let restored = |snapshot: &SessionSnapshot| {
+            let outbox = Outbox::new(
+                key.clone(),
+                lease.clone(),
+                backends.clone(),
+                ttl,
+                Arc::new(|| {}),
+            );
+            Session::restore(
+                snapshot,
+                false,
+                &HashMap::new(),
+                CatalogHandle::new(TenantCatalog::new(Vec::new())),
+                outbox,
+                Arc::new(SessionSettings::default()),
+            )
+            .view
+            .initialized()
+        };
+        assert!(restored(&snapshot));
+        snapshot.version = None;
+        assert!(!restored(&snapshot));
     }
 
     fn result_of(settings: &SessionSettings, version: ProtocolVersion) -> Value {

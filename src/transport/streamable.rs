@@ -58,9 +58,13 @@ pub async fn post(
     // a batch (refused or taken by the revision the owner knows) nor a principal's message (the
     // owner checks it is the session's): those are forwarded, so the client gets the owner's
     // status, not a 202 for something the owner then drops.
+    // Nor `notifications/initialized`: the owner must have it before the client's next
+    // request (which may be forwarded over HTTP and overtake a bus message) asks the client
+    // anything.
     let bus_first = matches!(payload, Payload::Single(_))
         && admitted.principal.is_none()
-        && !has_requests(&payload);
+        && !has_requests(&payload)
+        && !matches!(&payload, Payload::Single(Message::Notification(n)) if n.method == "notifications/initialized");
     let entry = match reach(&admitted, id, &req, &forwarder, raw, bus_first).await? {
         Reached::Forwarded(response) => return Ok(response),
         Reached::Here(entry) => entry,
