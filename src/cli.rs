@@ -274,6 +274,14 @@ enum Output {
     Incomplete(Value, String),
 }
 
+/// A result on stdout, pretty-printed.
+fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    );
+}
+
 /// A new sealing key spec: `id:` and 32 random bytes in base64.
 fn generate_key(id: Option<String>) -> ExitCode {
     let id = id.unwrap_or_else(|| format!("k{}", crate::store::now_millis() / 1000));
@@ -322,17 +330,11 @@ pub fn run(args: AdminArgs) -> ExitCode {
     };
     match runtime.block_on(execute(&client, args.command, args.page_size)) {
         Ok(Output::Json(value)) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
-            );
+            print_json(&value);
             ExitCode::SUCCESS
         }
         Ok(Output::Incomplete(value, message)) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
-            );
+            print_json(&value);
             eprintln!("error: {message}");
             ExitCode::from(1)
         }

@@ -242,42 +242,33 @@ impl RequestContext {
 /// each property is a primitive (string, number, integer or boolean, a plain `enum` of strings
 /// included); multi-select (array) and titled (`oneOf`/`anyOf`) enums came with 2025-11-25.
 fn form_fits(version: ProtocolVersion, requested_schema: &Value) -> Result<(), RpcError> {
+    // 2025-11-25 still asks a flat object of primitives (schema.json's
+    // PrimitiveSchemaDefinition): the only array is a multi-select enum, no property an object.
+    let current = version >= ProtocolVersion::V2025_11_25;
+    let fits = |p: &Value| match p["type"].as_str() {
+        Some("string" | "number" | "integer" | "boolean") => {
+            current || (p.get("oneOf").is_none() && p.get("anyOf").is_none())
+        }
+        Some("array") => {
+            current && (p["items"].get("enum").is_some() || p["items"].get("anyOf").is_some())
+        }
+        _ => false,
+    };
     let properties = requested_schema["properties"].as_object();
-    if version >= ProtocolVersion::V2025_11_25 {
-        // Still a flat object of primitives (schema.json's PrimitiveSchemaDefinition): the
-        // only array is a multi-select enum, and no property is an object.
-        let misfit = properties
-            .into_iter()
-            .flatten()
-            .find(|(_, p)| !match p["type"].as_str() {
-                Some("string" | "number" | "integer" | "boolean") => true,
-                Some("array") => {
-                    p["items"].get("enum").is_some() || p["items"].get("anyOf").is_some()
-                }
-                _ => false,
-            });
-        return match misfit {
-            None => Ok(()),
-            Some((name, _)) => Err(RpcError::invalid_request(format!(
-                "the form's field {name:?} is not a primitive (string, number, integer, boolean, \
-                 or a multi-select enum): form elicitations ask for a flat object"
-            ))),
-        };
-    }
-    let misfit = properties.into_iter().flatten().find(|(_, p)| {
-        let primitive = matches!(
-            p["type"].as_str(),
-            Some("string" | "number" | "integer" | "boolean")
-        );
-        !primitive || p.get("oneOf").is_some() || p.get("anyOf").is_some()
-    });
-    match misfit {
-        None => Ok(()),
-        Some((name, _)) => Err(RpcError::invalid_request(format!(
+    let Some((name, _)) = properties.into_iter().flatten().find(|(_, p)| !fits(p)) else {
+        return Ok(());
+    };
+    Err(RpcError::invalid_request(if current {
+        format!(
+            "the form's field {name:?} is not a primitive (string, number, integer, boolean, \
+             or a multi-select enum): form elicitations ask for a flat object"
+        )
+    } else {
+        format!(
             "the form's field {name:?} needs protocol version 2025-11-25 (multi-select or \
              titled enums); this session speaks {version}"
-        ))),
-    }
+        )
+    }))
 }
 
 /// An accepted form elicitation's `content` checked against the schema it was asked with

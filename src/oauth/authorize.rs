@@ -48,18 +48,18 @@ impl LoginLimiter {
     fn attempt(&self, keys: [&str; 2], limit: u32) -> bool {
         let mut map = self.failures.lock();
         if map.len() > 100_000 {
-            map.retain(|_, (at, _)| at.elapsed() < Duration::from_secs(60));
+            map.retain(|_, (at, _)| at.elapsed() < LOGIN_WINDOW);
         }
         let blocked = |map: &HashMap<String, (Instant, u32)>, key: &str| {
             map.get(key)
-                .is_some_and(|(at, n)| at.elapsed() < Duration::from_secs(60) && *n >= limit)
+                .is_some_and(|(at, n)| at.elapsed() < LOGIN_WINDOW && *n >= limit)
         };
         if keys.iter().any(|k| blocked(&map, k)) {
             return false;
         }
         for key in keys {
             let entry = map.entry(key.to_string()).or_insert((Instant::now(), 0));
-            if entry.0.elapsed() >= Duration::from_secs(60) {
+            if entry.0.elapsed() >= LOGIN_WINDOW {
                 *entry = (Instant::now(), 0);
             }
             entry.1 += 1;
@@ -76,6 +76,9 @@ impl LoginLimiter {
         self.failures.lock().remove(key);
     }
 }
+
+/// The window sign-in attempts are counted in.
+const LOGIN_WINDOW: Duration = Duration::from_secs(60);
 
 /// Password checks running at once on this replica: each takes argon2's memory (19 MiB by
 /// default) on the blocking pool, and sign-in forms are open to anyone.

@@ -1694,25 +1694,40 @@ mod tests {
 
     /// Whether a changed session leaves a snapshot in the store: only where other replicas
     /// read it (shared backends); in-process nothing reads it back, so none is saved.
-    async fn saved_snapshot(shared: bool) -> Option<Bytes> {
+    const TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+    /// In-process backends (`shared`: as if other replicas read them), session `t/s` and its
+    /// lease taken by `replica`.
+    async fn leased(
+        shared: bool,
+        replica: &str,
+    ) -> (
+        Arc<crate::cluster::Backends>,
+        crate::cluster::SessionKey,
+        crate::cluster::Lease,
+    ) {
         use crate::cluster::{Acquired, Backends, Retention, SessionKey};
-        let ttl = std::time::Duration::from_secs(60);
         let backends = Arc::new(Backends {
             shared,
             ..Backends::in_process(Retention {
                 max_events: 10,
-                max_age: ttl,
+                max_age: TTL,
             })
         });
         let key = SessionKey {
             tenant: "t".into(),
             session: "s".into(),
         };
-        let Ok(Acquired::Granted(lease)) = backends.leases.acquire(&key, "r1", None, ttl).await
+        let Ok(Acquired::Granted(lease)) = backends.leases.acquire(&key, replica, None, TTL).await
         else {
             panic!("the lease of a new session is granted");
         };
-        let outbox = Outbox::new(key.clone(), lease, backends.clone(), ttl, Arc::new(|| {}));
+        (backends, key, lease)
+    }
+
+    async fn saved_snapshot(shared: bool) -> Option<Bytes> {
+        let (backends, key, lease) = leased(shared, "r1").await;
+        let outbox = Outbox::new(key.clone(), lease, backends.clone(), TTL, Arc::new(|| {}));
         let mut session = Session::new(
             key.session.clone(),
             key.tenant.clone(),
@@ -1752,29 +1767,16 @@ mod tests {
     /// the client wait for it. One that never answered `initialize` is not.
     #[tokio::test]
     async fn a_restored_session_that_answered_initialize_counts_as_initialized() {
-        use crate::cluster::{Acquired, Backends, Retention, SessionKey};
         let bytes = saved_snapshot(true).await.expect("a snapshot");
         let mut snapshot: SessionSnapshot = serde_json::from_slice(&bytes).expect("a snapshot");
         assert!(!snapshot.initialized, "the notification was never recorded");
-        let ttl = std::time::Duration::from_secs(60);
-        let backends = Arc::new(Backends::in_process(Retention {
-            max_events: 10,
-            max_age: ttl,
-        }));
-        let key = SessionKey {
-            tenant: "t".into(),
-            session: "s".into(),
-        };
-        let Ok(Acquired::Granted(lease)) = backends.leases.acquire(&key, "r2", None, ttl).await
-        else {
-            panic!("the lease is granted");
-        };
+        let (backends, key, lease) = leased(false, "r2").await;
         let restored = |snapshot: &SessionSnapshot| {
             let outbox = Outbox::new(
                 key.clone(),
                 lease.clone(),
                 backends.clone(),
-                ttl,
+                TTL,
                 Arc::new(|| {}),
             );
             Session::restore(

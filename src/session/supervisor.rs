@@ -459,38 +459,39 @@ impl TenantSessions {
             Acquired::Granted(lease) => lease,
             Acquired::HeldBy(other) => return Err(SessionError::Moved(other)),
         };
-        // Read again under the lease: the previous holder's writes are fenced off from here on,
-        // so this is its last word. What was read before may be older (it went on saving until
-        // the lease moved: a subscription, the next server request id), or the session may have
-        // ended meanwhile (deleted: it must not come back).
-        let snapshot: SessionSnapshot = match backends.snapshots.load(&key).await {
-            Ok(Some(bytes)) => match serde_json::from_slice(&bytes) {
-                Ok(s) => s,
-                Err(e) => {
-                    let _ = backends.leases.release(&key, &lease).await;
-                    return Err(SessionError::Unavailable(format!(
-                        "unreadable snapshot: {e}"
-                    )));
-                }
-            },
-            Ok(None) => {
-                let _ = backends.leases.release(&key, &lease).await;
-                return Ok(None);
-            }
-            Err(e) => {
-                let _ = backends.leases.release(&key, &lease).await;
-                return Err(e.into());
-            }
+        // Whatever stops the restore from here leaves the lease free again: the session is not
+        // left without an owner for the lease's lifetime.
+        let started = self
+            .start_restored(id, &key, &lease, expected.as_ref())
+            .await;
+        if !matches!(started, Ok(Some(_))) {
+            let _ = backends.leases.release(&key, &lease).await;
+        }
+        started
+    }
+
+    /// Starts the session restored under `lease`, from its snapshot read again under it: the
+    /// previous holder's writes are fenced off from here on, so this is its last word. What was
+    /// read before may be older (it went on saving until the lease moved: a subscription, the
+    /// next server request id), or the session may have ended meanwhile (deleted: it must not
+    /// come back). `Ok(None)`: no snapshot any more.
+    async fn start_restored(
+        self: &Arc<Self>,
+        id: &str,
+        key: &SessionKey,
+        lease: &Lease,
+        expected: Option<&Lease>,
+    ) -> Result<Option<Arc<SessionEntry>>, SessionError> {
+        let backends = &self.replica.backends;
+        let Some(bytes) = backends.snapshots.load(key).await? else {
+            return Ok(None);
         };
+        let snapshot: SessionSnapshot = serde_json::from_slice(&bytes)
+            .map_err(|e| SessionError::Unavailable(format!("unreadable snapshot: {e}")))?;
         let mut last_seqs = HashMap::new();
         for stream in snapshot.live_streams() {
-            match backends.events.last_seq(&key, stream).await {
-                Ok(last) => last_seqs.insert(stream, last.unwrap_or(0)),
-                Err(e) => {
-                    let _ = backends.leases.release(&key, &lease).await;
-                    return Err(e.into());
-                }
-            };
+            let last = backends.events.last_seq(key, stream).await?.unwrap_or(0);
+            last_seqs.insert(stream, last);
         }
         let core = Session::restore(
             &snapshot,
@@ -501,16 +502,8 @@ impl TenantSessions {
             self.settings.clone(),
         );
         tracing::info!(tenant = %self.tenant, session = %id, token = lease.token,
-            previous = ?expected.as_ref().map(|l| l.replica.to_string()), "session taken over");
-        let addr = match self.launch(id.into(), core, snapshot.transport, lease.clone(), None) {
-            Ok(addr) => addr,
-            Err(e) => {
-                // Not started here (at capacity): the session is not left without an owner
-                // for the lease's lifetime.
-                let _ = backends.leases.release(&key, &lease).await;
-                return Err(e);
-            }
-        };
+            previous = ?expected.map(|l| l.replica.to_string()), "session taken over");
+        let addr = self.launch(id.into(), core, snapshot.transport, lease.clone(), None)?;
         addr.do_send(Recover { last_seqs });
         Ok(self.get(id))
     }

@@ -362,9 +362,8 @@ impl TenantDirectory {
         };
         if handle.policy.created_at() != record.created_at {
             // The tenant served here was deleted and another created under its slug (the bus
-            // did not bring the deletion): nothing of the first one is served on.
+            // did not bring the deletion): started afresh, replacing the first one's handle.
             tracing::info!(tenant = %record.slug, "a tenant created again under its slug replaces the one served here");
-            self.deactivate_here(&record.slug);
             self.start_tenant(record).await?;
             return Ok(());
         }

@@ -641,29 +641,30 @@ fn parse_answer(answer: &Value) -> Result<Answer, String> {
 /// `EmbeddedResource.resource` with a `uri` and its `text` or `blob`), all strings.
 fn block_problem(block: &Value) -> Option<String> {
     let string = |v: &Value, key: &str| v.get(key).is_some_and(Value::is_string);
-    let missing = match block.get("type").and_then(Value::as_str) {
-        Some(t) if !CONTENT_TYPES.contains(&t) => None,
-        None => None,
-        Some("text") if !string(block, "text") => Some("a string `text`"),
-        Some("image" | "audio") if !(string(block, "data") && string(block, "mimeType")) => {
-            Some("string `data` and `mimeType`")
-        }
-        Some("resource_link") if !(string(block, "uri") && string(block, "name")) => {
-            Some("string `uri` and `name`")
-        }
-        Some("resource") => match block.get("resource") {
-            Some(r) if string(r, "uri") && (string(r, "text") || string(r, "blob")) => return None,
-            _ => Some("a `resource` with a string `uri` and a string `text` or `blob`"),
-        },
-        Some(_) => return None,
-    };
-    Some(match missing {
-        Some(fields) => format!("without {fields}"),
-        None => format!(
-            "that is not an object with a `type` MCP defines ({})",
-            CONTENT_TYPES.join(", ")
+    let (complete, required) = match block.get("type").and_then(Value::as_str) {
+        Some("text") => (string(block, "text"), "a string `text`"),
+        Some("image" | "audio") => (
+            string(block, "data") && string(block, "mimeType"),
+            "string `data` and `mimeType`",
         ),
-    })
+        Some("resource_link") => (
+            string(block, "uri") && string(block, "name"),
+            "string `uri` and `name`",
+        ),
+        Some("resource") => (
+            block
+                .get("resource")
+                .is_some_and(|r| string(r, "uri") && (string(r, "text") || string(r, "blob"))),
+            "a `resource` with a string `uri` and a string `text` or `blob`",
+        ),
+        _ => {
+            return Some(format!(
+                "that is not an object with a `type` MCP defines ({})",
+                CONTENT_TYPES.join(", ")
+            ))
+        }
+    };
+    (!complete).then(|| format!("without {required}"))
 }
 
 /// The `CallToolResult` passed on to the client: only `content`, `structuredContent`, `isError`
