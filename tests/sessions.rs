@@ -361,6 +361,69 @@ async fn a_crashed_session_actor_is_restarted_without_losing_the_session() {
 }
 
 #[actix_rt::test]
+async fn a_legacy_session_ends_with_its_crashed_actor() {
+    // A legacy session is its one SSE stream: when its actor crashes the stream ends, and the
+    // session with it (a restarted one would answer where nobody listens).
+    let app = spawn_app().await;
+    let resp = app
+        .http
+        .get(format!("{}/t/demo/sse", app.base))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    let mut sse = SseReader::new(resp);
+    let endpoint = sse.next_event(Duration::from_secs(5)).await.unwrap();
+    let session = endpoint
+        .data
+        .split("sessionId=")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let post_url = format!("{}{}", app.base, endpoint.data);
+    let post = |body: Value| {
+        app.http
+            .post(&post_url)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    assert_eq!(
+        post(initialize_body("2024-11-05", json!({})))
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
+    sse.next_event(Duration::from_secs(5)).await.unwrap();
+    let tenant = app.tenants.get("demo").unwrap();
+    tenant
+        .sessions
+        .get(&session)
+        .unwrap()
+        .addr
+        .do_send(InjectPanic);
+    let mut gone = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let status = post(json!({ "jsonrpc": "2.0", "id": 2, "method": "ping" }))
+            .await
+            .unwrap()
+            .status();
+        if status == 404 {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "the crashed legacy session is not found any more");
+    assert!(tenant.sessions.get(&session).is_none());
+    assert!(
+        sse.next_event(Duration::from_secs(5)).await.is_none(),
+        "the stream ended"
+    );
+}
+
+#[actix_rt::test]
 async fn sessions_and_catalogs_do_not_cross_tenants() {
     let app = spawn_app().await;
     let mut demo = app.open_session("demo", "2025-11-25", json!({})).await;

@@ -24,8 +24,22 @@ const CSRF_COOKIE: &str = "harbor_elicitation_csrf";
 
 /// Mounts the page (before the MCP `/t/{tenant}` scope).
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    // Room for the longest secret the page takes, percent-encoded (up to 3 bytes each), and
+    // the other fields: the page itself says when a secret is too long (actix's default limit,
+    // 16 KiB for the whole form, answered a bare 413 and lost what the user typed).
+    let form = web::FormConfig::default()
+        .limit(MAX_SECRET_BYTES * 3 + 4096)
+        .error_handler(|e, _| {
+            let response = error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "Too long",
+                "That is too long for a secret. Go back and check what you pasted.",
+            );
+            actix_web::error::InternalError::from_response(e, response).into()
+        });
     cfg.service(
         web::resource("/t/{tenant}/elicitations/{id}")
+            .app_data(form)
             .route(web::get().to(show))
             .route(web::post().to(submit))
             .default_service(web::to(method_not_allowed)),

@@ -87,12 +87,17 @@ impl SessionActor {
             }
             Err(_) => {
                 tracing::error!(session = %self.core.id(), "session actor crashed; restarting it from its snapshot");
-                self.ending = Ending::Moved;
                 let snapshot = self.core.snapshot();
                 let seqs = self.core.stream_seqs();
                 let outbox = self.core.outbox().fork();
+                // Its streams end here (a restarted actor brings them back detached).
                 self.core.stop_local();
-                self.sessions.restart(self.instance, snapshot, seqs, outbox);
+                self.ending = if self.sessions.restart(self.instance, snapshot, seqs, outbox) {
+                    Ending::Moved
+                } else {
+                    tracing::warn!(session = %self.core.id(), "a legacy session ends with its crashed actor");
+                    Ending::Ended
+                };
                 ctx.stop();
                 None
             }

@@ -510,17 +510,22 @@ impl TenantSessions {
 
     /// Restarts a crashed session actor from its snapshot, under the same id and lease, in a new
     /// actor registered before the old one's mailbox closes (so a request retried at once finds
-    /// it).
+    /// it). `false`: the session cannot go on and must end: a legacy session is its one SSE
+    /// stream, which ends with the crashed actor (its messages would be answered where nobody
+    /// listens, and nobody can resume a legacy stream).
     pub(super) fn restart(
         self: &Arc<Self>,
         instance: u64,
         snapshot: SessionSnapshot,
         seqs: HashMap<StreamId, u64>,
         outbox: Outbox,
-    ) {
+    ) -> bool {
         let Some(entry) = self.get(&snapshot.id).filter(|e| e.instance == instance) else {
-            return;
+            return true;
         };
+        if entry.transport == TransportKind::Legacy {
+            return false;
+        }
         let core = Session::restore(
             &snapshot,
             true,
@@ -545,6 +550,7 @@ impl TenantSessions {
                 tracing::error!(tenant = %self.tenant, session = %snapshot.id, error = %e, "session actor could not be restarted")
             }
         }
+        true
     }
 
     /// An actor stopped: forget it (unless a newer instance replaced it).

@@ -29,7 +29,13 @@ pub async fn open(
     let endpoint = format!("/t/{}/messages?sessionId={id}", tenant.slug);
     let rx = match addr.send(OpenLegacy { endpoint }).await {
         Ok(Some(rx)) => rx,
-        _ => return Err(session_not_found()),
+        // Its actor failed while opening the stream (the session ends with it).
+        _ => {
+            addr.do_send(Terminate);
+            return Err(HttpError::unavailable(
+                "Service Unavailable: the session could not be opened; retry",
+            ));
+        }
     };
     let on_close = Box::new(move || addr.do_send(Terminate));
     Ok(sse_response(
