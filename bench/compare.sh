@@ -186,6 +186,66 @@ if [[ " $extras " == *" eventlog "* ]]; then
 fi
 
 if [[ " $extras " == *" cluster "* ]]; then
+    # echo_cluster_up N: N bare echoes (actix-echo) behind an nginx of their own, with the
+    # proxy settings of deploy/cluster.sh; sets $echo_pids and $echo_nginx_url.
+    echo_dir=$log_dir/echo-cluster
+    free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+    echo_cluster_up() {
+        local servers="" port i nginx_port
+        echo_pids=()
+        mkdir -p "$echo_dir/tmp"
+        for i in $(seq 1 "$1"); do
+            port=$(free_port)
+            "$peer_target/release/actix-echo" "$port" >"$echo_dir/echo-$i.log" 2>&1 &
+            echo_pids+=($!)
+            servers+="    server 127.0.0.1:$port max_fails=0;"$'\n'
+        done
+        nginx_port=$(free_port)
+        cat >"$echo_dir/nginx.conf" <<NGINX
+worker_processes 1;
+daemon on;
+pid $echo_dir/nginx.pid;
+error_log $echo_dir/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $echo_dir/tmp/body;
+  proxy_temp_path $echo_dir/tmp/proxy;
+  fastcgi_temp_path $echo_dir/tmp/fastcgi;
+  uwsgi_temp_path $echo_dir/tmp/uwsgi;
+  scgi_temp_path $echo_dir/tmp/scgi;
+  upstream echo {
+$servers    keepalive 64;
+  }
+  server {
+    listen 127.0.0.1:$nginx_port;
+    location / {
+      proxy_pass http://echo;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host \$http_host;
+      proxy_buffering off;
+    }
+  }
+}
+NGINX
+        echo_nginx_url=http://127.0.0.1:$nginx_port
+        "$(command -v nginx || echo /usr/sbin/nginx)" -c "$echo_dir/nginx.conf" -p "$echo_dir" || return 1
+        for _ in $(seq 1 50); do
+            curl -fsS -o /dev/null -X POST -H 'Content-Type: application/json' \
+                -d '{"jsonrpc":"2.0","id":1,"method":"ping"}' "$echo_nginx_url/mcp" 2>/dev/null && return 0
+            sleep 0.1
+        done
+        echo "the echo cluster did not start" >&2
+        return 1
+    }
+    echo_cluster_down() {
+        [[ -f $echo_dir/nginx.pid ]] && kill "$(cat "$echo_dir/nginx.pid")" 2>/dev/null
+        rm -f "$echo_dir/nginx.pid"
+        kill "${echo_pids[@]}" 2>/dev/null || true
+        wait "${echo_pids[@]}" 2>/dev/null || true
+        echo_pids=()
+    }
     # bench_tenant: reads the cluster's addresses and registers the tenant "bench" through nginx.
     bench_tenant() {
         # shellcheck disable=SC1091
@@ -215,6 +275,19 @@ if [[ " $extras " == *" cluster "* ]]; then
         cluster_note="deploy/cluster.sh up failed"
     fi
     bash deploy/cluster.sh down || true
+    # The ceiling of that target on this machine: the bare echo, three of them behind nginx with
+    # cluster.sh's proxy settings (no state behind them), against the echo alone (echo-c16).
+    echo "== extra: 3 bare echoes behind nginx (the ceiling of the 3-replica target), $rounds rounds"
+    for round in $(seq 1 "$rounds"); do
+        if echo_cluster_up 3; then
+            others=$(IFS=,; echo "${echo_pids[*]:1}")
+            bench_pid=${echo_pids[0]} bench_run echo-cluster "$round" --url "$echo_nginx_url/mcp" \
+                --connections 16 --cpu-pids "$others"
+        else
+            status=1
+        fi
+        echo_cluster_down
+    done
     # The same stack with one replica: what nginx, PostgreSQL and Redis cost a replica, apart
     # from splitting the load three ways.
     echo "== extra: 1 replica behind the same nginx (deploy/cluster.sh --replicas 1), $rounds rounds"
@@ -282,12 +355,13 @@ fi
 if [[ -z $cluster_note ]]; then
     echo
     printf '%-42s %11s %11s %11s\n' "3 replicas behind nginx (16 conns)" req/s "CPU us/req" "req/s/core"
-    for name in cluster replica single; do
+    for name in cluster replica single echo-cluster; do
         cpu=$(med "$name" 5)
         case $name in
             cluster) label="through nginx, 3 replicas" ;;
             replica) label="one replica of it, direct" ;;
             single) label="through nginx, 1 replica (same stack)" ;;
+            echo-cluster) label="3 bare echoes through nginx (ceiling)" ;;
         esac
         printf '%-42s %11s %11s %11s\n' "$label" "$(med "$name" 2)" "$cpu" "$(ratio 1000000 "$cpu")"
     done
@@ -321,6 +395,8 @@ cluster_ratio=-
 [[ -z $cluster_note ]] && cluster_ratio=$(ratio "$(med harbor-c16 5)" "$(med cluster 5)")
 target "3 replicas/nginx req/s per replica core vs single server" "$cluster_ratio" '>=' 0.7
 [[ -n $cluster_note ]] && echo "  (3 replicas: $cluster_note)"
+[[ -z $cluster_note ]] && target "(info) the same for the bare echo: 3 behind nginx / 1 alone" \
+    "$(ratio "$(med echo-c16 5)" "$(med echo-cluster 5)")" '>=' 0.7
 # info LABEL VALUE: a figure the issue sets no target for.
 info() { printf '%-62s %10s   info (no target)\n' "$1" "${2:--}"; }
 # The ceiling against rmcp: what the bare echo (parse + serialise, no MCP) reaches on the same

@@ -9,6 +9,8 @@
 #   bench/profile.sh echo                 # the bare actix-web echo of bench/compare (built by compare.sh)
 #   bench/profile.sh harbor inits 4       # session opening (initialize + notifications/initialized)
 #   bench/profile.sh harbor modern        # stateless 2026-07-28 tools/call
+#   bench/profile.sh harbor oauth         # tools/call on an OAuth tenant (a bearer token per request)
+#   bench/profile.sh harbor open          # the same tenant set-up without auth (oauth's baseline)
 #
 # Environment: SECONDS_MEASURED (16; inits run half of it), OUT (a temporary directory; keeps
 # callgrind.out for callgrind_annotate / kcachegrind), COMPARE_TARGET_DIR (where compare.sh built
@@ -24,7 +26,8 @@ measured=${SECONDS_MEASURED:-16}
 out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/mcp-harbor-profile.XXXXXX")}
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
 [[ $server == harbor || $server == echo ]] || { echo "server: harbor or echo" >&2; exit 2; }
-[[ $phase == calls || $phase == inits || $phase == modern ]] || { echo "phase: calls, modern or inits" >&2; exit 2; }
+[[ $phase =~ ^(calls|inits|modern|oauth|open)$ ]] || { echo "phase: calls, modern, inits, oauth or open" >&2; exit 2; }
+[[ $server == harbor || $phase != oauth && $phase != open ]] || { echo "oauth and open are mcp-harbor phases" >&2; exit 2; }
 if [[ ! -x target/release/mcp-harbor || ! -x target/release/mcp-harbor-bench ]]; then
     cargo build --release --bins
 fi
@@ -40,20 +43,37 @@ if [[ $server == echo ]]; then
     "${callgrind[@]}" "$echo_bin" "$port" >"$out/server.log" 2>&1 &
     url=http://127.0.0.1:$port/mcp
 else
+    if [[ $phase == oauth || $phase == open ]]; then
+        # bench/server.sh's OAuth set-up (an admin token here, the tenants once serving); its
+        # clean-up trap is replaced below.
+        # shellcheck source=bench/server.sh
+        source bench/server.sh
+        oauth_env
+    fi
     MCP_HARBOR__SERVER__PORT=$port MCP_HARBOR__SERVER__WORKERS=1 MCP_HARBOR__SESSIONS__MAX_PER_TENANT=200000 \
     MCP_HARBOR__STORAGE__DATA_DIR=$data RUST_LOG=warn "${callgrind[@]}" target/release/mcp-harbor serve >"$out/server.log" 2>&1 &
     url=http://127.0.0.1:$port/t/demo/mcp
 fi
 vpid=$!
-trap 'kill $vpid 2>/dev/null || true; rm -rf "$data"' EXIT
+trap 'kill $vpid 2>/dev/null || true; rm -rf "$data" "${log_dir:-}"' EXIT
 for _ in $(seq 1 300); do
     curl -s -o /dev/null -X POST "$url" 2>/dev/null && break
     kill -0 $vpid 2>/dev/null || { cat "$out/server.log" >&2; exit 1; }
     sleep 0.2
 done
+if [[ $phase == oauth || $phase == open ]]; then
+    # bench/server.sh's tenants `open` (no auth) and `locked` (OAuth, a client_credentials
+    # client), the same catalogs; oauth measures `locked` with a bearer token, open its twin.
+    oauth_tenants
+    url=${url%/t/demo/mcp}/t/$([[ $phase == oauth ]] && echo locked || echo open)/mcp
+fi
 bench=(target/release/mcp-harbor-bench --url "$url" --connections "$conns")
 if [[ $phase == modern ]]; then
     bench+=(--phase calls --modern)
+elif [[ $phase == oauth ]]; then
+    bench+=(--phase calls --bearer-token-env BENCH_ACCESS_TOKEN)
+elif [[ $phase == open ]]; then
+    bench+=(--phase calls)
 else
     bench+=(--phase "$phase")
 fi

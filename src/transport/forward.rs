@@ -69,7 +69,7 @@ pub fn counted_proof(sealer: &Sealer, req: &HttpRequest) -> String {
 pub fn was_counted(sealer: &Sealer, req: &HttpRequest) -> bool {
     let Some(proof) = req
         .headers()
-        .get(COUNTED_HEADER)
+        .get(super::COUNTED)
         .and_then(|v| v.to_str().ok())
     else {
         return false;

@@ -49,6 +49,7 @@ pub(crate) const SESSION: HeaderName = HeaderName::from_static(SESSION_HEADER);
 pub(crate) const VERSION: HeaderName = HeaderName::from_static(VERSION_HEADER);
 const FORWARDED: HeaderName = HeaderName::from_static(FORWARDED_HEADER);
 const REPLICA: HeaderName = HeaderName::from_static(REPLICA_HEADER);
+pub(crate) const COUNTED: HeaderName = HeaderName::from_static(COUNTED_HEADER);
 
 /// JSON-RPC code for an unknown or ended session (implementation-defined server error).
 pub const SESSION_NOT_FOUND: i64 = -32001;
