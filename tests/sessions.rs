@@ -9,9 +9,9 @@ use common::{initialize_body, spawn_app, spawn_app_with, SseReader};
 use mcp_harbor::session::actor::InjectPanic;
 use serde_json::{json, Value};
 
-#[actix_rt::test]
-async fn legacy_http_sse_transport_serves_a_session() {
-    let app = spawn_app().await;
+/// A legacy (2024-11-05) session on tenant `demo`: its SSE stream (past the `endpoint`
+/// event), its session id and its messages URL.
+async fn open_legacy(app: &common::TestApp) -> (SseReader, String, String) {
     let resp = app
         .http
         .get(format!("{}/t/demo/sse", app.base))
@@ -24,14 +24,34 @@ async fn legacy_http_sse_transport_serves_a_session() {
     let endpoint = sse.next_event(Duration::from_secs(5)).await.unwrap();
     assert_eq!(endpoint.event.as_deref(), Some("endpoint"));
     assert!(endpoint.data.starts_with("/t/demo/messages?sessionId="));
-    let post_url = format!("{}{}", app.base, endpoint.data);
-    let post = |body: Value| {
-        app.http
-            .post(&post_url)
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-    };
+    let session = endpoint
+        .data
+        .split("sessionId=")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    (sse, session, format!("{}{}", app.base, endpoint.data))
+}
+
+/// POSTs `body` to a legacy session's messages URL.
+async fn post_legacy(
+    app: &common::TestApp,
+    url: &str,
+    body: Value,
+) -> reqwest::Result<reqwest::Response> {
+    app.http
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+}
+
+#[actix_rt::test]
+async fn legacy_http_sse_transport_serves_a_session() {
+    let app = spawn_app().await;
+    let (mut sse, _, post_url) = open_legacy(&app).await;
+    let post = |body: Value| post_legacy(&app, &post_url, body);
 
     // Before initialize only ping is served.
     assert_eq!(
@@ -147,21 +167,7 @@ async fn legacy_http_sse_transport_serves_a_session() {
 #[actix_rt::test]
 async fn legacy_sessions_are_not_reachable_over_streamable_http() {
     let app = spawn_app().await;
-    let resp = app
-        .http
-        .get(format!("{}/t/demo/sse", app.base))
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
-    let mut sse = SseReader::new(resp);
-    let endpoint = sse.next_event(Duration::from_secs(5)).await.unwrap();
-    let session = endpoint
-        .data
-        .split("sessionId=")
-        .nth(1)
-        .unwrap()
-        .to_string();
+    let (_sse, session, _) = open_legacy(&app).await;
     let resp = app
         .post(
             "demo",
@@ -365,29 +371,8 @@ async fn a_legacy_session_ends_with_its_crashed_actor() {
     // A legacy session is its one SSE stream: when its actor crashes the stream ends, and the
     // session with it (a restarted one would answer where nobody listens).
     let app = spawn_app().await;
-    let resp = app
-        .http
-        .get(format!("{}/t/demo/sse", app.base))
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
-    let mut sse = SseReader::new(resp);
-    let endpoint = sse.next_event(Duration::from_secs(5)).await.unwrap();
-    let session = endpoint
-        .data
-        .split("sessionId=")
-        .nth(1)
-        .unwrap()
-        .to_string();
-    let post_url = format!("{}{}", app.base, endpoint.data);
-    let post = |body: Value| {
-        app.http
-            .post(&post_url)
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-    };
+    let (mut sse, session, post_url) = open_legacy(&app).await;
+    let post = |body: Value| post_legacy(&app, &post_url, body);
     assert_eq!(
         post(initialize_body("2024-11-05", json!({})))
             .await
