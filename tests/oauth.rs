@@ -1122,6 +1122,41 @@ async fn sessions_belong_to_the_principal_that_opened_them() {
     assert_eq!(r.status(), 404);
     let r = call_echo(&app, "acme", &access(&alice), &session).await;
     assert_eq!(r.status(), 200);
+
+    // A legacy session too: Bob's messages to Alice's are refused as to no session at all.
+    let r = app
+        .http
+        .get(format!("{}/t/acme/sse", app.base))
+        .bearer_auth(access(&alice))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut sse = common::SseReader::new(r);
+    let endpoint = sse
+        .next_event(std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(endpoint.event.as_deref(), Some("endpoint"));
+    let messages = format!("{}{}", app.base, endpoint.data);
+    let post = |token: String| {
+        app.http
+            .post(&messages)
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(initialize_body("2024-11-05", json!({})).to_string())
+            .send()
+    };
+    assert_eq!(post(access(&bob)).await.unwrap().status(), 404);
+    assert_eq!(post(access(&alice)).await.unwrap().status(), 202);
+    let answer = sse
+        .next_event(std::time::Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(answer["result"]["protocolVersion"], "2024-11-05");
 }
 
 #[actix_rt::test]
