@@ -244,6 +244,17 @@ async fn a_secret_goes_from_the_page_to_the_webhook() {
     .await;
     assert_eq!(r.status(), 422);
     assert!(r.text().await.unwrap().contains("too long for a secret"));
+    // Beyond what the form takes: a page that says so, not a bare error.
+    let longer = "x".repeat(60_000);
+    let r = post_page(
+        &app,
+        &url,
+        &cookie,
+        &[("csrf", &csrf), ("secret", &longer), ("decision", "submit")],
+    )
+    .await;
+    assert_eq!(r.status(), 413);
+    assert!(r.text().await.unwrap().contains("too long for a secret"));
     submit_secret(&app, &url, TOKEN).await;
 
     let done = next_message(&mut sse).await;

@@ -29,13 +29,16 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     // 16 KiB for the whole form, answered a bare 413 and lost what the user typed).
     let form = web::FormConfig::default()
         .limit(MAX_SECRET_BYTES * 3 + 4096)
-        .error_handler(|e, _| {
-            let response = error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "Too long",
-                "That is too long for a secret. Go back and check what you pasted.",
-            );
-            actix_web::error::InternalError::from_response(e, response).into()
+        .error_handler(|e, _| match e {
+            actix_web::error::UrlencodedError::Overflow { .. } => {
+                let response = error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "Too long",
+                    "That is too long for a secret. Go back and check what you pasted.",
+                );
+                actix_web::error::InternalError::from_response(e, response).into()
+            }
+            other => other.into(),
         });
     cfg.service(
         web::resource("/t/{tenant}/elicitations/{id}")
