@@ -47,6 +47,18 @@ async fn post_legacy(
         .await
 }
 
+/// Whether a legacy session's messages URL answers 404 (the session ended) within 2.5 s.
+async fn legacy_session_ends(app: &common::TestApp, url: &str) -> bool {
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let ping = json!({ "jsonrpc": "2.0", "id": 4, "method": "ping" });
+        if post_legacy(app, url, ping).await.unwrap().status() == 404 {
+            return true;
+        }
+    }
+    false
+}
+
 #[actix_rt::test]
 async fn legacy_http_sse_transport_serves_a_session() {
     let app = spawn_app().await;
@@ -149,19 +161,10 @@ async fn legacy_http_sse_transport_serves_a_session() {
 
     // Closing the stream ends the session.
     drop(sse);
-    let mut gone = false;
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let status = post(json!({ "jsonrpc": "2.0", "id": 4, "method": "ping" }))
-            .await
-            .unwrap()
-            .status();
-        if status == 404 {
-            gone = true;
-            break;
-        }
-    }
-    assert!(gone, "the legacy session ends with its stream");
+    assert!(
+        legacy_session_ends(&app, &post_url).await,
+        "the legacy session ends with its stream"
+    );
 }
 
 #[actix_rt::test]
@@ -388,19 +391,10 @@ async fn a_legacy_session_ends_with_its_crashed_actor() {
         .unwrap()
         .addr
         .do_send(InjectPanic);
-    let mut gone = false;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let status = post(json!({ "jsonrpc": "2.0", "id": 2, "method": "ping" }))
-            .await
-            .unwrap()
-            .status();
-        if status == 404 {
-            gone = true;
-            break;
-        }
-    }
-    assert!(gone, "the crashed legacy session is not found any more");
+    assert!(
+        legacy_session_ends(&app, &post_url).await,
+        "the crashed legacy session is not found any more"
+    );
     assert!(tenant.sessions.get(&session).is_none());
     assert!(
         sse.next_event(Duration::from_secs(5)).await.is_none(),
