@@ -473,10 +473,12 @@ async fn rounds_contract(store: &SqlStore) {
         None,
         "expired"
     );
-    assert!(!store.delete_round("beta", "r1").await.unwrap());
-    assert!(store.delete_round("acme", "r1").await.unwrap());
+    assert!(!store.delete_round("beta", "r1", 2).await.unwrap());
+    // Round 1 was replaced by round 2: a retry that read round 1 consumes nothing.
+    assert!(!store.delete_round("acme", "r1", 1).await.unwrap());
+    assert!(store.delete_round("acme", "r1", 2).await.unwrap());
     assert!(
-        !store.delete_round("acme", "r1").await.unwrap(),
+        !store.delete_round("acme", "r1", 2).await.unwrap(),
         "consumed once"
     );
     store

@@ -510,7 +510,7 @@ impl Call {
             }
         }
         // A retry consumes its round: a second use of the same state finds nothing.
-        match store.delete_round(tenant, &token.id).await {
+        match store.delete_round(tenant, &token.id, token.round).await {
             Ok(true) => Ok((token, round)),
             Ok(false) => Err(invalid_state("was already used or has expired")),
             Err(e) => {

@@ -399,8 +399,10 @@ pub trait RoundStore {
         id: &str,
         now: i64,
     ) -> Result<Option<RoundRecord>, StoreError>;
-    /// Forgets a round; whether it was there (a retry consumes it once).
-    async fn delete_round(&self, tenant: &str, id: &str) -> Result<bool, StoreError>;
+    /// Forgets round number `round` of a request; whether it was there (a retry consumes it
+    /// once). A later round saved under the same id stays: a retry that read round N cannot
+    /// consume the N+1 another retry of N saved meanwhile.
+    async fn delete_round(&self, tenant: &str, id: &str, round: u32) -> Result<bool, StoreError>;
     /// Forgets every round expired before `now`; how many.
     async fn sweep_rounds(&self, now: i64) -> Result<u64, StoreError>;
 }

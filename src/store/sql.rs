@@ -625,12 +625,14 @@ impl RoundStore for SqlStore {
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db delete_round", otel.kind = "client", db.operation.name = "delete_round"))]
-    async fn delete_round(&self, tenant: &str, id: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM mrtr_rounds WHERE tenant = $1 AND id = $2")
-            .bind(tenant)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
+    async fn delete_round(&self, tenant: &str, id: &str, round: u32) -> Result<bool, StoreError> {
+        let done =
+            sqlx::query("DELETE FROM mrtr_rounds WHERE tenant = $1 AND id = $2 AND round = $3")
+                .bind(tenant)
+                .bind(id)
+                .bind(i64::from(round))
+                .execute(&self.pool)
+                .await?;
         Ok(done.rows_affected() > 0)
     }
 
