@@ -186,51 +186,27 @@ if [[ " $extras " == *" eventlog "* ]]; then
 fi
 
 if [[ " $extras " == *" cluster "* ]]; then
-    # echo_cluster_up N: N bare echoes (actix-echo) behind an nginx of their own, with the
-    # proxy settings of deploy/cluster.sh; sets $echo_pids and $echo_nginx_url.
+    # echo_cluster_up N: N bare echoes (actix-echo) behind an nginx of their own, configured by
+    # deploy/cluster.sh (round-robin: the echo has no sessions); sets $echo_pids and
+    # $echo_nginx_url.
     echo_dir=$log_dir/echo-cluster
-    free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+    # shellcheck source=deploy/cluster.sh
+    . deploy/cluster.sh
     echo_cluster_up() {
-        local servers="" port i nginx_port
+        local port i ports=()
         echo_pids=()
-        mkdir -p "$echo_dir/tmp"
+        mkdir -p "$echo_dir"
         for i in $(seq 1 "$1"); do
             port=$(free_port)
             "$peer_target/release/actix-echo" "$port" >"$echo_dir/echo-$i.log" 2>&1 &
             echo_pids+=($!)
-            servers+="    server 127.0.0.1:$port max_fails=0;"$'\n'
+            ports+=("$port")
         done
-        nginx_port=$(free_port)
-        cat >"$echo_dir/nginx.conf" <<NGINX
-worker_processes 1;
-daemon on;
-pid $echo_dir/nginx.pid;
-error_log $echo_dir/nginx-error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $echo_dir/tmp/body;
-  proxy_temp_path $echo_dir/tmp/proxy;
-  fastcgi_temp_path $echo_dir/tmp/fastcgi;
-  uwsgi_temp_path $echo_dir/tmp/uwsgi;
-  scgi_temp_path $echo_dir/tmp/scgi;
-  upstream echo {
-$servers    keepalive 64;
-  }
-  server {
-    listen 127.0.0.1:$nginx_port;
-    location / {
-      proxy_pass http://echo;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Host \$http_host;
-      proxy_buffering off;
-    }
-  }
-}
-NGINX
-        echo_nginx_url=http://127.0.0.1:$nginx_port
-        "$(command -v nginx || echo /usr/sbin/nginx)" -c "$echo_dir/nginx.conf" -p "$echo_dir" || return 1
+        ensure_nginx
+        RUN=$echo_dir PORTS="${ports[*]}" NGINX_PORT=$(free_port)
+        write_nginx_conf round-robin
+        echo_nginx_url=http://127.0.0.1:$NGINX_PORT
+        "$NGINX" -c "$echo_dir/nginx.conf" -p "$echo_dir" || return 1
         for _ in $(seq 1 50); do
             curl -fsS -o /dev/null -X POST -H 'Content-Type: application/json' \
                 -d '{"jsonrpc":"2.0","id":1,"method":"ping"}' "$echo_nginx_url/mcp" 2>/dev/null && return 0

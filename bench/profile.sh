@@ -31,7 +31,7 @@ command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install va
 if [[ ! -x target/release/mcp-harbor || ! -x target/release/mcp-harbor-bench ]]; then
     cargo build --release --bins
 fi
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(. deploy/cluster.sh && free_port)
 data=$(mktemp -d)
 callgrind=(valgrind --tool=callgrind --compress-strings=no --compress-pos=no --callgrind-out-file="$out/callgrind.out")
 if [[ ${CACHE_SIM:-0} == 1 ]]; then

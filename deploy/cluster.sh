@@ -14,6 +14,8 @@
 # (NGINX_URL, ADMIN_TOKEN, ports and pids). Every wait is bounded. Replica rI starts the session
 # ids it creates with `rI.` (cluster.session_route): `--lb route` sends each session's requests to
 # that replica (the others as backups), `hash` hashes the whole id, `round-robin` ignores it.
+# Sourced (`. deploy/cluster.sh`), it only defines its functions: bench/compare.sh puts its bare
+# echoes behind the same nginx (ensure_nginx, write_nginx_conf), the bench scripts use free_port.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -69,6 +71,7 @@ start_replica() {
   echo $! >"$RUN/replica-$i.pid"
 }
 
+# write_nginx_conf LB: RUN/nginx.conf balancing over the ports in $PORTS, listening on $NGINX_PORT.
 write_nginx_conf() {
   local lb=$1 servers="" port i=0 n
   for port in $PORTS; do
@@ -277,6 +280,8 @@ cmd_down() {
   rm -f "$RUN/cluster.env"
   say "down: replicas and nginx stopped, database $DATABASE dropped, redis keys $REDIS_PREFIX:* deleted"
 }
+
+[[ ${BASH_SOURCE[0]} == "$0" ]] || return 0
 
 case ${1:-} in
   up) shift; cmd_up "$@" ;;

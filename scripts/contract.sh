@@ -33,7 +33,7 @@ MCP_HARBOR_CONTRACTENV="$CONTRACTENV" bash "$ROOT/scripts/install-contract-deps.
 
 WORK=$(mktemp -d)
 REPORT_DIR=$(realpath -m "${CONTRACT_REPORT_DIR:-$WORK/report}")
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(. "$ROOT/deploy/cluster.sh" && free_port)
 TOKEN="contract-$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')"
 DATABASE_URL="" DATABASE=""
 if [ -n "${CONTRACT_POSTGRES:-}" ]; then

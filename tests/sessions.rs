@@ -47,6 +47,19 @@ async fn post_legacy(
         .await
 }
 
+/// Sends a 2024-11-05 initialize to a legacy session (202) and reads its answer off the stream.
+async fn initialize_legacy(app: &common::TestApp, sse: &mut SseReader, url: &str) -> Value {
+    let resp = post_legacy(app, url, initialize_body("2024-11-05", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    sse.next_event(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json()
+        .unwrap()
+}
+
 /// Whether a legacy session's messages URL answers 404 (the session ended) within 2.5 s.
 async fn legacy_session_ends(app: &common::TestApp, url: &str) -> bool {
     for _ in 0..50 {
@@ -81,19 +94,7 @@ async fn legacy_http_sse_transport_serves_a_session() {
         .unwrap();
     assert_eq!(early["error"]["code"], -32600);
 
-    assert_eq!(
-        post(initialize_body("2024-11-05", json!({})))
-            .await
-            .unwrap()
-            .status(),
-        202
-    );
-    let init = sse
-        .next_event(Duration::from_secs(5))
-        .await
-        .unwrap()
-        .json()
-        .unwrap();
+    let init = initialize_legacy(&app, &mut sse, &post_url).await;
     assert_eq!(init["id"], 1);
     assert_eq!(init["result"]["protocolVersion"], "2024-11-05");
     assert_eq!(
@@ -375,15 +376,7 @@ async fn a_legacy_session_ends_with_its_crashed_actor() {
     // session with it (a restarted one would answer where nobody listens).
     let app = spawn_app().await;
     let (mut sse, session, post_url) = open_legacy(&app).await;
-    let post = |body: Value| post_legacy(&app, &post_url, body);
-    assert_eq!(
-        post(initialize_body("2024-11-05", json!({})))
-            .await
-            .unwrap()
-            .status(),
-        202
-    );
-    sse.next_event(Duration::from_secs(5)).await.unwrap();
+    initialize_legacy(&app, &mut sse, &post_url).await;
     let tenant = app.tenants.get("demo").unwrap();
     tenant
         .sessions
