@@ -52,6 +52,9 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
     if seg[..6] == [0; 6] && !ip.is_loopback() && !ip.is_unspecified() {
         return is_public_v4(v4(seg[6], seg[7])); // IPv4-compatible (::a.b.c.d, deprecated)
     }
+    if seg[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        return is_public_v4(v4(seg[6], seg[7])); // IPv4-translated (::ffff:0:a.b.c.d, SIIT)
+    }
     !(ip.is_loopback()
         || ip.is_unspecified()
         || ip.is_multicast()
@@ -59,7 +62,11 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || (first & 0xfe00) == 0xfc00 // unique local
         || (first & 0xffc0) == 0xfe80 // link local
         || (first & 0xffc0) == 0xfec0 // site local (deprecated, still routed by some)
-        || first == 0x2001 && seg[1] == 0x0db8) // documentation
+        || (first == 0x2001 && seg[1] == 0) // Teredo (2001::/32): tunnels to any IPv4 address
+        || (first == 0x2001 && seg[1] == 2 && seg[2] == 0) // benchmarking (2001:2::/48)
+        || seg[..4] == [0x100, 0, 0, 0] // discard-only (100::/64)
+        || first == 0x2001 && seg[1] == 0x0db8 // documentation
+        || (first & 0xfff0) == 0x3ff0) // documentation (3fff::/20)
 }
 
 /// Refuses URLs that name a non-public address or `localhost` outright (IP literals never reach
@@ -190,6 +197,13 @@ mod tests {
             "::10.0.0.5",
             "64:ff9b:1::1",
             "fec0::1",
+            "::ffff:0:a00:5",
+            "::ffff:0:7f00:1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "2001:2::1",
+            "100::1",
+            "2001:db8::1",
+            "3fff:1::1",
         ] {
             assert!(!is_public_ip(private.parse().unwrap()), "{private}");
         }
@@ -199,6 +213,9 @@ mod tests {
             "2606:4700:4700::1111",
             "64:ff9b::101:101",
             "2002:101:101::1",
+            "::ffff:0:101:101",
+            "2001:4860:4860::8888",
+            "2001:3::1",
         ] {
             assert!(is_public_ip(public.parse().unwrap()), "{public}");
         }

@@ -606,11 +606,19 @@ pub fn record_outcome(
     );
 }
 
-/// The client span of one webhook round (a child of the running MCP span).
-pub fn webhook_span(tool: &str, host: &str, url: &str) -> Span {
+/// The client span of one webhook round (a child of the running MCP span). Its `url.full` has
+/// no user info, query or fragment: a tenant's URL may carry a credential there (`?code=…`),
+/// and spans leave for the tracing backend.
+pub fn webhook_span(tool: &str, host: &str, url: &reqwest::Url) -> Span {
     if !tracing_enabled() || Span::current().is_none() {
         return Span::none();
     }
+    let mut url = url.clone();
+    // Only cannot-be-a-base URLs refuse these; webhook URLs are http(s).
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.set_query(None);
+    url.set_fragment(None);
     tracing::info_span!(
         target: "mcp_harbor::webhook",
         "webhook",

@@ -816,6 +816,53 @@ async fn production_webhooks_cannot_reach_private_addresses() {
         201,
         "public names are accepted"
     );
+    // A signing secret is a key of at least 16 bytes (15 and 16 zero bytes in base64 here).
+    for (name, secret, status) in [
+        ("short", "whsec_AAAAAAAAAAAAAAAAAAAA", 422),
+        ("long", "whsec_AAAAAAAAAAAAAAAAAAAAAA==", 201),
+    ] {
+        let tool = json!({ "name": name, "description": "d",
+            "webhook": { "url": "https://hooks.acme.example/x", "secret": secret } });
+        let (got, body) = send(&app, Method::POST, "/tenants/acme/tools", Some(tool)).await;
+        assert_eq!(got, status, "{secret}: {body}");
+        if status == 422 {
+            assert_eq!(body["error"]["field"], "webhook.secret");
+        }
+    }
+    // Nor can a tenant's auth settings name a private issuer or key set (they would be refused
+    // when fetched, on every request).
+    let ext = |issuer: &str, jwks: Option<&str>| json!({ "auth": { "mode": "external", "issuer": issuer, "audience": "mcp", "jwks_uri": jwks } });
+    for (auth, field) in [
+        (ext("https://10.0.0.7/", None), "auth.issuer"),
+        (
+            ext(
+                "https://login.acme.example",
+                Some("https://169.254.169.254/keys"),
+            ),
+            "auth.jwks_uri",
+        ),
+        (
+            json!({ "auth": { "mode": "oauth", "oidc": { "issuer": "https://localhost/", "client_id": "harbor" } } }),
+            "auth.oidc.issuer",
+        ),
+    ] {
+        let (status, body) = send(&app, Method::PATCH, "/tenants/acme", Some(auth)).await;
+        assert_eq!(
+            (status, &body["error"]["field"]),
+            (422, &json!(field)),
+            "{body}"
+        );
+    }
+    let public = ext(
+        "https://login.acme.example",
+        Some("https://login.acme.example/keys"),
+    );
+    assert_eq!(
+        send(&app, Method::PATCH, "/tenants/acme", Some(public))
+            .await
+            .0,
+        200
+    );
 }
 
 /// The `ETag` header of a response (a record's revision).

@@ -1476,9 +1476,20 @@ async fn key_rotation_keeps_unexpired_tokens_valid() {
 
 /// A local HTTP server answering fixed JSON documents by path.
 async fn document_server(docs: Arc<Mutex<HashMap<String, Value>>>) -> String {
+    logged_document_server(docs).await.0
+}
+
+/// [`document_server`], and the paths it was asked for.
+async fn logged_document_server(
+    docs: Arc<Mutex<HashMap<String, Value>>>,
+) -> (String, Arc<Mutex<Vec<String>>>) {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let log = asked.clone();
     let server = HttpServer::new(move || {
         let docs = docs.clone();
+        let log = log.clone();
         App::new().default_service(web::to(move |req: actix_web::HttpRequest| {
+            log.lock().push(req.path().to_string());
             let doc = docs.lock().get(req.path()).cloned();
             async move {
                 match doc {
@@ -1497,7 +1508,7 @@ async fn document_server(docs: Arc<Mutex<HashMap<String, Value>>>) -> String {
     .unwrap();
     let port = server.addrs()[0].port();
     actix_rt::spawn(server.run());
-    format!("http://127.0.0.1:{port}")
+    (format!("http://127.0.0.1:{port}"), asked)
 }
 
 #[actix_rt::test]
@@ -1586,6 +1597,46 @@ fn external_token(key: &jsonwebtoken::EncodingKey, kid: &str, claims: Value) -> 
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
     header.kid = Some(kid.into());
     jsonwebtoken::encode(&header, &claims, key).unwrap()
+}
+
+/// An external issuer is asked nothing for a token no key could make valid, and one that just
+/// failed is not asked again by the next request (each would wait on a provider that is down).
+#[actix_rt::test]
+async fn external_issuer_fetches_are_spared() {
+    let app = spawn_app().await;
+    let docs = Arc::new(Mutex::new(HashMap::new()));
+    let (base, asked) = logged_document_server(docs.clone()).await;
+    // The issuer publishes no metadata (every well-known location answers 404).
+    let iss = format!("{base}/realms/down");
+    create_tenant(
+        &app,
+        "ext",
+        json!({ "mode": "external", "issuer": iss, "audience": "mcp-ext" }),
+    )
+    .await;
+    asked.lock().clear();
+    let hs = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &json!({ "iss": iss, "aud": "mcp-ext", "sub": "u-1", "exp": 4_000_000_000u64 }),
+        &jsonwebtoken::EncodingKey::from_secret(b"k"),
+    )
+    .unwrap();
+    for token in ["not-a-jwt", "e30.e30.", hs.as_str()] {
+        assert_eq!(initialize(&app, "ext", Some(token)).await.0, 401, "{token}");
+    }
+    assert!(asked.lock().is_empty(), "asked {:?}", asked.lock());
+    let (_, key) = issuer_key("k1");
+    let token = external_token(
+        &key,
+        "k1",
+        json!({ "iss": iss, "aud": "mcp-ext", "sub": "u-1", "exp": 4_000_000_000u64 }),
+    );
+    let first = initialize(&app, "ext", Some(&token)).await.0;
+    assert_ne!(first, 200);
+    let asked_once = asked.lock().len();
+    assert!(asked_once >= 1, "the issuer's metadata was looked for");
+    assert_eq!(initialize(&app, "ext", Some(&token)).await.0, first);
+    assert_eq!(asked.lock().len(), asked_once, "not asked again at once");
 }
 
 #[actix_rt::test]

@@ -184,7 +184,7 @@ fn validate_tool(
     // The secret is shown once: when it is set or generated.
     let (webhook, revealed) = match (input.webhook.secret, kept) {
         (Some(s), _) => {
-            webhook::sign(s.expose_secret(), "check", 0, b"")
+            webhook::check_secret(s.expose_secret())
                 .map_err(|e| AdminError::invalid("webhook.secret", e))?;
             (seal(&s, url), Some(s))
         }

@@ -77,8 +77,12 @@ fn internal(e: impl std::fmt::Display) -> AdminError {
     AdminError::internal()
 }
 
-fn valid_url(field: &str, url: &str, allow_http_loopback: bool) -> Result<(), AdminError> {
-    crate::egress::validate_url(url, allow_http_loopback).map_err(|e| AdminError::invalid(field, e))
+/// An outside URL the tenant's auth settings name: refused now for what fetching it would be
+/// refused for later (http to a non-loopback host; a private address unless private egress is
+/// allowed).
+fn valid_url(field: &str, url: &str, auth: &AuthService) -> Result<(), AdminError> {
+    auth.check_outside_url(url)
+        .map_err(|e| AdminError::invalid(field, e))
 }
 
 fn valid_scopes(field: &str, scopes: &[String]) -> Result<(), AdminError> {
@@ -107,13 +111,12 @@ impl AuthInput {
         auth: &AuthService,
         previous: Option<&TenantAuth>,
     ) -> Result<TenantAuth, AdminError> {
-        let loopback = auth.allow_private_egress;
         Ok(match self {
             AuthInput::None => TenantAuth::None,
             AuthInput::External(e) => {
-                valid_url("auth.issuer", &e.issuer, loopback)?;
+                valid_url("auth.issuer", &e.issuer, auth)?;
                 if let Some(uri) = &e.jwks_uri {
-                    valid_url("auth.jwks_uri", uri, loopback)?;
+                    valid_url("auth.jwks_uri", uri, auth)?;
                 }
                 if e.audience.trim().is_empty() {
                     return Err(AdminError::invalid("auth.audience", "must not be empty"));
@@ -159,7 +162,7 @@ impl AuthInput {
                 let oidc = match o.oidc {
                     None => None,
                     Some(u) => {
-                        valid_url("auth.oidc.issuer", &u.issuer, loopback)?;
+                        valid_url("auth.oidc.issuer", &u.issuer, auth)?;
                         if u.client_id.is_empty() {
                             return Err(AdminError::invalid(
                                 "auth.oidc.client_id",

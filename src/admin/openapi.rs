@@ -575,19 +575,31 @@ mod tests {
         let blob = pattern("/components/schemas/ResourceDef/properties/blob/pattern");
         let secret = pattern("/components/schemas/WebhookInput/properties/secret/pattern");
         // Letters from both sides of each boundary of the alphabet positions the patterns allow.
+        let taken = |s: &str| crate::tools::webhook::check_secret(s).is_ok();
+        // A secret's key is at least 16 bytes: the strings follow 15 bytes (20 characters).
+        let key_start = "A".repeat(20);
         for s in strings("AQgwBbHIfg3489+/_-=", 4) {
             let decoded = STANDARD.decode(&s);
             assert_eq!(blob(&s), decoded.is_ok(), "blob {s:?}");
-            let signs = crate::tools::webhook::sign(&s, "id", 0, b"").is_ok();
-            assert_eq!(secret(&s), signs, "secret {s:?}");
-            let prefixed = format!("whsec_{s}");
-            let signs = crate::tools::webhook::sign(&prefixed, "id", 0, b"").is_ok();
-            assert_eq!(secret(&prefixed), signs, "secret {prefixed:?}");
+            for secret_text in [
+                s.clone(),
+                format!("{key_start}{s}"),
+                format!("whsec_{key_start}{s}"),
+            ] {
+                assert_eq!(
+                    secret(&secret_text),
+                    taken(&secret_text),
+                    "secret {secret_text:?}"
+                );
+            }
         }
         for n in 0..40usize {
             let bytes: Vec<u8> = (0..n).map(|i| (i * 37 + n) as u8).collect();
             assert!(blob(&STANDARD.encode(&bytes)));
-            assert_eq!(secret(&format!("whsec_{}", STANDARD.encode(&bytes))), n > 0);
+            assert_eq!(
+                secret(&format!("whsec_{}", STANDARD.encode(&bytes))),
+                n >= crate::tools::webhook::MIN_SECRET_BYTES
+            );
         }
     }
 

@@ -191,6 +191,7 @@ pub struct AuthService {
     /// private addresses (development; `admin.allow_http_loopback_webhooks`).
     pub allow_private_egress: bool,
     metadata: Mutex<HashMap<String, (Instant, Value)>>,
+    metadata_failures: tokens::RecentFailures,
     /// Tokens already verified on this replica (a signature check costs far more than a
     /// lookup), until they expire or the tenant's auth settings change. Keyed by the token
     /// itself (looked up without copying it); each entry names the tenant and base URL it was
@@ -235,6 +236,7 @@ impl AuthService {
             config,
             allow_private_egress,
             metadata: Mutex::new(HashMap::new()),
+            metadata_failures: tokens::RecentFailures::default(),
             verified: parking_lot::RwLock::new(crate::FastMap::default()),
         })
     }
@@ -256,6 +258,14 @@ impl AuthService {
                 return Ok(doc.clone());
             }
         }
+        if let Some(e) = self.metadata_failures.recent(issuer) {
+            return Err(e);
+        }
+        let outcome = self.fetch_issuer_metadata(issuer).await;
+        self.metadata_failures.note(issuer, outcome)
+    }
+
+    async fn fetch_issuer_metadata(&self, issuer: &str) -> Result<Value, AuthError> {
         self.check_outside_url(issuer)
             .map_err(|e| AuthError::Upstream(format!("{issuer}: {e}")))?;
         let trimmed = issuer.trim_end_matches('/');
@@ -492,6 +502,11 @@ impl AuthService {
         token: &str,
         settings: &ExternalIssuer,
     ) -> Result<(Principal, i64), Result<TokenRejection, AuthError>> {
+        // What no key can make valid is refused before anything is fetched for it.
+        let (alg, _) = tokens::header_kid(token).map_err(Ok)?;
+        if !tokens::outside_algorithm(alg) {
+            return Err(Ok(TokenRejection::BadSignature));
+        }
         let jwks_uri = match &settings.jwks_uri {
             Some(uri) => uri.clone(),
             None => self

@@ -143,10 +143,53 @@ const ASYMMETRIC: [Algorithm; 8] = [
     Algorithm::ES384,
 ];
 
+/// Whether a token from an outside issuer may use `alg` (asymmetric only: no HS256 signed with
+/// a public key).
+pub fn outside_algorithm(alg: Algorithm) -> bool {
+    ASYMMETRIC.contains(&alg) || alg == Algorithm::EdDSA
+}
+
+/// Outside fetches that failed recently, per URL: while one is recent, the same error answers
+/// without asking again (a provider that is down is not asked once per request).
+#[derive(Default)]
+pub struct RecentFailures {
+    failed: Mutex<HashMap<String, (Instant, String)>>,
+}
+
+impl RecentFailures {
+    const HOLD: Duration = Duration::from_secs(5);
+
+    /// The error of a fetch of `url` that failed within the last few seconds.
+    pub fn recent(&self, url: &str) -> Option<AuthError> {
+        match self.failed.lock().get(url) {
+            Some((at, message)) if at.elapsed() < Self::HOLD => {
+                Some(AuthError::Upstream(message.clone()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Passes a fetch's outcome through, remembering a failure (and forgetting a success).
+    pub fn note<T>(&self, url: &str, outcome: Result<T, AuthError>) -> Result<T, AuthError> {
+        let mut failed = self.failed.lock();
+        match &outcome {
+            Ok(_) => {
+                failed.remove(url);
+            }
+            Err(e) => {
+                failed.retain(|_, (at, _)| at.elapsed() < Self::HOLD);
+                failed.insert(url.to_string(), (Instant::now(), e.to_string()));
+            }
+        }
+        outcome
+    }
+}
+
 /// JWKS of outside issuers (external-mode tenants, upstream OpenID providers), cached per URL.
 pub struct JwksCache {
     http: reqwest::Client,
     sets: Mutex<HashMap<String, (Instant, JwkSet)>>,
+    failures: RecentFailures,
     ttl: Duration,
     /// An unknown `kid` refetches at most this often per URL.
     refetch_every: Duration,
@@ -157,6 +200,7 @@ impl JwksCache {
         JwksCache {
             http,
             sets: Mutex::new(HashMap::new()),
+            failures: RecentFailures::default(),
             ttl: Duration::from_secs(600),
             refetch_every: Duration::from_secs(10),
         }
@@ -167,9 +211,16 @@ impl JwksCache {
     }
 
     async fn fetch(&self, url: &str) -> Result<JwkSet, AuthError> {
-        let value = fetch_json(&self.http, url).await?;
-        let set: JwkSet = serde_json::from_value(value)
-            .map_err(|e| AuthError::Upstream(format!("{url}: not a JWKS ({e})")))?;
+        if let Some(e) = self.failures.recent(url) {
+            return Err(e);
+        }
+        let set = self.failures.note(
+            url,
+            fetch_json(&self.http, url).await.and_then(|value| {
+                serde_json::from_value::<JwkSet>(value)
+                    .map_err(|e| AuthError::Upstream(format!("{url}: not a JWKS ({e})")))
+            }),
+        )?;
         self.sets
             .lock()
             .insert(url.to_string(), (Instant::now(), set.clone()));
@@ -224,7 +275,7 @@ impl JwksCache {
             Ok(h) => h,
             Err(r) => return Ok(Err(r)),
         };
-        if !ASYMMETRIC.contains(&alg) && alg != Algorithm::EdDSA {
+        if !outside_algorithm(alg) {
             return Ok(Err(TokenRejection::BadSignature));
         }
         let Some(key) = self.key(jwks_uri, kid.as_deref(), alg).await? else {
@@ -272,9 +323,8 @@ pub async fn fetch_json_cacheable(
     http: &reqwest::Client,
     url: &str,
 ) -> Result<(Value, Option<Duration>), AuthError> {
-    const LIMIT: usize = 256 * 1024;
     let upstream = |m: String| AuthError::Upstream(format!("{url}: {m}"));
-    let mut response = http
+    let response = http
         .get(url)
         .header("accept", "application/json")
         .timeout(Duration::from_secs(5))
@@ -289,19 +339,22 @@ pub async fn fetch_json_cacheable(
         .get(reqwest::header::CACHE_CONTROL)
         .and_then(|v| v.to_str().ok())
         .and_then(cache_lifetime);
+    let value = read_json_limited(response).await.map_err(upstream)?;
+    Ok((value, lifetime))
+}
+
+/// The JSON body of an outside server's response, read up to 256 KiB (a larger one is refused
+/// rather than buffered).
+pub async fn read_json_limited(mut response: reqwest::Response) -> Result<Value, String> {
+    const LIMIT: usize = 256 * 1024;
     let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| upstream(e.to_string()))?
-    {
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
         if body.len() + chunk.len() > LIMIT {
-            return Err(upstream(format!("document larger than {LIMIT} bytes")));
+            return Err(format!("document larger than {LIMIT} bytes"));
         }
         body.extend_from_slice(&chunk);
     }
-    let value = serde_json::from_slice(&body).map_err(|e| upstream(format!("not JSON ({e})")))?;
-    Ok((value, lifetime))
+    serde_json::from_slice(&body).map_err(|e| format!("not JSON ({e})"))
 }
 
 /// The principal an external issuer's claims name.
@@ -342,5 +395,32 @@ mod tests {
         assert_eq!(cache_lifetime("no-cache"), Some(Duration::ZERO));
         assert_eq!(cache_lifetime("public"), None);
         assert_eq!(cache_lifetime("max-age=soon"), None);
+    }
+
+    /// An outside server's JSON is read up to 256 KiB: a larger body is refused.
+    #[tokio::test]
+    async fn outside_json_is_read_up_to_a_limit() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            for size in [100, 300 * 1024] {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let mut request = [0u8; 1024];
+                let _ = conn.read(&mut request).await;
+                let body = format!("{{\"pad\":\"{}\"}}", "x".repeat(size));
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = conn.write_all(head.as_bytes()).await;
+                let _ = conn.write_all(body.as_bytes()).await;
+            }
+        });
+        let http = reqwest::Client::new();
+        let small = read_json_limited(http.get(&url).send().await.unwrap()).await;
+        assert_eq!(small.unwrap()["pad"].as_str().map(str::len), Some(100));
+        let large = read_json_limited(http.get(&url).send().await.unwrap()).await;
+        assert!(large.unwrap_err().contains("larger than"));
     }
 }

@@ -787,8 +787,7 @@ async fn redeem_upstream(
     if !response.status().is_success() {
         return Err(format!("token endpoint answered {}", response.status()));
     }
-    let tokens: serde_json::Value = response
-        .json()
+    let tokens = crate::auth::tokens::read_json_limited(response)
         .await
         .map_err(|e| format!("token response: {e}"))?;
     let id_token = tokens

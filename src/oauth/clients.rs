@@ -46,6 +46,11 @@ fn is_loopback_host(host: Option<url::Host<&str>>) -> bool {
 
 /// A redirect URI a client may register: https, or http to a loopback host; no fragment.
 pub fn check_redirect_uri(uri: &str) -> Result<(), String> {
+    if uri.chars().count() > MAX_URI_CHARS {
+        return Err(format!(
+            "a redirect URI is at most {MAX_URI_CHARS} characters"
+        ));
+    }
     let u = url::Url::parse(uri).map_err(|e| format!("{uri:?} is not a URL ({e})"))?;
     if u.fragment().is_some() {
         return Err(format!("{uri:?} must not have a fragment"));
@@ -146,9 +151,22 @@ pub fn validate_metadata(
         ("logo_uri", &input.logo_uri),
     ] {
         if let Some(v) = value {
-            if !v.starts_with("https://") || v.chars().count() > 2000 {
-                return err(field, "must be an https:// URL".into());
+            if !v.starts_with("https://") || v.chars().count() > MAX_URI_CHARS {
+                return err(
+                    field,
+                    format!("must be an https:// URL of at most {MAX_URI_CHARS} characters"),
+                );
             }
+        }
+    }
+    // Kept with the client (and, for metadata documents, in every replica's cache): bounded.
+    for (field, value, max) in [
+        ("scope", &input.scope, 1000),
+        ("software_id", &input.software_id, 200),
+        ("software_version", &input.software_version, 200),
+    ] {
+        if value.as_ref().is_some_and(|v| v.chars().count() > max) {
+            return err(field, format!("at most {max} characters"));
         }
     }
     let mut v = json!({
@@ -223,10 +241,42 @@ impl Client {
     }
 }
 
-/// Client ID Metadata Documents fetched recently, per (tenant, URL), with when each expires.
+/// The longest redirect, client or logo URI a client may give (characters).
+const MAX_URI_CHARS: usize = 2000;
+
+/// Client ID Metadata Documents fetched recently, per (tenant, URL), with when each expires:
+/// at most `CIMD_CACHE_ENTRIES` (anyone can name any number of document URLs).
 #[derive(Default)]
 pub struct MetadataDocuments {
     cache: Mutex<HashMap<String, (Instant, Client)>>,
+}
+
+const CIMD_CACHE_ENTRIES: usize = 1000;
+
+impl MetadataDocuments {
+    /// Keeps `client` under `key` for `ttl` (forgets it when `ttl` is zero). A full cache first
+    /// drops its expired entries, then the one that expires soonest.
+    fn remember(&self, key: String, ttl: Duration, client: &Client) {
+        let mut cache = self.cache.lock();
+        if ttl.is_zero() {
+            cache.remove(&key);
+            return;
+        }
+        let now = Instant::now();
+        if cache.len() >= CIMD_CACHE_ENTRIES && !cache.contains_key(&key) {
+            cache.retain(|_, (expires, _)| *expires > now);
+            if cache.len() >= CIMD_CACHE_ENTRIES {
+                let soonest = cache
+                    .iter()
+                    .min_by_key(|(_, (expires, _))| *expires)
+                    .map(|(k, _)| k.clone());
+                if let Some(k) = soonest {
+                    cache.remove(&k);
+                }
+            }
+        }
+        cache.insert(key, (now + ttl, client.clone()));
+    }
 }
 
 /// How long a metadata document is kept when its response says nothing (`Cache-Control`), and
@@ -324,12 +374,7 @@ async fn metadata_document(
         metadata,
     };
     let ttl = lifetime.unwrap_or(CIMD_TTL).min(CIMD_MAX_TTL);
-    let mut cache = documents.cache.lock();
-    if ttl.is_zero() {
-        cache.remove(&key);
-    } else {
-        cache.insert(key, (Instant::now() + ttl, client.clone()));
-    }
+    documents.remember(key, ttl, &client);
     Ok(Some(client))
 }
 
@@ -630,4 +675,80 @@ pub async fn delete(
     auth.store.delete_client(&slug, &id).await?;
     tracing::info!(tenant = %slug, client_id = %id, "client deleted itself");
     Ok(HttpResponse::NoContent().finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input() -> ClientInput {
+        serde_json::from_value(json!({ "redirect_uris": ["https://app.example/cb"] })).unwrap()
+    }
+
+    #[test]
+    fn metadata_fields_kept_with_a_client_are_bounded() {
+        assert!(validate_metadata(input(), false).is_ok());
+        let long = |n: usize| Some("x".repeat(n));
+        for (field, mutate) in [
+            (
+                "scope",
+                Box::new(|i: &mut ClientInput| i.scope = long(1001))
+                    as Box<dyn Fn(&mut ClientInput)>,
+            ),
+            (
+                "software_id",
+                Box::new(|i: &mut ClientInput| i.software_id = long(201)),
+            ),
+            (
+                "software_version",
+                Box::new(|i: &mut ClientInput| i.software_version = long(201)),
+            ),
+            (
+                "redirect_uris",
+                Box::new(|i: &mut ClientInput| {
+                    i.redirect_uris = vec![format!("https://app.example/{}", "x".repeat(2000))]
+                }),
+            ),
+            (
+                "logo_uri",
+                Box::new(|i: &mut ClientInput| {
+                    i.logo_uri = Some(format!("https://app.example/{}", "x".repeat(2000)))
+                }),
+            ),
+        ] {
+            let mut i = input();
+            mutate(&mut i);
+            let refused = validate_metadata(i, false).unwrap_err();
+            assert_eq!(refused.0, field, "{refused:?}");
+        }
+        let mut at_limits = input();
+        at_limits.scope = long(1000);
+        at_limits.software_id = long(200);
+        at_limits.software_version = long(200);
+        assert!(validate_metadata(at_limits, false).is_ok());
+    }
+
+    #[test]
+    fn the_metadata_document_cache_is_bounded() {
+        let documents = MetadataDocuments::default();
+        let client = Client {
+            client_id: "https://app.example/client".into(),
+            secret_hash: None,
+            metadata: json!({}),
+        };
+        // The first entry expires soonest: it is the one a full cache drops.
+        documents.remember("t first".into(), Duration::from_secs(10), &client);
+        for i in 1..CIMD_CACHE_ENTRIES + 5 {
+            documents.remember(format!("t {i}"), Duration::from_secs(300), &client);
+        }
+        let cache = documents.cache.lock();
+        assert_eq!(cache.len(), CIMD_CACHE_ENTRIES);
+        assert!(!cache.contains_key("t first"));
+        assert!(cache.contains_key(&format!("t {}", CIMD_CACHE_ENTRIES + 4)));
+        drop(cache);
+        // A zero lifetime (no-store) forgets the document.
+        let last = format!("t {}", CIMD_CACHE_ENTRIES + 4);
+        documents.remember(last.clone(), Duration::ZERO, &client);
+        assert!(!documents.cache.lock().contains_key(&last));
+    }
 }

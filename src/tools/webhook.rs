@@ -354,7 +354,7 @@ async fn run(
         let msg_id = message_id(&ctx.call_key(), round);
         let started = Instant::now();
         // A client span per round; its trace context goes to the endpoint in `traceparent`.
-        let span = crate::telemetry::webhook_span(&call.tool, &host, &target.url);
+        let span = crate::telemetry::webhook_span(&call.tool, &host, &url);
         let answer = post(
             client,
             target,
@@ -917,6 +917,24 @@ fn excerpt(bytes: &[u8], truncated: bool) -> String {
         out.push('…');
     }
     out
+}
+
+/// The shortest HMAC key a tenant may set (128 bits; Standard Webhooks suggests 24 to 64 bytes).
+pub const MIN_SECRET_BYTES: usize = 16;
+
+/// Checks a signing secret a tenant sets: valid (as [`sign`] takes it) and a key of at least
+/// [`MIN_SECRET_BYTES`].
+pub fn check_secret(secret: &str) -> Result<(), String> {
+    sign(secret, "check", 0, b"")?;
+    let encoded = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
+    let key = Zeroizing::new(BASE64.decode(encoded).map_err(|e| e.to_string())?);
+    if key.len() < MIN_SECRET_BYTES {
+        return Err(format!(
+            "the webhook secret's key is {} bytes; at least {MIN_SECRET_BYTES} are needed",
+            key.len()
+        ));
+    }
+    Ok(())
 }
 
 /// A new signing secret: `whsec_` + base64 of 32 random bytes.
