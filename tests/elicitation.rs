@@ -613,6 +613,19 @@ async fn modern_call(app: &TestApp, tenant: &str, id: i64, extra: Value) -> (u16
     (status, common::read_answer(resp, id).await.0)
 }
 
+/// How many multi round-trip rounds are recorded (read from the database).
+async fn recorded_rounds(app: &TestApp) -> i64 {
+    let dir = app.data_dir.as_ref().unwrap().path();
+    let url = format!("sqlite://{}/mcp-harbor.db", dir.display());
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let n = sqlx::query_scalar("SELECT count(*) FROM mrtr_rounds")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    n
+}
+
 #[actix_rt::test]
 async fn a_stateless_call_gets_its_secret_through_input_required() {
     let app = spawn_app().await;
@@ -651,6 +664,36 @@ async fn a_stateless_call_gets_its_secret_through_input_required() {
         .collect();
     assert_eq!(asked.len(), 1, "{again}");
     assert_ne!(asked[0]["params"]["url"], url.as_str());
+
+    // A retry whose client gives up while it waits for the page (its connection closed) leaves
+    // the round to be retried: the same retry sent again goes on. Two calls wait for a page,
+    // each with its round recorded; the retry claims one while it runs.
+    assert_eq!(recorded_rounds(&app).await, 2);
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(300),
+        modern_call(&app, "acme", 3, retry.clone()),
+    )
+    .await;
+    assert!(
+        gave_up.is_err(),
+        "the retry waits for the page: {gave_up:?}"
+    );
+    assert_eq!(
+        recorded_rounds(&app).await,
+        1,
+        "claimed by the waiting retry"
+    );
+    // The server notices the closed stream at its next heartbeat, drops the call and gives the
+    // round back.
+    let mut rounds = 1;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        rounds = recorded_rounds(&app).await;
+        if rounds == 2 {
+            break;
+        }
+    }
+    assert_eq!(rounds, 2, "the dropped retry's round was given back");
 
     // The retry waits for the page (the revision's URL flow), then completes with the secret,
     // handed to the endpoint once.

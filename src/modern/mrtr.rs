@@ -279,17 +279,38 @@ impl Call {
         state: Option<String>,
         responses: Map<String, Value>,
     ) -> Result<Answer, RpcError> {
-        let tenant = self.env.tenant.slug.clone();
         // The round this call goes on from: none yet (most calls never need one), or the one
-        // the state names (consumed).
-        let (round_id, number, mut round) = match state {
+        // the state names, claimed by this retry (consumed; given back unless the retry is
+        // answered, so a retry whose connection broke can be sent again).
+        let Some(state) = state else {
             // 128 random bits from the thread's CSPRNG (no system call per request).
-            None => (new_round_id(), 0, None),
-            Some(token) => {
-                let (token, round) = self.open(&token, &responses).await?;
-                (token.id.into(), token.round, Some(round))
-            }
+            return self.go_on(new_round_id(), 0, None, &responses).await;
         };
+        let (token, round, record) = self.open(&state, &responses).await?;
+        let mut claim = Claim {
+            store: self.env.auth.store.clone(),
+            tenant: self.env.tenant.slug.clone(),
+            record: Some(record),
+        };
+        let answer = self
+            .go_on(token.id.into(), token.round, Some(round), &responses)
+            .await;
+        match &answer {
+            Ok(_) => claim.record = None,
+            Err(_) => claim.give_back().await,
+        }
+        answer
+    }
+
+    /// Runs the call from `round` (its answers so far): its result, or the next round.
+    async fn go_on(
+        &self,
+        round_id: Arc<str>,
+        number: u32,
+        mut round: Option<Round>,
+        responses: &Map<String, Value>,
+    ) -> Result<Answer, RpcError> {
+        let tenant = self.env.tenant.slug.clone();
         if let Some(r) = round.as_mut() {
             // Answers to the last round's questions; anything else the client sent is ignored.
             for key in r.asked.keys() {
@@ -466,7 +487,7 @@ impl Call {
         &self,
         state: &str,
         responses: &Map<String, Value>,
-    ) -> Result<(Token, Round), RpcError> {
+    ) -> Result<(Token, Round, RoundRecord), RpcError> {
         let sealer = &self.env.auth.sealer;
         let tenant = &*self.env.tenant.slug;
         let token = Token::open(sealer, tenant, state).ok_or_else(|| {
@@ -511,7 +532,7 @@ impl Call {
         }
         // A retry consumes its round: a second use of the same state finds nothing.
         match store.delete_round(tenant, &token.id, token.round).await {
-            Ok(true) => Ok((token, round)),
+            Ok(true) => Ok((token, round, record)),
             Ok(false) => Err(invalid_state("was already used or has expired")),
             Err(e) => {
                 tracing::warn!(error = %e, "could not consume a multi round-trip request");
@@ -520,6 +541,41 @@ impl Call {
                 ))
             }
         }
+    }
+}
+
+/// A round a retry consumed to go on from it: recorded again (the retry's state usable again)
+/// when the retry ends without an answer (an error, or its connection closed and the call
+/// dropped), forgotten once it is answered.
+struct Claim {
+    store: crate::store::SqlStore,
+    tenant: Arc<str>,
+    record: Option<RoundRecord>,
+}
+
+impl Claim {
+    async fn give_back(&mut self) {
+        if let Some(record) = self.record.take() {
+            restore_round(&self.store, &self.tenant, &record).await;
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let Some(record) = self.record.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (store, tenant) = (self.store.clone(), self.tenant.clone());
+            runtime.spawn(async move { restore_round(&store, &tenant, &record).await });
+        }
+    }
+}
+
+async fn restore_round(store: &crate::store::SqlStore, tenant: &str, record: &RoundRecord) {
+    if let Err(e) = store.save_round(tenant, record).await {
+        tracing::warn!(error = %e, "could not give back a multi round-trip request's round");
     }
 }
 
