@@ -1402,6 +1402,38 @@ async fn listening(app: &TestApp, tenant: &str) -> SseReader {
     sse
 }
 
+/// Open listen streams count against the tenant's session limit on each replica (each holds a
+/// stream as a session does): one over it is refused with 429, other tenants are not affected,
+/// and a higher limit lets it in.
+#[actix_rt::test]
+async fn listen_streams_are_limited_like_sessions() {
+    let app = spawn_app().await;
+    let limit = |n: u32| {
+        app.admin(Method::PATCH, "/tenants/other")
+            .json(&json!({ "limits": { "max_sessions": n } }))
+            .send()
+    };
+    assert_eq!(limit(1).await.unwrap().status(), 200);
+    let _first = listening(&app, "other").await;
+    let listen = body(
+        9,
+        "subscriptions/listen",
+        json!({ "notifications": { "toolsListChanged": true } }),
+        json!({}),
+    );
+    let resp = post(&app, "other", &listen).send().await.unwrap();
+    assert_eq!(resp.status(), 429);
+    let refused: Value = resp.json().await.unwrap();
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert!(refused["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("limit of 1 open subscriptions"));
+    let _demo = listening(&app, "demo").await;
+    assert_eq!(limit(2).await.unwrap().status(), 200);
+    let _second = listening(&app, "other").await;
+}
+
 /// The end of a listen stream (request id 9) the server tears down: `notifications/cancelled`
 /// naming it, then its result, then the end of the stream.
 async fn torn_down(mut sse: SseReader) {

@@ -160,6 +160,22 @@ impl TenantSessions {
             .subscribe()
     }
 
+    /// `Err(max)` when this replica holds more of the tenant's stateless listeners than the
+    /// tenant may have sessions: each holds a stream as a session's GET stream does, and an open
+    /// tenant's would otherwise be limited by nothing.
+    pub fn listeners_within_cap(&self) -> Result<(), usize> {
+        let max = self.max_sessions.load(Ordering::Relaxed);
+        let open = self
+            .listeners
+            .read()
+            .as_ref()
+            .map_or(0, |l| l.receiver_count());
+        if open > max {
+            return Err(max);
+        }
+        Ok(())
+    }
+
     /// Ends every listener's stream (they hear the channel close).
     fn close_listeners(&self) {
         self.listeners.write().take();

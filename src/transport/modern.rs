@@ -173,10 +173,20 @@ fn start(
             return Ok(Started::Answered(json_answer(message)));
         }
         Served::Listen(listener) => {
+            if let Err(max) = sessions.listeners_within_cap() {
+                drop(listener);
+                return Err(HttpError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    RpcError::new(
+                        crate::protocol::jsonrpc::SERVER_REFUSED,
+                        format!("Too Many Requests: this tenant's limit of {max} open subscriptions on this server is reached; close one first"),
+                    ),
+                ));
+            }
             return Ok(Started::Answered(sse_response(
                 HttpResponse::Ok(),
                 listen_stream(listener, sessions.replica.clone(), edge.keepalive),
-            )))
+            )));
         }
         Served::Running { response, notes } => (response, notes),
     };
