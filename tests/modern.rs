@@ -680,6 +680,44 @@ async fn a_tool_needing_input_answers_input_required_and_the_retry_completes() {
     assert_eq!(status, 400, "{missing}");
     assert_eq!(missing["error"]["code"], -32021, "{missing}");
     assert!(missing["error"]["data"]["requiredCapabilities"]["elicitation"]["form"].is_object());
+    // That refusal did not use the round up: the retry with the answer goes on from it.
+    let done = result(&app, "demo", &retry(10, &state, &answer, &args)).await;
+    assert_eq!(done["resultType"], "complete", "{done}");
+}
+
+/// A requestState past its lifetime (`modern.request_state_ttl_secs`) is refused as expired.
+#[actix_rt::test]
+async fn an_expired_request_state_is_refused() {
+    let app = common::spawn_app_with(|c| c.modern.request_state_ttl_secs = 1).await;
+    let caps = json!({ "elicitation": { "form": {} } });
+    let args = json!({ "name": "test_elicitation", "arguments": { "message": "Who are you?" } });
+    let first = result(
+        &app,
+        "demo",
+        &body(1, "tools/call", args.clone(), caps.clone()),
+    )
+    .await;
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let state = first["requestState"].as_str().unwrap();
+    let key = first["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap();
+    let answer = json!({ key.clone(): { "action": "decline" } });
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (status, expired, _) =
+        send(&app, "demo", &retry_with(2, state, &answer, &args, caps)).await;
+    assert_eq!(status, 200, "{expired}");
+    assert_eq!(expired["error"]["code"], -32602, "{expired}");
+    assert!(
+        expired["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired"),
+        "{expired}"
+    );
 }
 
 /// A retry of a call: its state, its answers, and the capabilities its client declares.

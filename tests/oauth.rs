@@ -1599,6 +1599,74 @@ fn external_token(key: &jsonwebtoken::EncodingKey, kid: &str, claims: Value) -> 
     jsonwebtoken::encode(&header, &claims, key).unwrap()
 }
 
+/// A 2026-07-28 tools/call on `tenant` with a bearer token: (status, answer).
+async fn modern_call(
+    app: &TestApp,
+    tenant: &str,
+    token: &str,
+    id: i64,
+    params: Value,
+) -> (u16, Value) {
+    let mut params = params;
+    params["_meta"] = json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { "elicitation": { "form": {} } } });
+    let name = params["name"].as_str().unwrap_or_default().to_string();
+    let body = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params });
+    let resp = app
+        .http
+        .post(app.mcp_url(tenant))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", name)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, common::read_answer(resp, id).await.0)
+}
+
+/// A multi round-trip request belongs to whoever it was issued to: another user of the tenant
+/// presenting its requestState (and a right answer) is refused, and leaves the round to its
+/// own user, whose retry completes.
+#[actix_rt::test]
+async fn a_request_state_is_bound_to_its_principal() {
+    let app = oauth_app().await;
+    let (_, alice) = tokens_for(&app, "acme", "alice").await;
+    let (_, bob) = tokens_for(&app, "acme", "bob").await;
+    let args = json!({ "name": "test_elicitation", "arguments": { "message": "Who are you?" } });
+    let (status, first) = modern_call(&app, "acme", &access(&alice), 1, args.clone()).await;
+    assert_eq!(status, 200, "{first}");
+    let first = &first["result"];
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let key = first["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap();
+    let mut retry = args.clone();
+    retry["requestState"] = first["requestState"].clone();
+    retry["inputResponses"] = json!({ key.clone(): { "action": "accept",
+        "content": { "username": "ada", "email": "ada@example.com" } } });
+    let (status, refused) = modern_call(&app, "acme", &access(&bob), 2, retry.clone()).await;
+    assert_eq!(status, 200, "{refused}");
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("another client or user"),
+        "{refused}"
+    );
+    let (status, done) = modern_call(&app, "acme", &access(&alice), 3, retry).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+}
+
 /// An external issuer is asked nothing for a token no key could make valid, and one that just
 /// failed is not asked again by the next request (each would wait on a provider that is down).
 #[actix_rt::test]
