@@ -1667,6 +1667,52 @@ async fn a_request_state_is_bound_to_its_principal() {
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
 }
 
+/// A `subscriptions/listen` stream carries its access token's authority: it ends (cancelled,
+/// then its closing result) when the token expires, not on keep-alives forever.
+#[actix_rt::test]
+async fn a_listen_stream_ends_when_its_token_expires() {
+    let app = spawn_app_with(|c| c.auth.access_token_ttl_secs = 2).await;
+    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    create_user(&app, "acme", "alice").await;
+    let (_, tokens) = tokens_for(&app, "acme", "alice").await;
+    let listen = json!({ "jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": {
+        "notifications": { "toolsListChanged": true },
+        "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                   "io.modelcontextprotocol/clientCapabilities": {} } } });
+    let r = app
+        .http
+        .post(app.mcp_url("acme"))
+        .bearer_auth(access(&tokens))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .body(listen.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut sse = common::SseReader::new(r);
+    let within = std::time::Duration::from_secs(6);
+    let ack = sse.next_event(within).await.unwrap().json().unwrap();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    // Keep-alives are comments; the next message is the end.
+    let cancelled = sse.next_event(within).await.expect("the stream ends");
+    let cancelled = cancelled.json().unwrap();
+    assert_eq!(
+        cancelled["method"], "notifications/cancelled",
+        "{cancelled}"
+    );
+    assert_eq!(cancelled["params"]["requestId"], 9);
+    assert!(cancelled["params"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("token expired"));
+    let end = sse.next_event(within).await.unwrap().json().unwrap();
+    assert_eq!(end["id"], 9);
+    assert_eq!(end["result"]["resultType"], "complete");
+}
+
 /// An external issuer is asked nothing for a token no key could make valid, and one that just
 /// failed is not asked again by the next request (each would wait on a provider that is down).
 #[actix_rt::test]

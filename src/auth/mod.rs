@@ -45,6 +45,9 @@ pub struct Principal {
     pub scopes: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// When the access token that names this principal expires (unix seconds; never shown).
+    #[serde(skip)]
+    pub token_expires_at: Option<i64>,
 }
 
 impl Principal {
@@ -493,6 +496,7 @@ impl AuthService {
                 .map(str::to_string)
                 .collect(),
             name: claims.name,
+            token_expires_at: Some(claims.exp),
         };
         Ok((principal, claims.exp))
     }
@@ -791,6 +795,7 @@ mod tests {
             client_id: client_id.into(),
             scopes: Vec::new(),
             name: None,
+            token_expires_at: None,
         }
     }
 

@@ -377,6 +377,7 @@ pub fn external_principal(claims: &Value, settings: &ExternalIssuer) -> Principa
             .unwrap_or_default(),
         scopes,
         name: text("name").or_else(|| text("preferred_username")),
+        token_expires_at: claims.get("exp").and_then(Value::as_i64),
     }
 }
 

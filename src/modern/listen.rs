@@ -75,6 +75,16 @@ impl Listener {
         })
     }
 
+    /// Whether the access token the subscription was opened with has expired: the stream
+    /// ends then (it carried that token's authority; the client listens again with a new one).
+    pub fn token_expired(&self) -> bool {
+        self.env
+            .principal
+            .as_ref()
+            .and_then(|p| p.token_expires_at)
+            .is_some_and(|exp| crate::auth::tokens::now_secs() >= exp)
+    }
+
     fn meta(&self) -> Value {
         json!({ META_SUBSCRIPTION_ID: self.id.to_value() })
     }

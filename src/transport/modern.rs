@@ -556,6 +556,10 @@ fn listen_stream(
                             }
                         },
                         _ = tick.tick() => {
+                            if listener.token_expired() {
+                                let end = teardown_events(&listener, "the access token expired; listen again with a new one");
+                                return Some((Ok(end), None));
+                            }
                             idle += 1;
                             if idle >= keepalive_every {
                                 idle = 0;
