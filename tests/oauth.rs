@@ -1599,6 +1599,33 @@ fn external_token(key: &jsonwebtoken::EncodingKey, kid: &str, claims: Value) -> 
     jsonwebtoken::encode(&header, &claims, key).unwrap()
 }
 
+/// A 2026-07-28 request on `tenant` with a bearer token: `_meta` (form elicitation declared)
+/// and the headers the revision requires (`Mcp-Name` from `params.name`).
+async fn modern_post(
+    app: &TestApp,
+    tenant: &str,
+    token: &str,
+    id: i64,
+    method: &str,
+    mut params: Value,
+) -> reqwest::Response {
+    params["_meta"] = json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { "elicitation": { "form": {} } } });
+    let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+    let mut r = app
+        .http
+        .post(app.mcp_url(tenant))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    if let Some(name) = body["params"]["name"].as_str() {
+        r = r.header("mcp-name", name);
+    }
+    r.body(body.to_string()).send().await.unwrap()
+}
+
 /// A 2026-07-28 tools/call on `tenant` with a bearer token: (status, answer).
 async fn modern_call(
     app: &TestApp,
@@ -1607,24 +1634,7 @@ async fn modern_call(
     id: i64,
     params: Value,
 ) -> (u16, Value) {
-    let mut params = params;
-    params["_meta"] = json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": { "elicitation": { "form": {} } } });
-    let name = params["name"].as_str().unwrap_or_default().to_string();
-    let body = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params });
-    let resp = app
-        .http
-        .post(app.mcp_url(tenant))
-        .bearer_auth(token)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", name)
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
+    let resp = modern_post(app, tenant, token, id, "tools/call", params).await;
     let status = resp.status().as_u16();
     (status, common::read_answer(resp, id).await.0)
 }
@@ -1675,22 +1685,16 @@ async fn a_listen_stream_ends_when_its_token_expires() {
     create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
     create_user(&app, "acme", "alice").await;
     let (_, tokens) = tokens_for(&app, "acme", "alice").await;
-    let listen = json!({ "jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": {
-        "notifications": { "toolsListChanged": true },
-        "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                   "io.modelcontextprotocol/clientCapabilities": {} } } });
-    let r = app
-        .http
-        .post(app.mcp_url("acme"))
-        .bearer_auth(access(&tokens))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "subscriptions/listen")
-        .body(listen.to_string())
-        .send()
-        .await
-        .unwrap();
+    let listen = json!({ "notifications": { "toolsListChanged": true } });
+    let r = modern_post(
+        &app,
+        "acme",
+        &access(&tokens),
+        9,
+        "subscriptions/listen",
+        listen,
+    )
+    .await;
     assert_eq!(r.status(), 200);
     let mut sse = common::SseReader::new(r);
     let within = std::time::Duration::from_secs(6);
