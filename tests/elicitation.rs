@@ -133,56 +133,14 @@ async fn admin_get(app: &TestApp, path: &str) -> Value {
 
 /// Opens the page: its CSRF token (from the form) and cookie.
 async fn open_page(app: &TestApp, url: &str) -> (String, String) {
-    let resp = app.http.get(url).send().await.unwrap();
-    assert_eq!(resp.status(), 200);
-    assert_eq!(resp.headers()["cache-control"], "no-store");
-    assert!(resp.headers()["content-security-policy"]
-        .to_str()
-        .unwrap()
-        .contains("frame-ancestors 'none'"));
-    let cookie = resp.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
-    let html = resp.text().await.unwrap();
-    assert!(html.contains("type=\"password\" id=\"secret\""), "{html}");
+    let (csrf, cookie, html) = common::open_elicitation_page(app, url).await;
     assert!(html.contains("Paste a GitHub token with repo scope."));
-    let csrf = html
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap()
-        .to_string();
     (csrf, cookie)
-}
-
-async fn post_page(
-    app: &TestApp,
-    url: &str,
-    cookie: &str,
-    fields: &[(&str, &str)],
-) -> reqwest::Response {
-    let body = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(fields)
-        .finish();
-    app.http
-        .post(url)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .header("cookie", cookie)
-        .body(body)
-        .send()
-        .await
-        .unwrap()
 }
 
 async fn submit_secret(app: &TestApp, url: &str, secret: &str) {
     let (csrf, cookie) = open_page(app, url).await;
-    let resp = post_page(
+    let resp = common::post_form(
         app,
         url,
         &cookie,
@@ -216,7 +174,7 @@ async fn a_secret_goes_from_the_page_to_the_webhook() {
 
     // The page refuses a post without the CSRF cookie, and an empty secret.
     let (csrf, cookie) = open_page(&app, &url).await;
-    let r = post_page(
+    let r = common::post_form(
         &app,
         &url,
         "",
@@ -224,7 +182,7 @@ async fn a_secret_goes_from_the_page_to_the_webhook() {
     )
     .await;
     assert_eq!(r.status(), 403);
-    let r = post_page(
+    let r = common::post_form(
         &app,
         &url,
         &cookie,
@@ -236,7 +194,7 @@ async fn a_secret_goes_from_the_page_to_the_webhook() {
     // form takes (413): either way a page that says so, not a bare 413 from the form reader.
     for (size, status) in [(20_000, 422), (60_000, 413)] {
         let long = "x".repeat(size);
-        let r = post_page(
+        let r = common::post_form(
             &app,
             &url,
             &cookie,
@@ -430,7 +388,7 @@ async fn declining_in_the_client_or_on_the_page_reaches_the_webhook() {
     answer(&c, &request, json!({ "action": "accept" })).await;
     let url = request["params"]["url"].as_str().unwrap();
     let (csrf, cookie) = open_page(&app, url).await;
-    let r = post_page(
+    let r = common::post_form(
         &app,
         url,
         &cookie,

@@ -1599,7 +1599,7 @@ fn external_token(key: &jsonwebtoken::EncodingKey, kid: &str, claims: Value) -> 
     jsonwebtoken::encode(&header, &claims, key).unwrap()
 }
 
-/// A 2026-07-28 request on `tenant` with a bearer token: `_meta` (form elicitation declared)
+/// A 2026-07-28 request on `tenant` with a bearer token: `_meta` (form and URL elicitation)
 /// and the headers the revision requires (`Mcp-Name` from `params.name`).
 async fn modern_post(
     app: &TestApp,
@@ -1610,7 +1610,7 @@ async fn modern_post(
     mut params: Value,
 ) -> reqwest::Response {
     params["_meta"] = json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": { "elicitation": { "form": {} } } });
+        "io.modelcontextprotocol/clientCapabilities": { "elicitation": { "form": {}, "url": {} } } });
     let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
     let mut r = app
         .http
@@ -2271,37 +2271,114 @@ async fn federated_sign_in_through_the_tenants_openid_provider() {
     assert_eq!(r.status(), 502);
 }
 
-#[actix_rt::test]
-async fn webhook_tools_receive_the_principal() {
-    let app = oauth_app().await;
-    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let record = seen.clone();
+/// A webhook endpoint on loopback answering each call (its JSON body) with `answer`'s value.
+fn hook_server(answer: impl Fn(&Value) -> Value + Clone + Send + 'static) -> String {
     let server = HttpServer::new(move || {
-        let record = record.clone();
+        let answer = answer.clone();
         App::new().default_service(web::to(move |body: web::Bytes| {
-            let record = record.clone();
-            async move {
-                record
-                    .lock()
-                    .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
-                HttpResponse::Ok().json(json!({ "content": [{ "type": "text", "text": "ok" }] }))
-            }
+            let reply = answer(&serde_json::from_slice(&body).unwrap_or(Value::Null));
+            async move { HttpResponse::Ok().json(reply) }
         }))
     })
     .workers(1)
     .bind("127.0.0.1:0")
     .unwrap();
-    let hook = format!("http://127.0.0.1:{}/whoami", server.addrs()[0].port());
+    let hook = format!("http://127.0.0.1:{}/hook", server.addrs()[0].port());
     actix_rt::spawn(server.run());
+    hook
+}
+
+/// Publishes the webhook tool `name` calling `hook` on `tenant`.
+async fn publish_hook(app: &TestApp, tenant: &str, name: &str, hook: &str) {
     let r = app
-        .admin(Method::POST, "/tenants/acme/tools")
-        .json(&json!({ "name": "whoami", "description": "who is calling",
+        .admin(Method::POST, &format!("/tenants/{tenant}/tools"))
+        .json(&json!({ "name": name, "description": "a webhook tool",
             "input_schema": { "type": "object" },
             "webhook": { "url": hook, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "timeout_ms": 3000 } }))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
+
+/// On a tenant whose users sign in with a password, the secret page of a URL-mode elicitation
+/// asks for the user's password and takes only the user it was made for: another user of the
+/// tenant is refused (403), the right one's secret reaches the tool.
+#[actix_rt::test]
+async fn the_secret_page_takes_only_the_user_it_was_made_for() {
+    let app = oauth_app().await;
+    let hook = hook_server(|call| {
+        if call["round"] == 1 {
+            json!({ "input_request": { "type": "secret", "name": "api_key",
+                "message": "Paste your API key." }, "state": {} })
+        } else {
+            let secret = call["input"]["secret"].as_str().unwrap_or_default();
+            json!({ "content": [{ "type": "text", "text": format!("got {} characters", secret.len()) }] })
+        }
+    });
+    publish_hook(&app, "acme", "connect", &hook).await;
+    let (_, alice) = tokens_for(&app, "acme", "alice").await;
+    let args = json!({ "name": "connect", "arguments": {} });
+    let (status, first) = modern_call(&app, "acme", &access(&alice), 1, args.clone()).await;
+    assert_eq!(status, 200, "{first}");
+    let first = &first["result"];
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let (key, asked) = first["inputRequests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    let url = asked["params"]["url"].as_str().unwrap();
+    let (csrf, cookie, html) = common::open_elicitation_page(&app, url).await;
+    assert!(
+        html.contains("id=\"username\"") && html.contains("Paste your API key."),
+        "{html}"
+    );
+    let submit = |user: &'static str, password: &'static str| {
+        let fields = [
+            ("csrf", csrf.as_str()),
+            ("username", user),
+            ("password", password),
+            ("secret", "sk-live-0123456789"),
+            ("decision", "submit"),
+        ];
+        let (app, url, cookie) = (&app, url, cookie.as_str());
+        async move { common::post_form(app, url, cookie, &fields).await }
+    };
+    let wrong_password = submit("alice", "not her password").await;
+    assert_eq!(wrong_password.status(), 401);
+    let bob = submit("bob", PASSWORD).await;
+    assert_eq!(bob.status(), 403);
+    assert!(bob.text().await.unwrap().contains("made for another user"));
+    let alice_page = submit("alice", PASSWORD).await;
+    assert_eq!(alice_page.status(), 200);
+    assert!(alice_page
+        .text()
+        .await
+        .unwrap()
+        .contains("The secret was saved"));
+    let mut retry = args;
+    retry["requestState"] = first["requestState"].clone();
+    retry["inputResponses"] = json!({ key.clone(): { "action": "accept" } });
+    let (status, done) = modern_call(&app, "acme", &access(&alice), 2, retry).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "got 18 characters",
+        "{done}"
+    );
+}
+
+#[actix_rt::test]
+async fn webhook_tools_receive_the_principal() {
+    let app = oauth_app().await;
+    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let record = seen.clone();
+    let hook = hook_server(move |call| {
+        record.lock().push(call.clone());
+        json!({ "content": [{ "type": "text", "text": "ok" }] })
+    });
+    publish_hook(&app, "acme", "whoami", &hook).await;
     let (client_id, tokens) = tokens_for(&app, "acme", "alice").await;
     let (_, session, _) = initialize(&app, "acme", Some(&access(&tokens))).await;
     let r = app

@@ -389,34 +389,18 @@ async fn elicit_a_secret(app: &TestApp) {
         .await;
     assert_eq!(r.status(), 202);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let page = app.http.get(&url).send().await.unwrap();
-    let cookie = page.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
-    let html = page.text().await.unwrap();
-    let csrf = html
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap();
-    let form = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs([("csrf", csrf), ("secret", ELICITED), ("decision", "submit")])
-        .finish();
-    let r = app
-        .http
-        .post(&url)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .header("cookie", cookie)
-        .body(form)
-        .send()
-        .await
-        .unwrap();
+    let (csrf, cookie, _) = common::open_elicitation_page(app, &url).await;
+    let r = common::post_form(
+        app,
+        &url,
+        &cookie,
+        &[
+            ("csrf", &csrf),
+            ("secret", ELICITED),
+            ("decision", "submit"),
+        ],
+    )
+    .await;
     assert_eq!(r.status(), 200);
 }
 

@@ -419,3 +419,53 @@ impl SseReader {
         }
     }
 }
+
+/// Opens a URL-mode elicitation page (checking the headers every such page carries): its CSRF
+/// token, the cookie that goes with it, and the page.
+pub async fn open_elicitation_page(app: &TestApp, url: &str) -> (String, String, String) {
+    let resp = app.http.get(url).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["cache-control"], "no-store");
+    assert!(resp.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .contains("frame-ancestors 'none'"));
+    let cookie = resp.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let html = resp.text().await.unwrap();
+    assert!(html.contains("type=\"password\" id=\"secret\""), "{html}");
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_string();
+    (csrf, cookie, html)
+}
+
+/// POSTs a form (`application/x-www-form-urlencoded`) with a cookie.
+pub async fn post_form(
+    app: &TestApp,
+    url: &str,
+    cookie: &str,
+    fields: &[(&str, &str)],
+) -> reqwest::Response {
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields)
+        .finish();
+    app.http
+        .post(url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("cookie", cookie)
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
