@@ -299,6 +299,16 @@ struct Stream {
     standalone: bool,
 }
 
+/// Where a restored stream whose log holds nothing (it expired, or the stream never had an
+/// event) goes on numbering: the current time in milliseconds. A client may have seen events
+/// of it before its log expired; restarting at 1 would give new events ids below its
+/// `Last-Event-ID`, and its resumption would skip them. A stream numbers one per event, so
+/// this is above any id it gave out (unless it averaged more than an event per millisecond
+/// since an earlier such restart).
+fn renumbered_from() -> u64 {
+    u64::try_from(crate::store::now_millis()).unwrap_or(0)
+}
+
 impl Stream {
     /// The id of this SSE stream's next event, and where the event goes once it is logged.
     fn next_event(&mut self) -> Option<(EventId, Option<StreamSink>)> {
@@ -488,7 +498,7 @@ impl Session {
             Stream {
                 outlet: Outlet::Detached,
                 log_id: Some(id),
-                seq: last_seqs.get(&id).copied().unwrap_or(0),
+                seq: last_seqs.get(&id).copied().unwrap_or_else(renumbered_from),
                 unclaimed_rx: None,
                 owed: 0,
                 batch: None,
@@ -1793,6 +1803,39 @@ mod tests {
         assert!(restored(&snapshot));
         snapshot.version = None;
         assert!(!restored(&snapshot));
+    }
+
+    /// A restored stream numbers on from its log's last event; when its log holds none (it
+    /// expired), from above any id it gave out before, so a client resuming with an old
+    /// `Last-Event-ID` is replayed what comes next.
+    #[tokio::test]
+    async fn a_restored_stream_never_numbers_below_what_it_gave_out() {
+        let bytes = saved_snapshot(true).await.expect("a snapshot");
+        let mut snapshot: SessionSnapshot = serde_json::from_slice(&bytes).expect("a snapshot");
+        snapshot.standalone_stream = Some(3);
+        let (backends, key, lease) = leased(false, "r2").await;
+        let seq_after = |last_seqs: HashMap<StreamId, u64>| {
+            let outbox = Outbox::new(
+                key.clone(),
+                lease.clone(),
+                backends.clone(),
+                TTL,
+                Arc::new(|| {}),
+            );
+            let session = Session::restore(
+                &snapshot,
+                false,
+                &last_seqs,
+                CatalogHandle::new(TenantCatalog::new(Vec::new())),
+                outbox,
+                Arc::new(SessionSettings::default()),
+            );
+            session.stream_seqs()[&StreamId(3)]
+        };
+        assert_eq!(seq_after(HashMap::from([(StreamId(3), 57)])), 57);
+        let before = u64::try_from(crate::store::now_millis()).unwrap();
+        let renumbered = seq_after(HashMap::new());
+        assert!(renumbered >= before, "{renumbered} < {before}");
     }
 
     fn result_of(settings: &SessionSettings, version: ProtocolVersion) -> Value {
