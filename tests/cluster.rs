@@ -53,6 +53,19 @@ async fn served_by(app: &TestApp, session: &str, body: Value, by: &TestApp) -> r
     answered_by(post_to(app, session, &body).send().await.unwrap(), by)
 }
 
+/// Resumes `session`'s stream at `app` after event `last` (a GET with `Last-Event-ID`).
+async fn resume_at(app: &TestApp, session: &str, last: &str) -> reqwest::Response {
+    app.http
+        .get(app.mcp_url("demo"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("last-event-id", last)
+        .send()
+        .await
+        .unwrap()
+}
+
 async fn read_until_response(sse: &mut SseReader, id: i64, seen: &mut Vec<SseEvent>) -> Value {
     while let Some(e) = sse.next_event(Duration::from_secs(10)).await {
         seen.push(e.clone());
@@ -167,16 +180,7 @@ async fn a_dead_owners_session_is_taken_over_and_its_stream_resumes_exactly_once
 
     // Resume through the other replica: it takes the session over and re-runs the idempotent
     // call on the same stream.
-    let resumed = b
-        .http
-        .get(b.mcp_url("demo"))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &c.session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .header("last-event-id", &last)
-        .send()
-        .await
-        .unwrap();
+    let resumed = resume_at(&b, &c.session, &last).await;
     assert_eq!(resumed.status(), 200);
     assert_eq!(replica_of(&resumed), b.replica_id);
     let mut sse = SseReader::new(resumed);
@@ -204,6 +208,58 @@ async fn a_dead_owners_session_is_taken_over_and_its_stream_resumes_exactly_once
     // The session goes on at the new owner without a new initialize.
     let tools = json!({ "jsonrpc": "2.0", "id": 8, "method": "tools/list" });
     served_by(&b, &c.session, tools, &b).await;
+}
+
+/// A call that was waiting for the client's answer when its replica died, and cannot go on
+/// from there (a built-in tool): the replica that takes the session over tells the client the
+/// old question is cancelled, on the call's stream, before the call's outcome.
+#[actix_rt::test]
+async fn a_question_of_an_interrupted_call_is_cancelled_at_takeover() {
+    let Some((a, b, _db)) = two_replicas().await else {
+        return;
+    };
+    let c = a
+        .open_session(
+            "demo",
+            "2025-11-25",
+            json!({ "elicitation": { "form": {} } }),
+        )
+        .await;
+    let call = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "test_elicitation", "arguments": { "message": "Who are you?" } } });
+    let resp = c.send(&call).await;
+    assert_eq!(resp.status(), 200);
+    let mut sse = SseReader::new(resp);
+    let mut seen = Vec::new();
+    let asked = loop {
+        let e = sse
+            .next_event(Duration::from_secs(5))
+            .await
+            .expect("the elicitation");
+        seen.push(e.clone());
+        if let Some(m) = e.json().filter(|m| m["method"] == "elicitation/create") {
+            break m;
+        }
+    };
+    let last = seen.last().unwrap().id.clone().expect("events have ids");
+    a.handle.stop(false).await;
+    drop(sse);
+
+    let resumed = resume_at(&b, &c.session, &last).await;
+    assert_eq!(resumed.status(), 200);
+    let mut sse = SseReader::new(resumed);
+    let mut after = Vec::new();
+    let outcome = read_until_response(&mut sse, 7, &mut after).await;
+    let messages: Vec<Value> = after.iter().filter_map(SseEvent::json).collect();
+    let cancelled = messages
+        .iter()
+        .position(|m| {
+            m["method"] == "notifications/cancelled" && m["params"]["requestId"] == asked["id"]
+        })
+        .unwrap_or_else(|| panic!("the old question is cancelled: {messages:?}"));
+    let answered = messages.iter().position(|m| m["id"] == 7).unwrap();
+    assert!(cancelled < answered, "{messages:?}");
+    assert!(outcome.get("error").is_some() || outcome.get("result").is_some());
 }
 
 #[actix_rt::test]

@@ -534,6 +534,17 @@ impl Session {
                     continue;
                 }
             }
+            // Not going on from where it waited: what it asked the client is not waited for
+            // any more, and the client is told so on the request's stream (an open form or
+            // sampling prompt closes instead of being answered into the void).
+            for asked in awaiting.iter().filter(|a| a.origin == record.id) {
+                let cancelled = jsonrpc::notification_message(
+                    "notifications/cancelled",
+                    json!({ "requestId": asked.id,
+                        "reason": "the request that asked was interrupted (its server stopped)" }),
+                );
+                self.emit(key, to_bytes(&cancelled), false);
+            }
             if record.rerunnable {
                 tracing::info!(session = %self.id, id = %record.id, method = %record.method,
                     "re-running a request interrupted by a failover");
