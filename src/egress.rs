@@ -66,7 +66,7 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || (first == 0x2001 && seg[1] == 2 && seg[2] == 0) // benchmarking (2001:2::/48)
         || seg[..4] == [0x100, 0, 0, 0] // discard-only (100::/64)
         || first == 0x2001 && seg[1] == 0x0db8 // documentation
-        || (first & 0xfff0) == 0x3ff0) // documentation (3fff::/20)
+        || (first == 0x3fff && seg[1] < 0x1000)) // documentation (3fff::/20)
 }
 
 /// Refuses URLs that name a non-public address or `localhost` outright (IP literals never reach
@@ -85,7 +85,7 @@ pub fn check_public_url(url: &str) -> Result<(), String> {
     if public {
         Ok(())
     } else {
-        Err("webhook endpoints must be on the public internet (private, loopback and link-local addresses are refused)".into())
+        Err("the server calls only hosts on the public internet (private, loopback and link-local addresses are refused)".into())
     }
 }
 
@@ -100,7 +100,7 @@ impl Resolve for PublicOnlyResolver {
             let public: Vec<SocketAddr> =
                 all.into_iter().filter(|a| is_public_ip(a.ip())).collect();
             if public.is_empty() {
-                return Err(format!("{host} resolves to no public address; webhook endpoints must be on the public internet").into());
+                return Err(format!("{host} resolves to no public address; the server calls only hosts on the public internet").into());
             }
             Ok(Box::new(public.into_iter()) as Addrs)
         })
@@ -216,6 +216,7 @@ mod tests {
             "::ffff:0:101:101",
             "2001:4860:4860::8888",
             "2001:3::1",
+            "3fff:1000::1",
         ] {
             assert!(is_public_ip(public.parse().unwrap()), "{public}");
         }

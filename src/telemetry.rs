@@ -606,9 +606,10 @@ pub fn record_outcome(
     );
 }
 
-/// The client span of one webhook round (a child of the running MCP span). Its `url.full` has
-/// no user info, query or fragment: a tenant's URL may carry a credential there (`?code=…`),
-/// and spans leave for the tracing backend.
+/// The client span of one webhook round (a child of the running MCP span). Its `url.full` keeps
+/// the scheme, host and port only (a path is `/REDACTED`; no user info, query or fragment): a
+/// tenant's URL may carry a credential in any of them (`?code=…`, a Slack-style
+/// `/services/T…/B…/secret` path), and spans leave for the tracing backend.
 pub fn webhook_span(tool: &str, host: &str, url: &reqwest::Url) -> Span {
     if !tracing_enabled() || Span::current().is_none() {
         return Span::none();
@@ -619,6 +620,9 @@ pub fn webhook_span(tool: &str, host: &str, url: &reqwest::Url) -> Span {
     let _ = url.set_password(None);
     url.set_query(None);
     url.set_fragment(None);
+    if !matches!(url.path(), "" | "/") {
+        url.set_path("/REDACTED");
+    }
     tracing::info_span!(
         target: "mcp_harbor::webhook",
         "webhook",

@@ -715,7 +715,7 @@ async fn an_expired_request_state_is_refused() {
         expired["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("expired"),
+            .starts_with("requestState has expired"),
         "{expired}"
     );
 }
@@ -1463,6 +1463,7 @@ async fn listen_streams_are_limited_like_sessions() {
     assert_eq!(resp.status(), 429);
     let refused: Value = resp.json().await.unwrap();
     assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert_eq!(refused["id"], 9, "{refused}");
     assert!(refused["error"]["message"]
         .as_str()
         .unwrap()

@@ -15,7 +15,9 @@
 //! the tenant) and names the recorded round, its number and an expiry. The round itself records
 //! who called (the principal), the tool and a digest of its arguments: a state presented by
 //! another principal, for another call, at another tenant, after its expiry, or twice (a retry
-//! consumes its round) is refused with Invalid Params. Any replica can take the retry.
+//! claims its round, and uses it up once answered; a retry that ends unanswered, its client
+//! gone or refused, gives it back) is refused with Invalid Params. Any replica can take the
+//! retry.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -284,7 +286,7 @@ impl Call {
         // answered, so a retry whose connection broke can be sent again).
         let Some(state) = state else {
             // 128 random bits from the thread's CSPRNG (no system call per request).
-            return self.go_on(new_round_id(), 0, None, &responses).await;
+            return self.go_on(new_round_id(), 0, None, &responses, None).await;
         };
         let (token, round, record) = self.open(&state, &responses).await?;
         let mut claim = Claim {
@@ -293,7 +295,13 @@ impl Call {
             record: Some(record),
         };
         let answer = self
-            .go_on(token.id.into(), token.round, Some(round), &responses)
+            .go_on(
+                token.id.into(),
+                token.round,
+                Some(round),
+                &responses,
+                Some(&mut claim),
+            )
             .await;
         match &answer {
             Ok(_) => claim.record = None,
@@ -303,12 +311,14 @@ impl Call {
     }
 
     /// Runs the call from `round` (its answers so far): its result, or the next round.
+    /// `claim`: the round a retry goes on from, kept only until the call asks something new.
     async fn go_on(
         &self,
         round_id: Arc<str>,
         number: u32,
         mut round: Option<Round>,
         responses: &Map<String, Value>,
+        claim: Option<&mut Claim>,
     ) -> Result<Answer, RpcError> {
         let tenant = self.env.tenant.slug.clone();
         if let Some(r) = round.as_mut() {
@@ -414,6 +424,12 @@ impl Call {
                 false,
             )),
             None => {
+                // It asked something new: a webhook endpoint's step was recorded with the
+                // question, so the round it went on from cannot be given back (a retry of it
+                // would pair that round's answer with the new step).
+                if let Some(claim) = claim {
+                    claim.record = None;
+                }
                 let asked = std::mem::take(&mut *port.asked.lock());
                 let mut round = round.unwrap_or_else(|| self.first_round());
                 // A webhook endpoint asked (one question per round) and its round is recorded: the

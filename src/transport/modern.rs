@@ -174,13 +174,19 @@ fn start(
         }
         Served::Listen(listener) => {
             if let Err(max) = sessions.listeners_within_cap() {
-                drop(listener);
-                return Err(HttpError::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    RpcError::new(
+                let refused = Answer::error(
+                    Some(&listener.id),
+                    &RpcError::new(
                         crate::protocol::jsonrpc::SERVER_REFUSED,
                         format!("Too Many Requests: this tenant's limit of {max} open subscriptions on this server is reached; close one first"),
                     ),
+                );
+                drop(listener);
+                record_error(&span, &refused);
+                return Ok(Started::Answered(
+                    HttpResponse::build(StatusCode::TOO_MANY_REQUESTS)
+                        .content_type("application/json")
+                        .body(refused.body),
                 ));
             }
             return Ok(Started::Answered(sse_response(
