@@ -149,8 +149,9 @@ pub fn outside_algorithm(alg: Algorithm) -> bool {
     ASYMMETRIC.contains(&alg) || alg == Algorithm::EdDSA
 }
 
-/// Outside fetches that failed recently, per URL: while one is recent, the same error answers
-/// without asking again (a provider that is down is not asked once per request).
+/// Outside fetches that failed recently, per key (a JWKS URL, an issuer): while one is recent,
+/// the same error answers without asking again (a provider that is down is not asked once per
+/// request).
 #[derive(Default)]
 pub struct RecentFailures {
     failed: Mutex<HashMap<String, (Instant, String)>>,
@@ -159,9 +160,9 @@ pub struct RecentFailures {
 impl RecentFailures {
     const HOLD: Duration = Duration::from_secs(5);
 
-    /// The error of a fetch of `url` that failed within the last few seconds.
-    pub fn recent(&self, url: &str) -> Option<AuthError> {
-        match self.failed.lock().get(url) {
+    /// The error of a fetch for `key` that failed within the last few seconds.
+    pub fn recent(&self, key: &str) -> Option<AuthError> {
+        match self.failed.lock().get(key) {
             Some((at, message)) if at.elapsed() < Self::HOLD => {
                 Some(AuthError::Upstream(message.clone()))
             }
@@ -170,15 +171,15 @@ impl RecentFailures {
     }
 
     /// Passes a fetch's outcome through, remembering a failure (and forgetting a success).
-    pub fn note<T>(&self, url: &str, outcome: Result<T, AuthError>) -> Result<T, AuthError> {
+    pub fn note<T>(&self, key: &str, outcome: Result<T, AuthError>) -> Result<T, AuthError> {
         let mut failed = self.failed.lock();
         match &outcome {
             Ok(_) => {
-                failed.remove(url);
+                failed.remove(key);
             }
             Err(e) => {
                 failed.retain(|_, (at, _)| at.elapsed() < Self::HOLD);
-                failed.insert(url.to_string(), (Instant::now(), e.to_string()));
+                failed.insert(key.to_string(), (Instant::now(), e.to_string()));
             }
         }
         outcome

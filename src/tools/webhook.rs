@@ -925,9 +925,7 @@ pub const MIN_SECRET_BYTES: usize = 16;
 /// Checks a signing secret a tenant sets: valid (as [`sign`] takes it) and a key of at least
 /// [`MIN_SECRET_BYTES`].
 pub fn check_secret(secret: &str) -> Result<(), String> {
-    sign(secret, "check", 0, b"")?;
-    let encoded = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
-    let key = Zeroizing::new(BASE64.decode(encoded).map_err(|e| e.to_string())?);
+    let key = secret_key(secret)?;
     if key.len() < MIN_SECRET_BYTES {
         return Err(format!(
             "the webhook secret's key is {} bytes; at least {MIN_SECRET_BYTES} are needed",
@@ -935,6 +933,19 @@ pub fn check_secret(secret: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The HMAC key of a signing secret: the base64 after its `whsec_` prefix (a secret without the
+/// prefix is taken as plain base64), decoded; not empty.
+fn secret_key(secret: &str) -> Result<Zeroizing<Vec<u8>>, String> {
+    let encoded = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
+    let key = Zeroizing::new(BASE64.decode(encoded).map_err(|e| {
+        format!("the webhook secret is not valid base64 after {SECRET_PREFIX}: {e}")
+    })?);
+    if key.is_empty() {
+        return Err("the webhook secret is empty".to_string());
+    }
+    Ok(key)
 }
 
 /// A new signing secret: `whsec_` + base64 of 32 random bytes.
@@ -947,13 +958,7 @@ pub fn new_secret() -> SecretString {
 /// `"{msg_id}.{timestamp}.{body}"`, keyed with the base64-decoded secret (after its `whsec_`
 /// prefix; a secret without the prefix is taken as plain base64).
 pub fn sign(secret: &str, msg_id: &str, timestamp: i64, body: &[u8]) -> Result<String, String> {
-    let encoded = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
-    let key = Zeroizing::new(BASE64.decode(encoded).map_err(|e| {
-        format!("the webhook secret is not valid base64 after {SECRET_PREFIX}: {e}")
-    })?);
-    if key.is_empty() {
-        return Err("the webhook secret is empty".to_string());
-    }
+    let key = secret_key(secret)?;
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&key)
         .map_err(|e| format!("the webhook secret cannot key HMAC-SHA256: {e}"))?;
     mac.update(msg_id.as_bytes());
