@@ -594,8 +594,7 @@ async fn x_mcp_header_parameters_are_mirrored_and_checked() {
 #[actix_rt::test]
 async fn a_tool_needing_input_answers_input_required_and_the_retry_completes() {
     let app = spawn_app().await;
-    let caps = json!({ "elicitation": { "form": {} } });
-    let args = json!({ "name": "test_elicitation", "arguments": { "message": "Who are you?" } });
+    let (caps, args) = asking_call();
     let first = result(
         &app,
         "demo",
@@ -689,8 +688,7 @@ async fn a_tool_needing_input_answers_input_required_and_the_retry_completes() {
 #[actix_rt::test]
 async fn an_expired_request_state_is_refused() {
     let app = common::spawn_app_with(|c| c.modern.request_state_ttl_secs = 1).await;
-    let caps = json!({ "elicitation": { "form": {} } });
-    let args = json!({ "name": "test_elicitation", "arguments": { "message": "Who are you?" } });
+    let (caps, args) = asking_call();
     let first = result(
         &app,
         "demo",
@@ -718,6 +716,15 @@ async fn an_expired_request_state_is_refused() {
             .starts_with("requestState has expired"),
         "{expired}"
     );
+}
+
+/// A call that answers `input_required` (a form elicitation), and the capabilities of a client
+/// that takes it: (capabilities, params).
+fn asking_call() -> (Value, Value) {
+    (
+        json!({ "elicitation": { "form": {} } }),
+        json!({ "name": "test_elicitation", "arguments": { "message": "Who are you?" } }),
+    )
 }
 
 /// A retry of a call: its state, its answers, and the capabilities its client declares.

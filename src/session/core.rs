@@ -1782,6 +1782,23 @@ mod tests {
         );
     }
 
+    /// `snapshot` restored on replica r2 (a new lease), with the log's last seqs `last_seqs`.
+    async fn restored_on_r2(
+        snapshot: &SessionSnapshot,
+        last_seqs: &HashMap<StreamId, u64>,
+    ) -> Session {
+        let (backends, key, lease) = leased(false, "r2").await;
+        let outbox = Outbox::new(key, lease, backends, TTL, Arc::new(|| {}));
+        Session::restore(
+            snapshot,
+            false,
+            last_seqs,
+            CatalogHandle::new(TenantCatalog::new(Vec::new())),
+            outbox,
+            Arc::new(SessionSettings::default()),
+        )
+    }
+
     /// A session that answered `initialize` but whose snapshot never recorded the client's
     /// `notifications/initialized` (a session saves only when something else changes) is
     /// restored initialized: the client will not send it again, and the session's requests to
@@ -1791,29 +1808,15 @@ mod tests {
         let bytes = saved_snapshot(true).await.expect("a snapshot");
         let mut snapshot: SessionSnapshot = serde_json::from_slice(&bytes).expect("a snapshot");
         assert!(!snapshot.initialized, "the notification was never recorded");
-        let (backends, key, lease) = leased(false, "r2").await;
-        let restored = |snapshot: &SessionSnapshot| {
-            let outbox = Outbox::new(
-                key.clone(),
-                lease.clone(),
-                backends.clone(),
-                TTL,
-                Arc::new(|| {}),
-            );
-            Session::restore(
-                snapshot,
-                false,
-                &HashMap::new(),
-                CatalogHandle::new(TenantCatalog::new(Vec::new())),
-                outbox,
-                Arc::new(SessionSettings::default()),
-            )
+        assert!(restored_on_r2(&snapshot, &HashMap::new())
+            .await
             .view
-            .initialized()
-        };
-        assert!(restored(&snapshot));
+            .initialized());
         snapshot.version = None;
-        assert!(!restored(&snapshot));
+        assert!(!restored_on_r2(&snapshot, &HashMap::new())
+            .await
+            .view
+            .initialized());
     }
 
     /// A restored stream numbers on from its log's last event; when its log holds none (it
@@ -1824,28 +1827,13 @@ mod tests {
         let bytes = saved_snapshot(true).await.expect("a snapshot");
         let mut snapshot: SessionSnapshot = serde_json::from_slice(&bytes).expect("a snapshot");
         snapshot.standalone_stream = Some(3);
-        let (backends, key, lease) = leased(false, "r2").await;
-        let seq_after = |last_seqs: HashMap<StreamId, u64>| {
-            let outbox = Outbox::new(
-                key.clone(),
-                lease.clone(),
-                backends.clone(),
-                TTL,
-                Arc::new(|| {}),
-            );
-            let session = Session::restore(
-                &snapshot,
-                false,
-                &last_seqs,
-                CatalogHandle::new(TenantCatalog::new(Vec::new())),
-                outbox,
-                Arc::new(SessionSettings::default()),
-            );
-            session.stream_seqs()[&StreamId(3)]
-        };
-        assert_eq!(seq_after(HashMap::from([(StreamId(3), 57)])), 57);
+        let logged = HashMap::from([(StreamId(3), 57)]);
+        let restored = restored_on_r2(&snapshot, &logged).await;
+        assert_eq!(restored.stream_seqs()[&StreamId(3)], 57);
         let before = u64::try_from(crate::store::now_millis()).unwrap();
-        let renumbered = seq_after(HashMap::new());
+        let renumbered = restored_on_r2(&snapshot, &HashMap::new())
+            .await
+            .stream_seqs()[&StreamId(3)];
         assert!(renumbered >= before, "{renumbered} < {before}");
     }
 
