@@ -266,7 +266,8 @@ impl Application {
             sealer.clone(),
         )
         .with_elicitations(elicitations)
-        .with_auth(auth_service);
+        .with_auth(auth_service)
+        .with_webhook_slots(config.webhooks.max_in_flight_per_tenant);
         directory.load_all().await?;
         actix_rt::spawn(directory.clone().listen());
         if config.cluster.resync_secs > 0 {

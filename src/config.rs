@@ -16,6 +16,7 @@ pub struct Config {
     pub log: LogConfig,
     pub storage: StorageConfig,
     pub admin: AdminConfig,
+    pub webhooks: WebhookConfig,
     pub redis: RedisConfig,
     pub cluster: ClusterConfig,
     pub auth: AuthConfig,
@@ -193,6 +194,17 @@ pub struct AdminConfig {
     pub allow_http_loopback_webhooks: bool,
 }
 
+/// Webhook tools' calls to their endpoints.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// Requests one tenant's webhook tools may have open at once on a replica (each may hold a
+    /// response of up to 4 MiB while it is read and parsed); a call over it is answered at once
+    /// with a tool error (`isError`) instead of waiting, so one tenant's slow endpoints cannot
+    /// hold a replica's memory and connections.
+    pub max_in_flight_per_tenant: usize,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
@@ -312,6 +324,9 @@ impl Default for Config {
                 token: empty_secret(),
                 allow_http_loopback_webhooks: false,
             },
+            webhooks: WebhookConfig {
+                max_in_flight_per_tenant: 64,
+            },
             redis: RedisConfig {
                 url: String::new(),
                 key_prefix: "mcp-harbor".into(),
@@ -425,6 +440,12 @@ impl Config {
         }
         if !(self.server.body_timeout_secs > 0.0 && self.server.body_timeout_secs <= 3600.0) {
             return bad("server.body_timeout_secs must be more than 0 and at most 3600".into());
+        }
+        if !(1..=100_000).contains(&self.webhooks.max_in_flight_per_tenant) {
+            return bad(format!(
+                "webhooks.max_in_flight_per_tenant {} is not between 1 and 100000",
+                self.webhooks.max_in_flight_per_tenant
+            ));
         }
         if self.server.max_body_bytes < 1024 {
             return bad("server.max_body_bytes must be at least 1024".into());
@@ -668,6 +689,10 @@ mod tests {
         let mut c = Config::default();
         c.log.format = "xml".into();
         assert!(c.validate().unwrap_err().to_string().contains("log.format"));
+        let mut c = Config::default();
+        c.webhooks.max_in_flight_per_tenant = 0;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("webhooks.max_in_flight_per_tenant"), "{e}");
     }
 
     #[test]

@@ -90,7 +90,7 @@ fn a_structured_result_is_described_by_its_exact_json() {
     let Value::Object(answer) = serde_json::from_slice(body).unwrap() else {
         panic!("an object")
     };
-    let result = tool_result(&answer).unwrap();
+    let result = tool_result(answer.clone()).unwrap();
     assert_eq!(result["structuredContent"], answer["structuredContent"]);
     assert_eq!(
         result["content"],

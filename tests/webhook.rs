@@ -15,7 +15,7 @@ use mcp_harbor::tools::webhook::{
     self, invoke, sign, validate_url, WebhookCall, WebhookTarget, MAX_ROUNDS,
 };
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 /// The Standard Webhooks spec's example secret, shared by the endpoint and the targets.
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -243,6 +243,15 @@ async fn hook(req: HttpRequest, body: web::Bytes, ep: web::Data<Endpoint>) -> Ht
         "/big" => HttpResponse::Ok()
             .content_type("application/json")
             .body(format!("{{\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}", "a".repeat(5 << 20))),
+        // Within the 4 MiB limit, but with more JSON values than a result may hold (a string
+        // holding commas and brackets counts as one value).
+        "/many" | "/many_ok" => {
+            let n = if req.path() == "/many" { 250_001 } else { 200_000 };
+            let numbers = vec!["0"; n - 3].join(",");
+            HttpResponse::Ok().content_type("application/json").body(format!(
+                r#"{{"content":[{{"type":"text","text":"[,{{:\"]"}}],"structuredContent":{{"n":[{numbers}]}}}}"#
+            ))
+        }
         "/redirect" => HttpResponse::TemporaryRedirect()
             .insert_header(("location", "/ok"))
             .finish(),
@@ -302,6 +311,9 @@ async fn start_endpoint() -> Server {
 // ---------------------------------------------------------------------------------------------
 // The MCP client side.
 
+/// A client's answer to a server request.
+type Answer = Result<Value, RpcError>;
+
 #[derive(Default)]
 struct TestPort {
     /// Server→client requests: (method, params).
@@ -309,6 +321,9 @@ struct TestPort {
     notifications: Mutex<Vec<(String, Value)>>,
     /// Canned answers by method; methods without one get "method not found".
     answers: HashMap<&'static str, Result<Value, RpcError>>,
+    /// Holds each answer (with its reply) instead of sending it, until `answer_held`.
+    hold: bool,
+    held: Mutex<Vec<(Answer, oneshot::Sender<Answer>)>>,
 }
 
 impl TestPort {
@@ -332,6 +347,12 @@ impl TestPort {
     }
     fn requests(&self) -> Vec<(String, Value)> {
         self.requests.lock().unwrap().clone()
+    }
+    /// Sends the answers held so far.
+    fn answer_held(&self) {
+        for (answer, reply) in self.held.lock().unwrap().drain(..) {
+            let _ = reply.send(answer);
+        }
     }
 }
 
@@ -358,7 +379,11 @@ impl SessionPort for TestPort {
             .get(method)
             .cloned()
             .unwrap_or_else(|| Err(RpcError::method_not_found(method)));
-        let _ = reply.send(answer);
+        if self.hold {
+            self.held.lock().unwrap().push((answer, reply));
+        } else {
+            let _ = reply.send(answer);
+        }
     }
     fn close_stream(&self, _origin: &RequestId) {}
     fn resource_updated(&self, _uri: &str) {}
@@ -386,6 +411,7 @@ fn webhook_call(tool: &str, arguments: Value, output_schema: Option<Value>) -> W
         arguments,
         principal: Some(json!({ "sub": "user-1" })),
         output_schema,
+        slots: None,
     }
 }
 
@@ -677,6 +703,90 @@ async fn an_oversized_response_is_refused() {
     let server = start_endpoint().await;
     let (result, _) = call_path(&server, "/big", None).await;
     assert_tool_error(&result, &["larger than the 4 MiB limit"]);
+}
+
+/// A result is refused before it is parsed when it holds more JSON values than a result may
+/// (4 MiB of short values would take tens of times that parsed); one with fewer passes whole.
+#[actix_rt::test]
+async fn a_response_of_too_many_values_is_refused() {
+    let server = start_endpoint().await;
+    let (result, _) = call_path(&server, "/many", None).await;
+    assert_tool_error(&result, &["more than 250000 JSON values"]);
+    let (result, _) = call_path(&server, "/many_ok", None).await;
+    assert_eq!(result["isError"], false, "{}", text_of(&result));
+    assert_eq!(text_of(&result), "[,{:\"]");
+    let numbers = result["structuredContent"]["n"].as_array().unwrap();
+    assert_eq!(numbers.len(), 200_000 - 3);
+}
+
+/// A tenant's calls in flight are capped: with its one slot held by a call its endpoint has not
+/// answered, another call is a tool error at once and never reaches the endpoint; the slot comes
+/// back when the first call ends. A call holds a slot only while its endpoint answers a round,
+/// not while the client is asked for input (two rounds run with one slot).
+#[actix_rt::test]
+async fn a_tenants_calls_in_flight_are_capped() {
+    let mut server = start_endpoint().await;
+    let slots = Arc::new(Semaphore::new(1));
+    let client = webhook::http_client().unwrap();
+    let call = |name: &str| {
+        let mut call = webhook_call(name, json!({ "name": "Grace" }), None);
+        call.slots = Some(slots.clone());
+        call
+    };
+    let ctx = || {
+        context(
+            RequestId::Number(1),
+            json!({ "elicitation": {} }),
+            Arc::new(TestPort::client()),
+        )
+    };
+    let hanging = {
+        let (client, target, call, ctx) =
+            (client.clone(), server.target("/hang"), call("greet"), ctx());
+        actix_rt::spawn(async move { invoke(&client, &target, call, ctx).await })
+    };
+    assert_eq!(server.events.recv().await, Some("started"));
+
+    let refused = invoke(&client, &server.target("/ok"), call("greet"), ctx())
+        .await
+        .unwrap();
+    assert_tool_error(
+        &refused,
+        &["as many calls to their endpoints as this server allows"],
+    );
+    assert_eq!(
+        server.seen_bodies().len(),
+        1,
+        "only the hanging call was sent"
+    );
+
+    hanging.abort();
+    assert_eq!(server.events.recv().await, Some("dropped"));
+    // While a call waits for its client's answer, its slot is free for another call.
+    let port = Arc::new(TestPort {
+        hold: true,
+        ..TestPort::client()
+    });
+    let asking = {
+        let (client, target, call) = (client.clone(), server.target("/elicit"), call("greet"));
+        let ctx = context(
+            RequestId::Number(2),
+            json!({ "elicitation": {} }),
+            port.clone(),
+        );
+        actix_rt::spawn(async move { invoke(&client, &target, call, ctx).await })
+    };
+    while port.held.lock().unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let answered = invoke(&client, &server.target("/ok"), call("greet"), ctx())
+        .await
+        .unwrap();
+    assert_eq!(text_of(&answered), "hello Grace");
+    port.answer_held();
+    let asked = asking.await.unwrap().unwrap();
+    assert_eq!(text_of(&asked), "Nice to meet you, Ada");
+    assert_eq!(slots.available_permits(), 1, "every slot given back");
 }
 
 #[actix_rt::test]

@@ -219,6 +219,54 @@ async fn webhook_tools_answer_over_mcp() {
     assert_eq!(r["isError"], true);
 }
 
+/// `webhooks.max_in_flight_per_tenant` caps each tenant's calls to its endpoints on a replica:
+/// with a tenant's one slot held by a slow call, its next call is a tool error at once (never
+/// sent), while another tenant's calls go on; once the slow call has answered, calls go through.
+#[actix_rt::test]
+async fn a_tenants_webhook_calls_in_flight_are_capped() {
+    let app = common::spawn_app_with(|c| c.webhooks.max_in_flight_per_tenant = 1).await;
+    let (base, endpoint) = start_endpoint().await;
+    for tenant in ["acme", "beta"] {
+        app.admin(Method::POST, "/tenants")
+            .json(&json!({ "slug": tenant }))
+            .send()
+            .await
+            .unwrap();
+        publish(&app, tenant, "echo_hook", format!("{base}/echo"), 5000).await;
+    }
+    publish(&app, "acme", "slow", format!("{base}/slow"), 5000).await;
+    let mut slow = app.open_session("acme", "2025-11-25", json!({})).await;
+    let mut acme = app.open_session("acme", "2025-11-25", json!({})).await;
+    let mut beta = app.open_session("beta", "2025-11-25", json!({})).await;
+    let echo = json!({ "name": "echo_hook", "arguments": { "text": "hi" } });
+
+    let slow_call = slow.result("tools/call", json!({ "name": "slow", "arguments": {} }));
+    let while_slow = async {
+        while endpoint.calls.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let refused = acme.result("tools/call", echo.clone()).await;
+        let other_tenant = beta.result("tools/call", echo.clone()).await;
+        (refused, other_tenant)
+    };
+    let (late, (refused, other_tenant)) = tokio::join!(slow_call, while_slow);
+    assert_eq!(late["content"][0]["text"], "late", "{late}");
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = refused["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("as many calls to their endpoints as this server allows"),
+        "{text}"
+    );
+    assert_eq!(other_tenant["content"][0]["text"], "beta says hi");
+    assert_eq!(
+        endpoint.calls.load(Ordering::SeqCst),
+        2,
+        "the slow call and beta's; acme's refused call was not sent"
+    );
+    let after = acme.result("tools/call", echo).await;
+    assert_eq!(after["content"][0]["text"], "acme says hi", "{after}");
+}
+
 /// A content block the session's revision has no type for (a resource link before 2025-06-18,
 /// audio before 2025-03-26) reaches its client as text saying what it was, not as a block its
 /// schema refuses.

@@ -67,7 +67,7 @@ fuzz_target!(|body: &[u8]| {
     let Ok(Value::Object(answer)) = serde_json::from_slice::<Value>(body) else {
         return;
     };
-    let outcome = tool_result(&answer);
+    let outcome = tool_result(answer.clone());
     assert_eq!(
         outcome.is_ok(),
         expected_ok(&answer),
@@ -124,7 +124,7 @@ fuzz_target!(|body: &[u8]| {
         }
     }
     assert_eq!(
-        tool_result(r).as_ref(),
+        tool_result(r.clone()).as_ref(),
         Ok(&result),
         "sanitising again changed it"
     );

@@ -375,6 +375,8 @@ fn render_template_text(text: &str, vars: &HashMap<String, String>) -> String {
 /// Where a webhook tool's calls go, shared by the tenant's tools.
 #[derive(Clone)]
 pub struct WebhookRuntime {
+    /// The tenant's webhook requests open on this replica (see `WebhookCall::slots`).
+    pub slots: Arc<tokio::sync::Semaphore>,
     pub client: reqwest::Client,
     pub tenant: Arc<str>,
     /// Development: endpoints on loopback and private addresses may be called.
@@ -481,6 +483,7 @@ fn webhook_call<'a>(
         arguments,
         principal: ctx.principal.as_deref().cloned(),
         output_schema: tool.output_schema.clone(),
+        slots: Some(runtime.slots.clone()),
     };
     Ok((target, call))
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
 
 use super::{TenantHandle, TenantPolicy, TenantRegistry};
 use crate::auth::Sealer;
@@ -97,6 +98,10 @@ pub struct TenantDirectory {
     auth: Option<Arc<crate::auth::AuthService>>,
     /// Per tenant: the fingerprint of the entries its live catalog was last built from.
     fingerprints: Arc<Mutex<HashMap<String, CatalogFingerprint>>>,
+    /// Per tenant: its webhook requests open here (`webhooks.max_in_flight_per_tenant` permits);
+    /// kept across catalog rebuilds, dropped with the tenant.
+    webhook_slots: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
+    webhook_slots_per_tenant: usize,
 }
 
 impl TenantDirectory {
@@ -125,7 +130,17 @@ impl TenantDirectory {
             sealer,
             auth: None,
             fingerprints: Arc::new(Mutex::new(HashMap::new())),
+            webhook_slots: Arc::new(Mutex::new(HashMap::new())),
+            webhook_slots_per_tenant: crate::config::Config::default()
+                .webhooks
+                .max_in_flight_per_tenant,
         }
+    }
+
+    /// How many webhook requests each tenant may have open at once on this replica.
+    pub fn with_webhook_slots(mut self, per_tenant: usize) -> Self {
+        self.webhook_slots_per_tenant = per_tenant.max(1);
+        self
     }
 
     /// Forgets what the tenants' authorization caches of a tenant when it stops being served.
@@ -223,7 +238,14 @@ impl TenantDirectory {
         self.fingerprints
             .lock()
             .insert(slug.to_string(), CatalogFingerprint::of(&entries));
+        let slots = self
+            .webhook_slots
+            .lock()
+            .entry(slug.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.webhook_slots_per_tenant)))
+            .clone();
         let runtime = WebhookRuntime {
+            slots,
             client: self.http.clone(),
             tenant: slug.into(),
             allow_private: self.allow_private_webhooks,
@@ -482,6 +504,7 @@ impl TenantDirectory {
 
     fn deactivate_here(&self, slug: &str) {
         self.fingerprints.lock().remove(slug);
+        self.webhook_slots.lock().remove(slug);
         self.forget_auth(slug);
         if let Some(handle) = self.registry.remove(slug) {
             handle.supervisor.do_send(StopAll);

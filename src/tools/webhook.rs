@@ -121,13 +121,18 @@
 //! call with MissingRequiredClientCapability (-32021) instead of reaching the endpoint.
 //!
 //! Anything else — no connection, a timeout, a non-`2xx` status (redirects are not followed), a
-//! body over 4 MiB, invalid JSON, a JSON body that is neither of the above — ends the call with a
-//! tool result with `isError: true` and a message saying what went wrong, never a protocol error.
+//! body over 4 MiB or of more than 250,000 JSON values, invalid JSON, a JSON body that is neither
+//! of the above — ends the call with a tool result with `isError: true` and a message saying what
+//! went wrong, never a protocol error. So does a call made while the tenant's tools already have
+//! as many requests open to their endpoints as the replica allows (`webhooks.max_in_flight_per_tenant`).
 //!
 //! When the MCP client cancels the call (or its session ends), the in-flight request is
 //! abandoned: the connection to the endpoint is closed.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -154,6 +159,10 @@ pub const MAX_TIMEOUT_MS: u64 = 120_000;
 pub const MAX_ROUNDS: usize = 8;
 /// Largest response body accepted from an endpoint.
 pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+/// Most JSON values (numbers, strings, array items, members…) a response may hold. Parsed, a
+/// value costs tens of bytes however short its text: 4 MiB of `[0,0,0,…]` would take over
+/// 60 MiB, so the count is checked on the bytes before anything is parsed.
+pub const MAX_RESPONSE_VALUES: usize = 250_000;
 /// Prefix of webhook secrets.
 pub const SECRET_PREFIX: &str = "whsec_";
 
@@ -187,6 +196,10 @@ pub struct WebhookCall {
     /// The tool's `outputSchema`; when set, non-error results must carry conforming
     /// `structuredContent`.
     pub output_schema: Option<Value>,
+    /// The tenant's webhook requests that may be open at once on this replica: each round holds
+    /// a permit while its request is sent and its answer read and parsed (not while the client
+    /// is asked for input); none left, the call ends with a tool error. `None`: no limit.
+    pub slots: Option<Arc<Semaphore>>,
 }
 
 /// Where a call's progress between rounds is recorded, so that if the replica running it dies
@@ -351,6 +364,20 @@ async fn run(
         let body =
             serde_json::to_vec(&body).map_err(|e| format!("could not encode the call: {e}"))?;
 
+        let slot = match &call.slots {
+            None => None,
+            Some(slots) => match slots.clone().try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => {
+                    crate::metrics::global().webhook(&call.tenant, "busy", Duration::ZERO);
+                    return Err(Stop::Problem(
+                        "this tenant's tools are running as many calls to their endpoints as \
+                         this server allows at once; try again shortly"
+                            .to_string(),
+                    ));
+                }
+            },
+        };
         let msg_id = message_id(&ctx.call_key(), round);
         let started = Instant::now();
         // A client span per round; its trace context goes to the endpoint in `traceparent`.
@@ -376,8 +403,10 @@ async fn run(
             if answer.is_ok() { "ok" } else { "failed" },
             started.elapsed(),
         );
-        let answer = answer?;
-        match parse_answer(&answer)? {
+        let answer = parse_answer(answer?);
+        // The endpoint has answered: waiting for the client's input holds no permit.
+        drop(slot);
+        match answer? {
             Answer::Result(result) => {
                 if let Some(schema) = &call.output_schema {
                     if result["isError"] != Value::Bool(true) {
@@ -511,12 +540,42 @@ async fn post(
             "its endpoint ({host}) answered HTTP {status} with an empty body instead of JSON"
         ));
     }
+    if values_at_most(&bytes) > MAX_RESPONSE_VALUES {
+        return Err(format!(
+            "its endpoint ({host}) sent a response of more than {MAX_RESPONSE_VALUES} JSON \
+             values, more than a tool result may hold"
+        ));
+    }
     serde_json::from_slice(&bytes).map_err(|e| {
         format!(
             "its endpoint ({host}) returned invalid JSON ({e}): {}",
             excerpt(&bytes, false)
         )
     })
+}
+
+/// At least as many as the JSON values and member names in `bytes`: one, plus one per `[`, `{`,
+/// `,` or `:` outside strings, since every value or name but the first follows one of them.
+fn values_at_most(bytes: &[u8]) -> usize {
+    let (mut values, mut in_string, mut escaped) = (1, false, false);
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'[' | b'{' | b',' | b':' => values += 1,
+                _ => {}
+            }
+        }
+    }
+    values
 }
 
 /// The `webhook-id` of one round of a call: derived from the call's stable identity, so a call
@@ -546,15 +605,18 @@ async fn read_limited(
 }
 
 /// Classifies a 2xx JSON answer.
-fn parse_answer(answer: &Value) -> Result<Answer, String> {
-    let Some(object) = answer.as_object() else {
-        return Err(format!(
-            "its endpoint returned JSON that is not an object: {}",
-            excerpt(answer.to_string().as_bytes(), false)
-        ));
+fn parse_answer(answer: Value) -> Result<Answer, String> {
+    let mut object = match answer {
+        Value::Object(object) => object,
+        other => {
+            return Err(format!(
+                "its endpoint returned JSON that is not an object: {}",
+                excerpt(other.to_string().as_bytes(), false)
+            ))
+        }
     };
-    if let Some(request) = object.get("input_request") {
-        let state = object.get("state").cloned().unwrap_or(Value::Null);
+    if let Some(request) = object.remove("input_request") {
+        let state = object.remove("state").unwrap_or(Value::Null);
         let kind = request.get("type").and_then(Value::as_str);
         let request = match kind {
             Some("elicitation") => {
@@ -668,18 +730,19 @@ fn block_problem(block: &Value) -> Option<String> {
 }
 
 /// The `CallToolResult` passed on to the client: only `content`, `structuredContent`, `isError`
-/// and `_meta`. Public for the fuzz targets (`fuzz/fuzz_targets/webhook_response.rs`).
-pub fn tool_result(object: &Map<String, Value>) -> Result<Value, String> {
-    let structured = match object.get("structuredContent") {
+/// and `_meta`, moved out of the endpoint's answer (never copied: an answer may be megabytes).
+/// Public for the fuzz targets (`fuzz/fuzz_targets/webhook_response.rs`).
+pub fn tool_result(mut object: Map<String, Value>) -> Result<Value, String> {
+    let structured = match object.remove("structuredContent") {
         None | Some(Value::Null) => None,
-        Some(s @ Value::Object(_)) => Some(s.clone()),
+        Some(s @ Value::Object(_)) => Some(s),
         Some(_) => {
             return Err(
                 "its endpoint returned a `structuredContent` that is not a JSON object".to_string(),
             )
         }
     };
-    let content = match (object.get("content"), &structured) {
+    let content = match (object.remove("content"), &structured) {
         (Some(Value::Array(items)), _) => {
             if let Some((i, problem)) = items
                 .iter()
@@ -690,7 +753,7 @@ pub fn tool_result(object: &Map<String, Value>) -> Result<Value, String> {
                     "its endpoint returned a content block (index {i}) {problem}"
                 ));
             }
-            Value::Array(items.clone())
+            Value::Array(items)
         }
         (None | Some(Value::Null), Some(s)) => json!([text_content(s.to_string())]),
         _ => {
@@ -714,8 +777,8 @@ pub fn tool_result(object: &Map<String, Value>) -> Result<Value, String> {
         result.insert("structuredContent".into(), structured);
     }
     result.insert("isError".into(), Value::Bool(is_error));
-    if let Some(meta @ Value::Object(_)) = object.get("_meta") {
-        result.insert("_meta".into(), meta.clone());
+    if let Some(meta @ Value::Object(_)) = object.remove("_meta") {
+        result.insert("_meta".into(), meta);
     }
     Ok(Value::Object(result))
 }
