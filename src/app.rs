@@ -236,7 +236,9 @@ impl Application {
         elicitations.spawn_sweeper();
         let elicitation_data = web::Data::from(elicitations.clone());
         let auth_data = web::Data::from(auth_service.clone());
-        let oauth_state = web::Data::new(crate::oauth::OAuthState::default());
+        let oauth_state = web::Data::new(crate::oauth::OAuthState::new(
+            replica.backends.quotas.clone(),
+        ));
         let (admin_auth, generated_admin_token) =
             AdminAuth::init(&store, &config.admin.token).await?;
         // Configured tenants name built-in catalogs that must exist (checked here: the

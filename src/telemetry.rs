@@ -39,6 +39,36 @@ static TRACING: AtomicBool = AtomicBool::new(false);
 /// The share of new traces kept (f64 bits; 1.0 until configured).
 static ROOT_RATIO: AtomicU64 = AtomicU64::new(0x3FF0_0000_0000_0000);
 
+/// A warning that repeats while its cause lasts (a dependency down), let through at most once
+/// per `every_ms` (so a flood of requests cannot flood the log).
+pub struct Throttled {
+    last_ms: AtomicU64,
+    every_ms: u64,
+}
+
+impl Throttled {
+    pub const fn every(every_ms: u64) -> Self {
+        Throttled {
+            last_ms: AtomicU64::new(0),
+            every_ms,
+        }
+    }
+
+    /// Whether to log now (then the next one waits `every_ms`).
+    pub fn ready(&self) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_millis() as u64);
+        let last = self.last_ms.load(Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < self.every_ms {
+            return false;
+        }
+        self.last_ms
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+}
+
 /// Whether a request that continues no trace starts one (`telemetry.sampling_ratio`).
 fn sample_root() -> bool {
     let ratio = f64::from_bits(ROOT_RATIO.load(Ordering::Relaxed));

@@ -728,17 +728,10 @@ async fn a_legacy_message_dropped_by_a_draining_owner_is_answered_session_not_fo
 /// and arrive once Redis is back, and the replica recovers by itself.
 #[actix_rt::test]
 async fn redis_outages_are_clear_503s_and_nothing_is_lost_when_it_returns() {
-    use common::redis_proxy::{Mode, Proxy};
-    let Some(redis) = test_redis_url().await else {
+    use common::redis_proxy::Mode;
+    let Some((app, proxy)) = common::app_behind_redis_proxy(|_| {}).await else {
         return;
     };
-    let proxy = Proxy::start(&redis).await;
-    let through_proxy = proxy.url(&redis);
-    let app = spawn_app_with(move |c| {
-        c.redis.url = through_proxy;
-        c.redis.key_prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
-    })
-    .await;
     let mut c = app.open_session("demo", "2025-11-25", json!({})).await;
     c.result("tools/list", json!({})).await;
 

@@ -171,6 +171,7 @@ contract_tests! {
     contract_bus => bus_in_process, bus_redis;
     contract_rates => rates_in_process, rates_redis;
     contract_live_sessions => live_sessions_in_process, live_sessions_redis;
+    contract_sign_in_attempts => sign_in_attempts_in_process, sign_in_attempts_redis;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -821,6 +822,50 @@ async fn contract_rates(backend: Backend) {
         b.quotas.take("t3", RateScope::Tenant, 120).await.unwrap(),
         Quota::Exceeded { .. }
     ));
+    fx.cleanup().await;
+}
+
+async fn contract_sign_in_attempts(backend: Backend) {
+    let fx = Fixture::new(&backend, retention(100, LONG)).await;
+    let q = &fx.backends.quotas;
+    let count = |tenant: &'static str, keys: [&'static str; 2], window: Duration| async move {
+        q.count_attempt(tenant, keys, 2, window).await.unwrap()
+    };
+    // Two attempts under a user (from two addresses), then the user is full: a third is not
+    // counted, not even under its fresh address.
+    assert!(count("t1", ["alice", "ip1"], LONG).await);
+    assert!(count("t1", ["alice", "ip2"], LONG).await);
+    assert!(!count("t1", ["alice", "ip3"], LONG).await);
+    assert!(count("t1", ["bob", "ip3"], LONG).await);
+    assert!(
+        count("t1", ["bob", "ip3"], LONG).await,
+        "ip3 was not counted for alice"
+    );
+    assert!(!count("t1", ["carol", "ip3"], LONG).await, "ip3 is full");
+    // Other tenants count on their own; ids cannot reach into another tenant's counters.
+    assert!(count("t2", ["alice", "ip1"], LONG).await);
+    assert!(count("t1:alice", ["x", "y"], LONG).await);
+    // One attempt given back makes room for one more; all of them, for as many as the limit.
+    q.forgive_attempt("t1", "alice", false).await.unwrap();
+    assert!(count("t1", ["alice", "ip4"], LONG).await);
+    assert!(!count("t1", ["alice", "ip5"], LONG).await);
+    q.forgive_attempt("t1", "alice", true).await.unwrap();
+    assert!(count("t1", ["alice", "ip5"], LONG).await);
+    assert!(count("t1", ["alice", "ip6"], LONG).await);
+    assert!(!count("t1", ["alice", "ip7"], LONG).await);
+    // Giving back never goes below nothing.
+    q.forgive_attempt("t3", "nobody", false).await.unwrap();
+    q.forgive_attempt("t3", "nobody", false).await.unwrap();
+    assert!(count("t3", ["nobody", "ip1"], LONG).await);
+    assert!(count("t3", ["nobody", "ip2"], LONG).await);
+    assert!(!count("t3", ["nobody", "ip3"], LONG).await);
+    // A window starts with its first attempt and ends on its own.
+    let short = Duration::from_millis(300);
+    assert!(count("t4", ["dave", "ip1"], short).await);
+    assert!(count("t4", ["dave", "ip1"], short).await);
+    assert!(!count("t4", ["dave", "ip1"], short).await);
+    tokio::time::sleep(short + Duration::from_millis(100)).await;
+    assert!(count("t4", ["dave", "ip1"], short).await);
     fx.cleanup().await;
 }
 

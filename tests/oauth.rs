@@ -1985,6 +1985,59 @@ async fn failed_sign_ins_are_rate_limited() {
     );
 }
 
+/// Replicas share one count of failed sign-ins (the cluster's quotas): guesses spread over
+/// two replicas get no more tries than against one.
+#[actix_rt::test]
+async fn failed_sign_ins_are_counted_across_replicas() {
+    let Some((apps, _db)) =
+        common::shared_replicas(&["a", "b"], |c| c.auth.login_attempts_per_minute = 3).await
+    else {
+        return;
+    };
+    let (a, b) = (&apps[0], &apps[1]);
+    create_tenant(a, "acme", json!({ "mode": "oauth" })).await;
+    create_user(a, "acme", "alice").await;
+    let client_id = public_client(a, "acme").await;
+    let params = authorize_params(&client_id, &pkce(), REDIRECT);
+    for app in [a, b, a] {
+        let r = sign_in(app, "acme", &params, "alice", "nope nope", "allow").await;
+        assert_eq!(r.status(), 401);
+    }
+    for app in [b, a] {
+        let r = sign_in(app, "acme", &params, "alice", PASSWORD, "allow").await;
+        assert_eq!(r.status(), 429, "the limit holds on every replica");
+    }
+}
+
+/// While the shared counters are unreachable, a replica counts failed sign-ins on its own:
+/// still limited, not an error, not waiting for Redis on each attempt.
+#[actix_rt::test]
+async fn failed_sign_ins_are_limited_on_the_replica_while_redis_is_down() {
+    use common::redis_proxy::Mode;
+    let Some((app, proxy)) =
+        common::app_behind_redis_proxy(|c| c.auth.login_attempts_per_minute = 3).await
+    else {
+        return;
+    };
+    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    create_user(&app, "acme", "alice").await;
+    let client_id = public_client(&app, "acme").await;
+    let params = authorize_params(&client_id, &pkce(), REDIRECT);
+    proxy.set(Mode::Refuse);
+    let started = std::time::Instant::now();
+    for _ in 0..3 {
+        let r = sign_in(&app, "acme", &params, "alice", "nope nope", "allow").await;
+        assert_eq!(r.status(), 401);
+    }
+    let r = sign_in(&app, "acme", &params, "alice", PASSWORD, "allow").await;
+    assert_eq!(r.status(), 429);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[actix_rt::test]
 async fn sign_in_attempts_are_counted_before_the_password_is_checked() {
     let app = spawn_app_with(|c| c.auth.login_attempts_per_minute = 3).await;

@@ -339,18 +339,14 @@ async fn unchecked(app: &TestApp, tenant: &str) -> f64 {
 
 #[actix_rt::test]
 async fn a_redis_outage_lets_requests_in_on_this_replicas_own_rate() {
-    use common::redis_proxy::{Mode, Proxy};
-    let Some(redis) = test_redis_url().await else {
-        return;
-    };
-    let proxy = Proxy::start(&redis).await;
-    let through_proxy = proxy.url(&redis);
-    let app = spawn_app_with(move |c| {
-        c.redis.url = through_proxy;
-        c.redis.key_prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
+    use common::redis_proxy::Mode;
+    let Some((app, proxy)) = common::app_behind_redis_proxy(|c| {
         c.metrics.token = secrecy::SecretString::from(METRICS_TOKEN.to_string());
     })
-    .await;
+    .await
+    else {
+        return;
+    };
     create_tenant(&app, "rated", json!({ "requests_per_minute": 3 }), "none").await;
     for id in 0..3 {
         let resp = stateless_list(&app, "rated", id).send().await.unwrap();

@@ -142,6 +142,54 @@ pub struct MemoryCluster {
     retention: Retention,
     state: Mutex<State>,
     topics: Mutex<Topics>,
+    attempts: Attempts,
+}
+
+/// Sign-in attempts per key in fixed windows: the in-process counterpart of the Redis counters,
+/// and what a replica counts on while Redis is unreachable. A std `HashMap` (SipHash): its keys
+/// come from anyone who opens a sign-in page.
+#[derive(Default)]
+pub struct Attempts {
+    counts: Mutex<HashMap<String, (Instant, u32)>>,
+}
+
+impl Attempts {
+    /// Keys held past this many: those whose window ended are forgotten first.
+    const SWEEP_ABOVE: usize = 100_000;
+
+    /// See [`Quotas::count_attempt`] (the keys here name their tenant).
+    pub fn count(&self, keys: [&str; 2], limit: u32, window: Duration) -> bool {
+        let mut counts = self.counts.lock();
+        if counts.len() > Self::SWEEP_ABOVE {
+            counts.retain(|_, (first, _)| first.elapsed() < window);
+        }
+        let full = |key: &str| {
+            counts
+                .get(key)
+                .is_some_and(|(first, n)| first.elapsed() < window && *n >= limit)
+        };
+        if keys.iter().any(|k| full(k)) {
+            return false;
+        }
+        for key in keys {
+            let entry = counts.entry(key.to_string()).or_insert((Instant::now(), 0));
+            if entry.0.elapsed() >= window {
+                *entry = (Instant::now(), 0);
+            }
+            entry.1 += 1;
+        }
+        true
+    }
+
+    /// See [`Quotas::forgive_attempt`].
+    pub fn forgive(&self, key: &str, all: bool) {
+        let mut counts = self.counts.lock();
+        if all {
+            counts.remove(key);
+        } else if let Some(entry) = counts.get_mut(key) {
+            entry.1 = entry.1.saturating_sub(1);
+        }
+    }
 }
 
 impl MemoryCluster {
@@ -150,6 +198,7 @@ impl MemoryCluster {
             retention,
             state: Mutex::new(State::default()),
             topics: Mutex::new(Topics::default()),
+            attempts: Attempts::default(),
         })
     }
 
@@ -338,6 +387,27 @@ impl Quotas for MemoryCluster {
             }
             Err(retry_after) => Ok(Quota::Exceeded { retry_after }),
         }
+    }
+
+    async fn count_attempt(
+        &self,
+        tenant: &str,
+        keys: [&str; 2],
+        limit: u32,
+        window: Duration,
+    ) -> Result<bool, BackendError> {
+        let keys = keys.map(|k| format!("{tenant}/{k}"));
+        Ok(self.attempts.count([&keys[0], &keys[1]], limit, window))
+    }
+
+    async fn forgive_attempt(
+        &self,
+        tenant: &str,
+        key: &str,
+        all: bool,
+    ) -> Result<(), BackendError> {
+        self.attempts.forgive(&format!("{tenant}/{key}"), all);
+        Ok(())
     }
 
     async fn open_session(

@@ -289,7 +289,8 @@ pub enum SessionAdmission {
 /// Request rates use GCRA (the generic cell rate algorithm, see [`gcra`]): one stored time per
 /// rate, one atomic step per request. Live sessions are a per-tenant set of session ids, each
 /// with an expiry renewed by [`SnapshotStore::touch`] and removed by [`SnapshotStore::delete`];
-/// the sessions of a replica that died without deleting them lapse on their own.
+/// the sessions of a replica that died without deleting them lapse on their own. Failed sign-ins
+/// are counters in fixed windows that start with their first attempt.
 #[async_trait]
 pub trait Quotas: Send + Sync + 'static {
     /// Counts one request of `tenant` (as a whole, or of one principal) against a rate of
@@ -310,6 +311,20 @@ pub trait Quotas: Send + Sync + 'static {
         caps: SessionCaps,
         ttl: Duration,
     ) -> Result<SessionAdmission, BackendError>;
+    /// Counts a sign-in attempt of `tenant` under each of `keys` (opaque ids: a user, a client
+    /// address) for `window` from the first attempt, unless one of them holds `limit` already
+    /// (then none is counted). Whether it was counted.
+    async fn count_attempt(
+        &self,
+        tenant: &str,
+        keys: [&str; 2],
+        limit: u32,
+        window: Duration,
+    ) -> Result<bool, BackendError>;
+    /// Takes back one attempt counted under `key` (it succeeded, or was never checked); `all`:
+    /// every attempt counted under it.
+    async fn forgive_attempt(&self, tenant: &str, key: &str, all: bool)
+        -> Result<(), BackendError>;
 }
 
 /// One GCRA step for a rate of `per_minute` requests a minute with a burst of `per_minute`.

@@ -144,6 +144,25 @@ redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', math.ceil((tat - now)
 return 0
 ";
 
+/// Counts a sign-in attempt under every key, unless one holds the limit already. KEYS: the
+/// counters. ARGV: limit, window (ms). Returns 1 when counted, 0 when not.
+const COUNT_ATTEMPT: &str = r"
+local limit = tonumber(ARGV[1])
+for _, key in ipairs(KEYS) do
+  if tonumber(redis.call('GET', key) or '0') >= limit then return 0 end
+end
+for _, key in ipairs(KEYS) do
+  if redis.call('INCR', key) == 1 then redis.call('PEXPIRE', key, ARGV[2]) end
+end
+return 1
+";
+
+/// Takes one attempt back from a counter (never below 0; its window is kept). KEYS: the counter.
+const FORGIVE_ATTEMPT: &str = r"
+if tonumber(redis.call('GET', KEYS[1]) or '0') > 0 then redis.call('DECR', KEYS[1]) end
+return 0
+";
+
 /// Counts a new session unless a cap is reached. KEYS: live set, owners hash. ARGV: now (ms),
 /// its expiry (ms), session, principal ('' for none), tenant cap, principal cap (0: none), ttl
 /// (ms). Returns 0 when counted, 1 when the tenant is full, 2 when the principal is.
@@ -183,6 +202,8 @@ pub struct RedisCluster {
     release: Script,
     take: Script,
     open_session: Script,
+    count_attempt: Script,
+    forgive_attempt: Script,
 }
 
 fn unavailable(e: RedisError) -> BackendError {
@@ -302,6 +323,8 @@ impl RedisCluster {
             release: Script::new(RELEASE),
             take: Script::new(TAKE),
             open_session: Script::new(OPEN_SESSION),
+            count_attempt: Script::new(COUNT_ATTEMPT),
+            forgive_attempt: Script::new(FORGIVE_ATTEMPT),
         }))
     }
 
@@ -328,6 +351,11 @@ impl RedisCluster {
 
     fn tenant_key(&self, kind: &str, tenant: &str) -> String {
         format!("{}:{kind}:{}", self.prefix, segment(tenant))
+    }
+
+    /// A tenant's sign-in attempt counter under `key` (an opaque id).
+    fn attempt_key(&self, tenant: &str, key: &str) -> String {
+        format!("{}:{}", self.tenant_key("signin", tenant), segment(key))
     }
 
     fn channel_prefix(&self) -> String {
@@ -624,6 +652,42 @@ impl Quotas for RedisCluster {
                 retry_after: Duration::from_micros(us),
             },
         })
+    }
+
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis count_attempt", otel.kind = "client", db.system.name = "redis", db.operation.name = "sign-in count"))]
+    async fn count_attempt(
+        &self,
+        tenant: &str,
+        keys: [&str; 2],
+        limit: u32,
+        window: Duration,
+    ) -> Result<bool, BackendError> {
+        let mut call = self.count_attempt.prepare_invoke();
+        for key in keys {
+            call.key(self.attempt_key(tenant, key));
+        }
+        call.arg(limit).arg(millis(window).max(1));
+        let mut conn = self.conn();
+        Ok(bounded(call.invoke_async::<i64>(&mut conn)).await? == 1)
+    }
+
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis forgive_attempt", otel.kind = "client", db.system.name = "redis", db.operation.name = "sign-in forgive"))]
+    async fn forgive_attempt(
+        &self,
+        tenant: &str,
+        key: &str,
+        all: bool,
+    ) -> Result<(), BackendError> {
+        let key = self.attempt_key(tenant, key);
+        let mut conn = self.conn();
+        if all {
+            bounded(redis::cmd("DEL").arg(key).query_async::<i64>(&mut conn)).await?;
+        } else {
+            let mut call = self.forgive_attempt.prepare_invoke();
+            call.key(key);
+            bounded(call.invoke_async::<i64>(&mut conn)).await?;
+        }
+        Ok(())
     }
 
     #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis open_session", otel.kind = "client", db.system.name = "redis", db.operation.name = "session count"))]

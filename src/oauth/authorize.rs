@@ -5,12 +5,12 @@
 //! single-use code, `state` and `iss` (RFC 9207).
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
-use parking_lot::Mutex;
 use serde_json::json;
 
 use super::clients::{find, Client};
@@ -19,6 +19,8 @@ use super::page::{self, Consent};
 use super::{as_tenant, same, AsTenant, OAuthState, INVALID_TARGET};
 use crate::auth::password::verify_password;
 use crate::auth::{hash_secret, random_token, AuthService};
+use crate::cluster::memory::Attempts;
+use crate::cluster::Quotas;
 use crate::store::{now_millis, GrantRecord, LoginMethod, OAuthStore, UserRecord};
 
 const CSRF_COOKIE: &str = "harbor_csrf";
@@ -34,48 +36,57 @@ const CARRIED: [&str; 9] = [
     "nonce",
 ];
 
-/// Failed sign-ins per key (user or client address) in the current minute.
-#[derive(Default)]
+/// Failed sign-ins per key (a user, a client address) in the current minute, counted across
+/// replicas (the cluster's quotas: Redis when configured, so N replicas do not allow N times the
+/// attempts); while those cannot be reached, on this replica alone.
 pub struct LoginLimiter {
-    failures: Mutex<HashMap<String, (Instant, u32)>>,
+    shared: Arc<dyn Quotas>,
+    local: Attempts,
 }
 
 impl LoginLimiter {
+    pub fn new(shared: Arc<dyn Quotas>) -> Self {
+        LoginLimiter {
+            shared,
+            local: Attempts::default(),
+        }
+    }
+
     /// Counts an attempt under each of `keys` unless one of them had `limit` in the last
     /// minute (`false`: none is counted). Counted before the password is checked, so attempts
     /// sent at once cannot all pass the check before any of them fails; one that succeeds (or
-    /// is never checked) gives its count back ([`Self::succeeded`]).
-    fn attempt(&self, keys: [&str; 2], limit: u32) -> bool {
-        let mut map = self.failures.lock();
-        if map.len() > 100_000 {
-            map.retain(|_, (at, _)| at.elapsed() < LOGIN_WINDOW);
-        }
-        let blocked = |map: &HashMap<String, (Instant, u32)>, key: &str| {
-            map.get(key)
-                .is_some_and(|(at, n)| at.elapsed() < LOGIN_WINDOW && *n >= limit)
-        };
-        if keys.iter().any(|k| blocked(&map, k)) {
-            return false;
-        }
-        for key in keys {
-            let entry = map.entry(key.to_string()).or_insert((Instant::now(), 0));
-            if entry.0.elapsed() >= LOGIN_WINDOW {
-                *entry = (Instant::now(), 0);
+    /// is never checked) gives its count back ([`Self::forgive`]).
+    async fn attempt(&self, tenant: &str, keys: [&str; 2], limit: u32) -> bool {
+        match self
+            .shared
+            .count_attempt(tenant, keys, limit, LOGIN_WINDOW)
+            .await
+        {
+            Ok(counted) => counted,
+            Err(e) => {
+                if SHARED_UNREACHABLE.ready() {
+                    tracing::warn!(error = %e, "sign-in attempts counted on this replica only: the shared quotas are unreachable");
+                }
+                let keys = keys.map(|k| format!("{tenant}/{k}"));
+                self.local.count([&keys[0], &keys[1]], limit, LOGIN_WINDOW)
             }
-            entry.1 += 1;
-        }
-        true
-    }
-    /// An attempt counted under `key` succeeded: it does not count.
-    fn succeeded(&self, key: &str) {
-        if let Some(entry) = self.failures.lock().get_mut(key) {
-            entry.1 = entry.1.saturating_sub(1);
         }
     }
-    fn clear(&self, key: &str) {
-        self.failures.lock().remove(key);
+
+    /// An attempt counted under `key` succeeded (or was never checked): it does not count;
+    /// `all`: none counted under it does.
+    async fn forgive(&self, tenant: &str, key: &str, all: bool) {
+        if let Err(e) = self.shared.forgive_attempt(tenant, key, all).await {
+            if SHARED_UNREACHABLE.ready() {
+                tracing::warn!(error = %e, "a sign-in attempt could not be given back: the shared quotas are unreachable");
+            }
+        }
+        self.local.forgive(&format!("{tenant}/{key}"), all);
     }
 }
+
+/// At most one warning per 10 s that the shared sign-in counters are unreachable.
+static SHARED_UNREACHABLE: crate::telemetry::Throttled = crate::telemetry::Throttled::every(10_000);
 
 /// The window sign-in attempts are counted in.
 const LOGIN_WINDOW: Duration = Duration::from_secs(60);
@@ -481,30 +492,31 @@ pub async fn sign_in(
         .realip_remote_addr()
         .unwrap_or("unknown")
         .to_string();
-    let user_key = format!("{tenant}/user/{}", username.to_lowercase());
-    let ip_key = format!("{tenant}/ip/{peer}");
+    // Opaque and short (a username can be long): what the shared counters are named by.
+    let user_key = crate::auth::quota_id(&format!("user/{}", username.to_lowercase()));
+    let ip_key = crate::auth::quota_id(&format!("ip/{peer}"));
     let limit = auth.config.login_attempts_per_minute.max(1);
-    if !limiter.attempt([&user_key, &ip_key], limit) {
+    if !limiter.attempt(tenant, [&user_key, &ip_key], limit).await {
         tracing::warn!(tenant, "sign-in rate limited");
         return Err(SignInRefused::RateLimited);
     }
     // Not the user's failure (the password was never checked): the attempt does not count.
-    let unchecked = || {
-        limiter.succeeded(&user_key);
-        limiter.succeeded(&ip_key);
+    let unchecked = || async {
+        limiter.forgive(tenant, &user_key, false).await;
+        limiter.forgive(tenant, &ip_key, false).await;
         SignInRefused::Unavailable
     };
     let user = match auth.store.get_user(tenant, username).await {
         Ok(u) => u,
         Err(e) => {
             tracing::warn!(error = %e, "user lookup failed");
-            return Err(unchecked());
+            return Err(unchecked().await);
         }
     };
     let Ok(Ok(turn)) = tokio::time::timeout(PASSWORD_CHECK_WAIT, PASSWORD_CHECKS.acquire()).await
     else {
         tracing::warn!(tenant, "sign-in refused: too many password checks running");
-        return Err(unchecked());
+        return Err(unchecked().await);
     };
     let password_ok = {
         let hash = user.as_ref().map(|u| u.password_hash.clone());
@@ -518,8 +530,8 @@ pub async fn sign_in(
         tracing::info!(tenant, "failed sign-in");
         return Err(SignInRefused::WrongPassword);
     };
-    limiter.clear(&user_key);
-    limiter.succeeded(&ip_key);
+    limiter.forgive(tenant, &user_key, true).await;
+    limiter.forgive(tenant, &ip_key, false).await;
     Ok(user)
 }
 

@@ -165,10 +165,19 @@ fn document_methods(rest: &str) -> Option<&'static str> {
 }
 
 /// What the authorization server keeps in memory on each replica.
-#[derive(Default)]
 pub struct OAuthState {
     pub documents: clients::MetadataDocuments,
     pub limiter: authorize::LoginLimiter,
+}
+
+impl OAuthState {
+    /// `quotas`: where failed sign-ins are counted (the cluster's, shared by the replicas).
+    pub fn new(quotas: std::sync::Arc<dyn crate::cluster::Quotas>) -> Self {
+        OAuthState {
+            documents: clients::MetadataDocuments::default(),
+            limiter: authorize::LoginLimiter::new(quotas),
+        }
+    }
 }
 
 /// An OAuth error response: `{"error", "error_description"}`.

@@ -27,9 +27,8 @@ pub enum PolicyRefusal {
 /// After shared quotas could not be checked, how long the tenant's requests skip them (and
 /// use this replica's own bucket) instead of waiting for an unreachable backend each time.
 const QUOTA_BACKOFF_MS: u64 = 1_000;
-/// At most one "quotas unchecked" warning per this long, and when the last one was logged.
-const QUOTA_WARN_EVERY_MS: u64 = 10_000;
-static QUOTA_WARNED_MS: AtomicU64 = AtomicU64::new(0);
+/// At most one "quotas unchecked" warning per 10 s.
+static QUOTA_WARNING: crate::telemetry::Throttled = crate::telemetry::Throttled::every(10_000);
 
 /// A token bucket: `capacity` requests, refilled at `capacity` per minute.
 struct Bucket {
@@ -249,9 +248,7 @@ impl TenantPolicy {
                     let now = crate::session::supervisor::now_ms();
                     self.quota_skip_until_ms
                         .store(now + QUOTA_BACKOFF_MS, Ordering::Relaxed);
-                    let warned = QUOTA_WARNED_MS.load(Ordering::Relaxed);
-                    if warned == 0 || now.saturating_sub(warned) >= QUOTA_WARN_EVERY_MS {
-                        QUOTA_WARNED_MS.store(now.max(1), Ordering::Relaxed);
+                    if QUOTA_WARNING.ready() {
                         tracing::warn!(error = %e, "request rates unchecked across replicas: shared state unreachable");
                     }
                 }

@@ -210,6 +210,23 @@ pub async fn test_redis_url() -> Option<String> {
     None
 }
 
+/// An app whose Redis (under a key prefix of its own) is reached through a proxy the test can
+/// cut ([`redis_proxy::Proxy`]); `None` when Redis is unreachable (see [`test_redis_url`]).
+pub async fn app_behind_redis_proxy(
+    tweak: impl FnOnce(&mut Config),
+) -> Option<(TestApp, redis_proxy::Proxy)> {
+    let redis = test_redis_url().await?;
+    let proxy = redis_proxy::Proxy::start(&redis).await;
+    let through_proxy = proxy.url(&redis);
+    let app = spawn_app_with(move |c| {
+        c.redis.url = through_proxy;
+        c.redis.key_prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
+        tweak(c);
+    })
+    .await;
+    Some((app, proxy))
+}
+
 /// Replicas (one per name) sharing a Redis key prefix and one SQLite database, with short
 /// heartbeats; `None` when Redis is unreachable (see [`test_redis_url`]). `tweak` applies to
 /// every replica.
