@@ -571,12 +571,12 @@ async fn modern_call(app: &TestApp, tenant: &str, id: i64, extra: Value) -> (u16
     (status, common::read_answer(resp, id).await.0)
 }
 
-/// How many multi round-trip rounds are recorded (read from the database).
+/// How many multi round-trip rounds are recorded and not claimed by a running retry (read from
+/// the database).
 async fn recorded_rounds(app: &TestApp) -> i64 {
-    let dir = app.data_dir.as_ref().unwrap().path();
-    let url = format!("sqlite://{}/mcp-harbor.db", dir.display());
-    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    let n = sqlx::query_scalar("SELECT count(*) FROM mrtr_rounds")
+    let pool = app.database().await;
+    let n = sqlx::query_scalar("SELECT count(*) FROM mrtr_rounds WHERE claimed_until <= ?")
+        .bind(common::unix_ms())
         .fetch_one(&pool)
         .await
         .unwrap();

@@ -594,13 +594,7 @@ async fn x_mcp_header_parameters_are_mirrored_and_checked() {
 #[actix_rt::test]
 async fn a_tool_needing_input_answers_input_required_and_the_retry_completes() {
     let app = spawn_app().await;
-    let (caps, args) = asking_call();
-    let first = result(
-        &app,
-        "demo",
-        &body(1, "tools/call", args.clone(), caps.clone()),
-    )
-    .await;
+    let (caps, args, first) = asked(&app).await;
     assert_eq!(first["resultType"], "input_required", "{first}");
     let requests = first["inputRequests"].as_object().unwrap();
     assert_eq!(requests.len(), 1);
@@ -684,25 +678,52 @@ async fn a_tool_needing_input_answers_input_required_and_the_retry_completes() {
     assert_eq!(done["resultType"], "complete", "{done}");
 }
 
+/// A retry claims its round while it runs. The claim of a replica that stopped while it ran a
+/// retry lapses (here written to the database as that replica left it: 1 s to go): until then the
+/// retry is refused as in use, after it the same retry goes on.
+#[actix_rt::test]
+async fn a_round_claimed_by_a_stopped_replica_is_retried_once_its_claim_lapses() {
+    let app = spawn_app().await;
+    let (caps, args, first) = asked(&app).await;
+    let state = first["requestState"].as_str().unwrap();
+    let key = common::first_input_key(&first);
+    let answer = json!({ key.clone(): { "action": "accept", "content": { "username": "ada", "email": "ada@example.com" } } });
+    let until = common::unix_ms() + 1000;
+    let pool = app.database().await;
+    let claimed = sqlx::query("UPDATE mrtr_rounds SET claimed_until = ?")
+        .bind(until)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(claimed.rows_affected(), 1);
+    pool.close().await;
+
+    let retry = retry_with(2, state, &answer, &args, caps.clone());
+    let (_, refused, _) = send(&app, "demo", &retry).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("in use by a retry still running"),
+        "{message}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let done = result(&app, "demo", &retry).await;
+    assert_eq!(done["resultType"], "complete", "{done}");
+    let (_, used, _) = send(&app, "demo", &retry).await;
+    assert_eq!(
+        used["error"]["code"], -32602,
+        "used up once answered: {used}"
+    );
+}
+
 /// A requestState past its lifetime (`modern.request_state_ttl_secs`) is refused as expired.
 #[actix_rt::test]
 async fn an_expired_request_state_is_refused() {
     let app = common::spawn_app_with(|c| c.modern.request_state_ttl_secs = 1).await;
-    let (caps, args) = asking_call();
-    let first = result(
-        &app,
-        "demo",
-        &body(1, "tools/call", args.clone(), caps.clone()),
-    )
-    .await;
+    let (caps, args, first) = asked(&app).await;
     assert_eq!(first["resultType"], "input_required", "{first}");
     let state = first["requestState"].as_str().unwrap();
-    let key = first["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap();
+    let key = common::first_input_key(&first);
     let answer = json!({ key.clone(): { "action": "decline" } });
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let (status, expired, _) =
@@ -725,6 +746,18 @@ fn asking_call() -> (Value, Value) {
         json!({ "elicitation": { "form": {} } }),
         json!({ "name": "test_elicitation", "arguments": { "message": "Who are you?" } }),
     )
+}
+
+/// [`asking_call`] sent to the `demo` tenant: (capabilities, params, its `input_required`).
+async fn asked(app: &TestApp) -> (Value, Value, Value) {
+    let (caps, args) = asking_call();
+    let first = result(
+        app,
+        "demo",
+        &body(1, "tools/call", args.clone(), caps.clone()),
+    )
+    .await;
+    (caps, args, first)
 }
 
 /// A retry of a call: its state, its answers, and the capabilities its client declares.
@@ -756,13 +789,7 @@ async fn request_state_is_bound_to_its_tenant_and_holds_no_answers_in_clear() {
     )
     .await;
     let state = first["requestState"].as_str().unwrap();
-    let key = first["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = common::first_input_key(&first);
     let secret = "correct-horse-battery-staple";
     // The recorded round is sealed: nothing of the question is readable in the database.
     let answer = json!({ key.clone(): { "action": "accept", "content": { "username": secret, "email": "x@y.z" } } });
@@ -1257,12 +1284,7 @@ async fn multiple_rounds_and_sampling_go_through_input_required() {
         &body(9, "tools/call", args.clone(), no_sampling.clone()),
     )
     .await;
-    let key1 = first["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap();
+    let key1 = common::first_input_key(&first);
     let mut params = args.clone();
     params["requestState"] = first["requestState"].clone();
     params["inputResponses"] =

@@ -1652,12 +1652,7 @@ async fn a_request_state_is_bound_to_its_principal() {
     assert_eq!(status, 200, "{first}");
     let first = &first["result"];
     assert_eq!(first["resultType"], "input_required", "{first}");
-    let key = first["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap();
+    let key = common::first_input_key(first);
     let mut retry = args.clone();
     retry["requestState"] = first["requestState"].clone();
     retry["inputResponses"] = json!({ key.clone(): { "action": "accept",

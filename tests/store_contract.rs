@@ -473,6 +473,63 @@ async fn rounds_contract(store: &SqlStore) {
         None,
         "expired"
     );
+    // A retry claims its round until its claim lapses or is released; another retry cannot
+    // claim it meanwhile, nor claim a round that was replaced, at another tenant, or expired.
+    assert!(store
+        .claim_round("acme", "r1", 2, 1_000, 2_000)
+        .await
+        .unwrap());
+    assert!(!store
+        .claim_round("acme", "r1", 2, 1_500, 3_000)
+        .await
+        .unwrap());
+    assert!(!store
+        .claim_round("acme", "r1", 1, 1_000, 3_000)
+        .await
+        .unwrap());
+    assert!(!store
+        .claim_round("beta", "r1", 2, 1_000, 3_000)
+        .await
+        .unwrap());
+    assert!(
+        store
+            .claim_round("acme", "r1", 2, 2_000, 3_000)
+            .await
+            .unwrap(),
+        "the claim lapsed at 2000"
+    );
+    store.set_claim("acme", "r1", 2, 4_000).await.unwrap();
+    assert!(
+        !store
+            .claim_round("acme", "r1", 2, 3_500, 5_000)
+            .await
+            .unwrap(),
+        "renewed"
+    );
+    store.set_claim("acme", "r1", 2, 0).await.unwrap();
+    assert!(
+        store
+            .claim_round("acme", "r1", 2, 3_500, 5_000)
+            .await
+            .unwrap(),
+        "released"
+    );
+    assert!(
+        !store
+            .claim_round("acme", "r1", 2, 6_000, 7_000)
+            .await
+            .unwrap(),
+        "expired"
+    );
+    // A round saved over a claimed one is not claimed.
+    store
+        .save_round("acme", &round("r1", 2, 6_000))
+        .await
+        .unwrap();
+    assert!(store
+        .claim_round("acme", "r1", 2, 1_000, 2_000)
+        .await
+        .unwrap());
     assert!(!store.delete_round("beta", "r1", 2).await.unwrap());
     // Round 1 was replaced by round 2: a retry that read round 1 consumes nothing.
     assert!(!store.delete_round("acme", "r1", 1).await.unwrap());

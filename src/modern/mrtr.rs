@@ -15,9 +15,9 @@
 //! the tenant) and names the recorded round, its number and an expiry. The round itself records
 //! who called (the principal), the tool and a digest of its arguments: a state presented by
 //! another principal, for another call, at another tenant, after its expiry, or twice (a retry
-//! claims its round, and uses it up once answered; a retry that ends unanswered, its client
-//! gone or refused, gives it back) is refused with Invalid Params. Any replica can take the
-//! retry.
+//! claims its round for [`CLAIM`], renewed while its call runs, and uses it up once answered; a
+//! retry that ends unanswered, its client gone or refused, releases it, and one whose replica
+//! stopped lets it lapse) is refused with Invalid Params. Any replica can take the retry.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -104,6 +104,12 @@ fn concat(parts: &[&str]) -> Arc<str> {
     }
     s.into()
 }
+
+/// How long a retry's claim on its round lasts unless renewed: after a replica stopped while it
+/// ran a retry, the client can send the retry again this long after.
+pub const CLAIM: std::time::Duration = std::time::Duration::from_secs(30);
+/// How often a running retry renews its claim.
+const CLAIM_RENEWAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn invalid_state(why: &str) -> RpcError {
     RpcError::invalid_params(format!(
@@ -288,25 +294,35 @@ impl Call {
             // 128 random bits from the thread's CSPRNG (no system call per request).
             return self.go_on(new_round_id(), 0, None, &responses, None).await;
         };
-        let (token, round, record) = self.open(&state, &responses).await?;
+        let (token, round) = self.open(&state, &responses).await?;
         let mut claim = Claim {
             store: self.env.auth.store.clone(),
             tenant: self.env.tenant.slug.clone(),
-            record: Some(record),
+            id: token.id.clone(),
+            round: token.round,
+            held: true,
+            spent: false,
         };
-        let answer = self
-            .go_on(
+        let renewal = claim.renewal();
+        let answer = {
+            let call = self.go_on(
                 token.id.into(),
                 token.round,
                 Some(round),
                 &responses,
                 Some(&mut claim),
-            )
-            .await;
-        match &answer {
-            Ok(_) => claim.record = None,
-            Err(_) => claim.give_back().await,
-        }
+            );
+            tokio::pin!(call);
+            let start = tokio::time::Instant::now() + CLAIM_RENEWAL;
+            let mut ticks = tokio::time::interval_at(start, CLAIM_RENEWAL);
+            loop {
+                tokio::select! {
+                    answer = &mut call => break answer,
+                    _ = ticks.tick() => renewal.renew().await,
+                }
+            }
+        };
+        claim.end(answer.is_ok()).await;
         answer
     }
 
@@ -428,7 +444,7 @@ impl Call {
                 // question, so the round it went on from cannot be given back (a retry of it
                 // would pair that round's answer with the new step).
                 if let Some(claim) = claim {
-                    claim.record = None;
+                    claim.spent = true;
                 }
                 let asked = std::mem::take(&mut *port.asked.lock());
                 let mut round = round.unwrap_or_else(|| self.first_round());
@@ -496,14 +512,14 @@ impl Call {
         Ok(Answer::result(&self.id, &Value::Object(result)))
     }
 
-    /// Opens the round a retry's `state` names and consumes it, once the retry's `responses` to
+    /// Opens the round a retry's `state` names and claims it, once the retry's `responses` to
     /// its questions are known to parse (a malformed one is -32602 and leaves the round for a
     /// corrected retry).
     async fn open(
         &self,
         state: &str,
         responses: &Map<String, Value>,
-    ) -> Result<(Token, Round, RoundRecord), RpcError> {
+    ) -> Result<(Token, Round), RpcError> {
         let sealer = &self.env.auth.sealer;
         let tenant = &*self.env.tenant.slug;
         let token = Token::open(sealer, tenant, state).ok_or_else(|| {
@@ -546,10 +562,19 @@ impl Call {
                 }
             }
         }
-        // A retry consumes its round: a second use of the same state finds nothing.
-        match store.delete_round(tenant, &token.id, token.round).await {
-            Ok(true) => Ok((token, round, record)),
-            Ok(false) => Err(invalid_state("was already used or has expired")),
+        // A retry claims its round: another retry of the same state is refused while it runs.
+        let until = now_millis() + CLAIM.as_millis() as i64;
+        match store
+            .claim_round(tenant, &token.id, token.round, now, until)
+            .await
+        {
+            Ok(true) => Ok((token, round)),
+            Ok(false) => Err(RpcError::invalid_params(format!(
+                "requestState is in use by a retry still running (or was used up meanwhile); \
+                 send this retry again once that one has ended (a retry whose server stopped \
+                 releases it within {} s), or call the tool again without requestState",
+                CLAIM.as_secs()
+            ))),
             Err(e) => {
                 tracing::warn!(error = %e, "could not consume a multi round-trip request");
                 Err(RpcError::internal(
@@ -560,38 +585,90 @@ impl Call {
     }
 }
 
-/// A round a retry consumed to go on from it: recorded again (the retry's state usable again)
-/// when the retry ends without an answer (an error, or its connection closed and the call
-/// dropped), forgotten once it is answered.
+/// A round a retry claimed to go on from it: used up (deleted) once the retry is answered or the
+/// call asked something new (`spent`: a webhook endpoint's next step was recorded with the
+/// question, so a retry of this round would pair its answer with that step); released when the
+/// retry ends otherwise (an error, or its connection closed and the call dropped), so it can be
+/// sent again.
 struct Claim {
     store: crate::store::SqlStore,
     tenant: Arc<str>,
-    record: Option<RoundRecord>,
+    id: String,
+    round: u32,
+    /// Still held: released or used up when the claim ends.
+    held: bool,
+    spent: bool,
 }
 
 impl Claim {
-    async fn give_back(&mut self) {
-        if let Some(record) = self.record.take() {
-            restore_round(&self.store, &self.tenant, &record).await;
+    /// What renews the claim while its call runs.
+    fn renewal(&self) -> Renewal {
+        Renewal {
+            store: self.store.clone(),
+            tenant: self.tenant.clone(),
+            id: self.id.clone(),
+            round: self.round,
+        }
+    }
+
+    /// The retry ended, `answered` or not.
+    async fn end(&mut self, answered: bool) {
+        if std::mem::take(&mut self.held) {
+            end_claim(
+                &self.store,
+                &self.tenant,
+                &self.id,
+                self.round,
+                answered || self.spent,
+            )
+            .await;
         }
     }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        let Some(record) = self.record.take() else {
+        if !std::mem::take(&mut self.held) {
             return;
-        };
+        }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (store, tenant) = (self.store.clone(), self.tenant.clone());
-            runtime.spawn(async move { restore_round(&store, &tenant, &record).await });
+            let (store, tenant, id) = (self.store.clone(), self.tenant.clone(), self.id.clone());
+            let (round, spent) = (self.round, self.spent);
+            runtime.spawn(async move { end_claim(&store, &tenant, &id, round, spent).await });
         }
     }
 }
 
-async fn restore_round(store: &crate::store::SqlStore, tenant: &str, record: &RoundRecord) {
-    if let Err(e) = store.save_round(tenant, record).await {
-        tracing::warn!(error = %e, "could not give back a multi round-trip request's round");
+/// Uses a claimed round up (`used`), or releases it for the retry to be sent again.
+async fn end_claim(store: &crate::store::SqlStore, tenant: &str, id: &str, round: u32, used: bool) {
+    let ended = if used {
+        store.delete_round(tenant, id, round).await.map(drop)
+    } else {
+        store.set_claim(tenant, id, round, 0).await
+    };
+    if let Err(e) = ended {
+        tracing::warn!(error = %e, used, "could not end a multi round-trip request's claim on its round (it lapses on its own)");
+    }
+}
+
+/// Renews a running retry's claim on its round.
+struct Renewal {
+    store: crate::store::SqlStore,
+    tenant: Arc<str>,
+    id: String,
+    round: u32,
+}
+
+impl Renewal {
+    async fn renew(&self) {
+        let until = now_millis() + CLAIM.as_millis() as i64;
+        if let Err(e) = self
+            .store
+            .set_claim(&self.tenant, &self.id, self.round, until)
+            .await
+        {
+            tracing::warn!(error = %e, "could not renew a multi round-trip request's claim on its round");
+        }
     }
 }
 

@@ -390,7 +390,7 @@ pub struct RoundRecord {
 /// Multi round-trip requests waiting for their retry, by (tenant, id).
 #[allow(async_fn_in_trait)]
 pub trait RoundStore {
-    /// Records (or replaces) a request's round.
+    /// Records (or replaces) a request's round, unclaimed.
     async fn save_round(&self, tenant: &str, round: &RoundRecord) -> Result<(), StoreError>;
     /// The round, unless it expired before `now`.
     async fn round(
@@ -399,9 +399,29 @@ pub trait RoundStore {
         id: &str,
         now: i64,
     ) -> Result<Option<RoundRecord>, StoreError>;
-    /// Forgets round number `round` of a request; whether it was there (a retry consumes it
-    /// once). A later round saved under the same id stays: a retry that read round N cannot
-    /// consume the N+1 another retry of N saved meanwhile.
+    /// Claims round number `round` of a request for a retry until `until` (unix ms), unless
+    /// another retry's claim on it is still running at `now` or the round expired: whether it
+    /// did. A later round saved under the same id is not claimed: a retry that read round N
+    /// cannot take the N+1 another retry of N saved meanwhile.
+    async fn claim_round(
+        &self,
+        tenant: &str,
+        id: &str,
+        round: u32,
+        now: i64,
+        until: i64,
+    ) -> Result<bool, StoreError>;
+    /// Moves a claim on round `round` to `until` (later: renewed while the retry runs; 0:
+    /// released, the round free for the retry to be sent again).
+    async fn set_claim(
+        &self,
+        tenant: &str,
+        id: &str,
+        round: u32,
+        until: i64,
+    ) -> Result<(), StoreError>;
+    /// Forgets round number `round` of a request (its retry was answered); whether it was
+    /// there. A later round saved under the same id stays.
     async fn delete_round(&self, tenant: &str, id: &str, round: u32) -> Result<bool, StoreError>;
     /// Forgets every round expired before `now`; how many.
     async fn sweep_rounds(&self, now: i64) -> Result<u64, StoreError>;

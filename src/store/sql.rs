@@ -586,7 +586,8 @@ impl RoundStore for SqlStore {
             "INSERT INTO mrtr_rounds (tenant, id, round, state, expires_at) \
              VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (tenant, id) DO UPDATE \
-             SET round = excluded.round, state = excluded.state, expires_at = excluded.expires_at",
+             SET round = excluded.round, state = excluded.state, \
+             expires_at = excluded.expires_at, claimed_until = 0",
         )
         .bind(tenant)
         .bind(&round.id)
@@ -622,6 +623,51 @@ impl RoundStore for SqlStore {
             state: row.try_get("state")?,
             expires_at: row.try_get("expires_at")?,
         }))
+    }
+
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db claim_round", otel.kind = "client", db.operation.name = "claim_round"))]
+    async fn claim_round(
+        &self,
+        tenant: &str,
+        id: &str,
+        round: u32,
+        now: i64,
+        until: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE mrtr_rounds SET claimed_until = $5 \
+             WHERE tenant = $1 AND id = $2 AND round = $3 AND claimed_until <= $4 \
+             AND expires_at > $4",
+        )
+        .bind(tenant)
+        .bind(id)
+        .bind(i64::from(round))
+        .bind(now)
+        .bind(until)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db set_claim", otel.kind = "client", db.operation.name = "set_claim"))]
+    async fn set_claim(
+        &self,
+        tenant: &str,
+        id: &str,
+        round: u32,
+        until: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE mrtr_rounds SET claimed_until = $4 \
+             WHERE tenant = $1 AND id = $2 AND round = $3",
+        )
+        .bind(tenant)
+        .bind(id)
+        .bind(i64::from(round))
+        .bind(until)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db delete_round", otel.kind = "client", db.operation.name = "delete_round"))]

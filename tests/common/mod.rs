@@ -80,6 +80,14 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
 }
 
 impl TestApp {
+    /// A connection to the app's own SQLite database (its embedded default), to read or set up
+    /// what the server stored.
+    pub async fn database(&self) -> sqlx::SqlitePool {
+        let dir = self.data_dir.as_ref().expect("a data directory").path();
+        let url = format!("sqlite://{}/mcp-harbor.db", dir.display());
+        sqlx::SqlitePool::connect(&url).await.unwrap()
+    }
+
     /// A request to the admin API with the admin token.
     pub fn admin(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.http
@@ -254,6 +262,22 @@ pub async fn shared_replicas(
         );
     }
     Some((apps, shared))
+}
+
+/// The key of the first input request of an `input_required` result.
+pub fn first_input_key(result: &Value) -> String {
+    let requests = result["inputRequests"].as_object();
+    let key = requests.and_then(|r| r.keys().next());
+    key.unwrap_or_else(|| panic!("no input request in {result}"))
+        .clone()
+}
+
+/// Now, in unix milliseconds (what the server stores times in).
+pub fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }
 
 pub fn initialize_body(version: &str, capabilities: Value) -> Value {
