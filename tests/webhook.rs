@@ -94,6 +94,8 @@ struct Seen {
     headers: Vec<(String, String)>,
     /// Deliveries refused with 401.
     rejected: usize,
+    /// How many signatures each delivery's `webhook-signature` carried.
+    signatures: Vec<usize>,
 }
 
 struct Endpoint {
@@ -124,6 +126,12 @@ fn result_text(text: impl Into<String>) -> Value {
 }
 
 async fn hook(req: HttpRequest, body: web::Bytes, ep: web::Data<Endpoint>) -> HttpResponse {
+    let signatures = req
+        .headers()
+        .get("webhook-signature")
+        .and_then(|v| v.to_str().ok())
+        .map_or(0, |v| v.split(' ').count());
+    ep.seen.lock().unwrap().signatures.push(signatures);
     if let Err(e) = verify(&ep.secret, &req, &body) {
         ep.seen.lock().unwrap().rejected += 1;
         return HttpResponse::Unauthorized().body(e);
@@ -273,6 +281,7 @@ impl Server {
         WebhookTarget {
             url: format!("{}{path}", self.base),
             secret: SECRET.into(),
+            previous_secret: None,
             timeout_ms: Some(5_000),
         }
     }
@@ -789,6 +798,46 @@ async fn a_tenants_calls_in_flight_are_capped() {
     assert_eq!(slots.available_permits(), 1, "every slot given back");
 }
 
+/// During a rotation a call carries a signature of each secret, so an endpoint still on the
+/// replaced secret accepts it; once the overlap has ended, only the new secret signs.
+#[actix_rt::test]
+async fn a_rotating_secret_signs_with_both_until_the_overlap_ends() {
+    let server = start_endpoint().await;
+    let client = webhook::http_client().unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let call = |until: i64| {
+        let mut target = server.target("/ok");
+        target.secret = webhook::new_secret();
+        target.previous_secret = Some((SECRET.into(), until));
+        let ctx = context(
+            RequestId::Number(1),
+            json!({}),
+            Arc::new(TestPort::client()),
+        );
+        let client = client.clone();
+        async move {
+            invoke(
+                &client,
+                &target,
+                webhook_call("greet", json!({}), None),
+                ctx,
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let during = call(now + 60_000).await;
+    assert_eq!(text_of(&during), "hello nobody", "{during}");
+    let after = call(now - 1).await;
+    assert_tool_error(&after, &["HTTP 401"]);
+    let seen = server.endpoint.seen.lock().unwrap();
+    assert_eq!(seen.signatures, [2, 1]);
+    assert_eq!(seen.rejected, 1);
+}
+
 #[actix_rt::test]
 async fn an_unreachable_endpoint_is_reported() {
     let closed_port = {
@@ -798,6 +847,7 @@ async fn an_unreachable_endpoint_is_reported() {
     let target = WebhookTarget {
         url: format!("http://127.0.0.1:{closed_port}/hook"),
         secret: SECRET.into(),
+        previous_secret: None,
         timeout_ms: None,
     };
     let client = webhook::http_client().unwrap();

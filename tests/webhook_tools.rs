@@ -109,6 +109,16 @@ async fn start_endpoint() -> (String, Arc<Endpoint>) {
     (format!("http://127.0.0.1:{port}"), state)
 }
 
+async fn create_tenant(app: &common::TestApp, slug: &str) {
+    let resp = app
+        .admin(Method::POST, "/tenants")
+        .json(&json!({ "slug": slug }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201, "{}", resp.text().await.unwrap());
+}
+
 async fn publish(app: &common::TestApp, tenant: &str, name: &str, url: String, timeout_ms: u64) {
     let tool = json!({ "name": name, "description": format!("webhook tool {name}"),
         "input_schema": { "type": "object", "properties": { "text": { "type": "string" } } },
@@ -126,11 +136,7 @@ async fn publish(app: &common::TestApp, tenant: &str, name: &str, url: String, t
 async fn webhook_tools_answer_over_mcp() {
     let app = spawn_app().await;
     let (base, endpoint) = start_endpoint().await;
-    app.admin(Method::POST, "/tenants")
-        .json(&json!({ "slug": "acme" }))
-        .send()
-        .await
-        .unwrap();
+    create_tenant(&app, "acme").await;
     let mut c = app
         .open_session("acme", "2025-11-25", json!({ "elicitation": {} }))
         .await;
@@ -219,6 +225,81 @@ async fn webhook_tools_answer_over_mcp() {
     assert_eq!(r["isError"], true);
 }
 
+/// A tool's secret replaced with `rotation_overlap_secs`: calls are signed with both secrets for
+/// that long, so the endpoint (still on the old one here) keeps accepting them; replaced
+/// without an overlap, the old secret stops at once. An overlap is refused where there is no
+/// secret to replace, and past a week.
+#[actix_rt::test]
+async fn a_webhook_secret_rotates_with_an_overlap() {
+    let app = spawn_app().await;
+    let (base, endpoint) = start_endpoint().await;
+    create_tenant(&app, "acme").await;
+    publish(&app, "acme", "echo_hook", format!("{base}/echo"), 2000).await;
+    let mut c = app.open_session("acme", "2025-11-25", json!({})).await;
+    let echo = json!({ "name": "echo_hook", "arguments": { "text": "hi" } });
+    let replace = |secret: Option<&str>, overlap: Option<u64>| {
+        let mut webhook = json!({ "url": format!("{base}/echo") });
+        if let Some(secret) = secret {
+            webhook["secret"] = json!(secret);
+        }
+        if let Some(overlap) = overlap {
+            webhook["rotation_overlap_secs"] = json!(overlap);
+        }
+        app.admin(Method::PUT, "/tenants/acme/tools/echo_hook")
+            .json(&json!({ "name": "echo_hook", "description": "rotated", "webhook": webhook }))
+            .send()
+    };
+    let new = mcp_harbor::tools::webhook::new_secret();
+    let new = secrecy::ExposeSecret::expose_secret(&new).to_string();
+
+    for (secret, overlap) in [(None, Some(60)), (Some(new.as_str()), Some(604_801))] {
+        let r = replace(secret, overlap).await.unwrap();
+        assert_eq!(r.status(), 422);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(
+            body["error"]["field"], "webhook.rotation_overlap_secs",
+            "{body}"
+        );
+    }
+    let r = app
+        .admin(Method::POST, "/tenants/acme/tools")
+        .json(&json!({ "name": "fresh", "description": "d",
+            "webhook": { "url": format!("{base}/echo"), "rotation_overlap_secs": 60 } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422, "nothing to rotate from on create");
+
+    let before = mcp_harbor::store::now_millis();
+    let r = replace(Some(&new), Some(3600)).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let tool: Value = r.json().await.unwrap();
+    assert_eq!(tool["webhook"]["secret"], new.as_str());
+    let until = tool["webhook"]["previous_secret_until"].as_i64().unwrap();
+    assert!(
+        (before + 3_600_000..=before + 3_610_000).contains(&until),
+        "{until}"
+    );
+    let during = c.result("tools/call", echo.clone()).await;
+    assert_eq!(during["content"][0]["text"], "acme says hi", "{during}");
+
+    // Replaced again without an overlap: only the newest secret signs.
+    let r = replace(Some(&new), None).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let tool: Value = r.json().await.unwrap();
+    assert!(
+        tool["webhook"].get("previous_secret_until").is_none(),
+        "{tool}"
+    );
+    let after = c.result("tools/call", echo).await;
+    assert_eq!(after["isError"], true, "{after}");
+    assert!(after["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("401"));
+    assert_eq!(endpoint.bad_signatures.load(Ordering::SeqCst), 1);
+}
+
 /// `webhooks.max_in_flight_per_tenant` caps each tenant's calls to its endpoints on a replica:
 /// with a tenant's one slot held by a slow call, its next call is a tool error at once (never
 /// sent), while another tenant's calls go on; once the slow call has answered, calls go through.
@@ -227,11 +308,7 @@ async fn a_tenants_webhook_calls_in_flight_are_capped() {
     let app = common::spawn_app_with(|c| c.webhooks.max_in_flight_per_tenant = 1).await;
     let (base, endpoint) = start_endpoint().await;
     for tenant in ["acme", "beta"] {
-        app.admin(Method::POST, "/tenants")
-            .json(&json!({ "slug": tenant }))
-            .send()
-            .await
-            .unwrap();
+        create_tenant(&app, tenant).await;
         publish(&app, tenant, "echo_hook", format!("{base}/echo"), 5000).await;
     }
     publish(&app, "acme", "slow", format!("{base}/slow"), 5000).await;
@@ -303,11 +380,7 @@ async fn content_a_revision_lacks_is_sent_as_text() {
 async fn an_input_request_is_relayed_to_the_client_as_an_elicitation() {
     let app = spawn_app().await;
     let (base, _endpoint) = start_endpoint().await;
-    app.admin(Method::POST, "/tenants")
-        .json(&json!({ "slug": "acme" }))
-        .send()
-        .await
-        .unwrap();
+    create_tenant(&app, "acme").await;
     publish(&app, "acme", "ask", format!("{base}/ask"), 2000).await;
     let c = app
         .open_session("acme", "2025-11-25", json!({ "elicitation": {} }))
@@ -384,11 +457,7 @@ async fn cancelling_a_call_stops_the_webhook_request_on_2025_06_18() {
 async fn cancelling_stops_the_webhook_request(version: &str) {
     let app = spawn_app().await;
     let (base, endpoint) = start_silent_endpoint().await;
-    app.admin(Method::POST, "/tenants")
-        .json(&json!({ "slug": "acme" }))
-        .send()
-        .await
-        .unwrap();
+    create_tenant(&app, "acme").await;
     publish(&app, "acme", "slow", format!("{base}/slow"), 10_000).await;
     let c = app.open_session("acme", version, json!({})).await;
     let call = c.post(&json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": { "name": "slow", "arguments": {} } })).send();
@@ -446,11 +515,7 @@ async fn crash_while_asking(
     app: &common::TestApp,
 ) -> (common::Client<'_>, Value, Option<String>, Arc<Endpoint>) {
     let (base, endpoint) = start_endpoint().await;
-    app.admin(Method::POST, "/tenants")
-        .json(&json!({ "slug": "acme" }))
-        .send()
-        .await
-        .unwrap();
+    create_tenant(app, "acme").await;
     publish(app, "acme", "ask", format!("{base}/ask"), 2000).await;
     let c = app
         .open_session("acme", "2025-11-25", json!({ "elicitation": {} }))

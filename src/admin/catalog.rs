@@ -93,7 +93,13 @@ struct WebhookInput {
     url: String,
     secret: Option<SecretString>,
     timeout_ms: Option<u64>,
+    /// When `secret` replaces the tool's secret: how long calls are also signed with the
+    /// replaced one (s).
+    rotation_overlap_secs: Option<u64>,
 }
+
+/// The longest a replaced webhook secret may keep signing calls: a week.
+const MAX_ROTATION_OVERLAP_SECS: u64 = 7 * 24 * 3600;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -173,6 +179,13 @@ fn validate_tool(
             ));
         }
     }
+    let overlap = input.webhook.rotation_overlap_secs.unwrap_or(0);
+    if overlap > MAX_ROTATION_OVERLAP_SECS {
+        return Err(AdminError::invalid(
+            "webhook.rotation_overlap_secs",
+            format!("must be between 0 and {MAX_ROTATION_OVERLAP_SECS} (a week)"),
+        ));
+    }
     let kept = existing
         .and_then(|e| serde_json::from_value::<ToolDef>(e.body.clone()).ok())
         .map(|t| t.webhook);
@@ -183,6 +196,35 @@ fn validate_tool(
     };
     // The secret is shown once: when it is set or generated.
     let (webhook, revealed) = match (input.webhook.secret, kept) {
+        (Some(s), Some(kept)) if overlap > 0 => {
+            webhook::check_secret(s.expose_secret())
+                .map_err(|e| AdminError::invalid("webhook.secret", e))?;
+            let replaced = kept.open(sealer, slug, &input.name).map_err(|_| {
+                AdminError::invalid(
+                    "webhook.rotation_overlap_secs",
+                    "the tool's current secret cannot be opened to keep signing with it; \
+                     replace the secret without an overlap",
+                )
+            })?;
+            let until = crate::store::now_millis() + (overlap * 1000) as i64;
+            let webhook = StoredWebhook::sealed_rotating(
+                sealer,
+                slug,
+                &input.name,
+                url,
+                &s,
+                &replaced.secret,
+                until,
+                timeout_ms,
+            );
+            (webhook, Some(s))
+        }
+        (_, _) if overlap > 0 => {
+            return Err(AdminError::invalid(
+                "webhook.rotation_overlap_secs",
+                "applies only when `secret` replaces the current secret of an existing tool",
+            ))
+        }
         (Some(s), _) => {
             webhook::check_secret(s.expose_secret())
                 .map_err(|e| AdminError::invalid("webhook.secret", e))?;

@@ -39,9 +39,13 @@ pub struct ToolDef {
 #[serde(deny_unknown_fields)]
 pub struct StoredWebhook {
     pub url: String,
-    /// The sealed `whsec_…`; absent only in entries stored before secrets were sealed.
+    /// The sealed `whsec_…`; absent only in entries stored before secrets were sealed. During a
+    /// rotation it seals the new secret and, on a second line, the one it replaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_sealed: Option<String>,
+    /// During a rotation: until when (unix ms) calls are also signed with the replaced secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_secret_until: Option<i64>,
     /// The secret in clear, as entries stored before secrets were sealed hold it: still used,
     /// sealed by the re-sealing job (`mcp-harbor admin keys rotate`), never written.
     #[serde(default, rename = "secret", skip_serializing)]
@@ -60,6 +64,7 @@ impl std::fmt::Debug for StoredWebhook {
             .field("url", &self.url)
             .field("sealed_under", &sealed_under)
             .field("in_clear", &self.legacy_secret.is_some())
+            .field("previous_secret_until", &self.previous_secret_until)
             .field("timeout_ms", &self.timeout_ms)
             .finish()
     }
@@ -98,6 +103,37 @@ impl StoredWebhook {
             url,
             secret_sealed: Some(sealed),
             legacy_secret: None,
+            previous_secret_until: None,
+            timeout_ms,
+        }
+    }
+
+    /// [`Self::sealed`], with calls also signed with `previous` (the secret `secret` replaces)
+    /// until `until` (unix ms): the endpoint can take the new secret at its own pace. Both are
+    /// sealed together (one sealed value per tool, as the re-sealing job expects).
+    #[allow(clippy::too_many_arguments)]
+    pub fn sealed_rotating(
+        sealer: &Sealer,
+        tenant: &str,
+        tool: &str,
+        url: String,
+        secret: &SecretString,
+        previous: &SecretString,
+        until: i64,
+        timeout_ms: Option<u64>,
+    ) -> StoredWebhook {
+        let both = secrecy::zeroize::Zeroizing::new(format!(
+            "{}\n{}",
+            secret.expose_secret(),
+            previous.expose_secret()
+        ));
+        StoredWebhook {
+            url,
+            secret_sealed: Some(
+                sealer.seal(&purpose::webhook_secret(tenant, tool), both.as_bytes()),
+            ),
+            legacy_secret: None,
+            previous_secret_until: Some(until),
             timeout_ms,
         }
     }
@@ -109,21 +145,30 @@ impl StoredWebhook {
         tenant: &str,
         tool: &str,
     ) -> Result<WebhookTarget, StoredSecretError> {
-        let secret = match (&self.secret_sealed, &self.legacy_secret) {
+        let (secret, previous) = match (&self.secret_sealed, &self.legacy_secret) {
             (Some(sealed), _) => {
                 let bytes = sealer.open(&purpose::webhook_secret(tenant, tool), sealed)?;
-                let text = String::from_utf8(bytes).map_err(|e| {
-                    secrecy::zeroize::Zeroize::zeroize(&mut e.into_bytes());
-                    StoredSecretError::NotText
-                })?;
-                SecretString::from(text)
+                let text =
+                    secrecy::zeroize::Zeroizing::new(String::from_utf8(bytes).map_err(|e| {
+                        secrecy::zeroize::Zeroize::zeroize(&mut e.into_bytes());
+                        StoredSecretError::NotText
+                    })?);
+                match text.split_once('\n') {
+                    Some((secret, previous)) => (
+                        SecretString::from(secret),
+                        self.previous_secret_until
+                            .map(|until| (SecretString::from(previous), until)),
+                    ),
+                    None => (SecretString::from(text.as_str()), None),
+                }
             }
-            (None, Some(clear)) => clear.clone(),
+            (None, Some(clear)) => (clear.clone(), None),
             (None, None) => return Err(StoredSecretError::Missing),
         };
         Ok(WebhookTarget {
             url: self.url.clone(),
             secret,
+            previous_secret: previous,
             timeout_ms: self.timeout_ms,
         })
     }

@@ -181,6 +181,9 @@ pub struct WebhookTarget {
     pub url: String,
     /// `whsec_` + base64 of the HMAC key (see [`new_secret`]).
     pub secret: SecretString,
+    /// During a rotation: the secret `secret` replaced, and until when (unix ms) calls are also
+    /// signed with it (`webhook-signature` then carries both signatures).
+    pub previous_secret: Option<(SecretString, i64)>,
     /// Per-round timeout; [`DEFAULT_TIMEOUT_MS`] when unset, at most [`MAX_TIMEOUT_MS`].
     pub timeout_ms: Option<u64>,
 }
@@ -450,8 +453,17 @@ async fn post(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
-    let signature = sign(target.secret.expose_secret(), msg_id, timestamp, &body)
-        .map_err(|e| format!("its signing secret is unusable ({e}); the tenant must rotate it"))?;
+    let unusable = |e| format!("its signing secret is unusable ({e}); the tenant must rotate it");
+    let mut signature =
+        sign(target.secret.expose_secret(), msg_id, timestamp, &body).map_err(unusable)?;
+    if let Some((previous, until)) = &target.previous_secret {
+        if crate::store::now_millis() < *until {
+            signature.push(' ');
+            signature.push_str(
+                &sign(previous.expose_secret(), msg_id, timestamp, &body).map_err(unusable)?,
+            );
+        }
+    }
     tracing::debug!(%host, %msg_id, bytes = body.len(), "calling webhook endpoint");
 
     let mut request = client
