@@ -785,7 +785,7 @@ async fn exhaust(
 ) -> (u32, Duration) {
     for admitted in 0..per_minute * 2 + 10 {
         if let Quota::Exceeded { retry_after } =
-            b.quotas.take(tenant, scope, per_minute).await.unwrap()
+            b.quotas.take(tenant, scope, per_minute, 1).await.unwrap()
         {
             return (admitted, retry_after);
         }
@@ -815,11 +815,17 @@ async fn contract_rates(backend: Backend) {
     assert!(wait <= Duration::from_millis(500), "{wait:?}");
     tokio::time::sleep(wait + Duration::from_millis(20)).await;
     assert_eq!(
-        b.quotas.take("t3", RateScope::Tenant, 120).await.unwrap(),
+        b.quotas
+            .take("t3", RateScope::Tenant, 120, 1)
+            .await
+            .unwrap(),
         Quota::Allowed
     );
     assert!(matches!(
-        b.quotas.take("t3", RateScope::Tenant, 120).await.unwrap(),
+        b.quotas
+            .take("t3", RateScope::Tenant, 120, 1)
+            .await
+            .unwrap(),
         Quota::Exceeded { .. }
     ));
     fx.cleanup().await;

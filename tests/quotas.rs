@@ -337,6 +337,29 @@ async fn unchecked(app: &TestApp, tenant: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A JSON-RPC batch (2025-03-26) counts as its messages against the tenant's rate, so a batch
+/// cannot carry a hundred requests past a rate that allows one; a batch over what is left is
+/// refused whole (429, nothing answered), and only its first message counted.
+#[actix_rt::test]
+async fn a_batch_counts_as_its_messages() {
+    let app = common::spawn_app().await;
+    create_tenant(&app, "rated", json!({ "requests_per_minute": 10 }), "none").await;
+    // initialize + notifications/initialized: 2 of the 10.
+    let c = app.open_session("rated", "2025-03-26", json!({})).await;
+    let batch = |n: i64| {
+        let items: Vec<Value> = (0..n)
+            .map(|id| json!({ "jsonrpc": "2.0", "id": id, "method": "ping" }))
+            .collect();
+        Value::Array(items)
+    };
+    assert_too_many(c.send(&batch(9)).await, 60).await;
+    let resp = c.send(&batch(7)).await;
+    assert_eq!(resp.status(), 200);
+    let answers: Value = resp.json().await.unwrap();
+    assert_eq!(answers.as_array().map(Vec::len), Some(7), "{answers}");
+    assert_too_many(c.send(&batch(1)).await, 60).await;
+}
+
 #[actix_rt::test]
 async fn a_redis_outage_lets_requests_in_on_this_replicas_own_rate() {
     use common::redis_proxy::Mode;

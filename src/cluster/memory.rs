@@ -373,6 +373,7 @@ impl Quotas for MemoryCluster {
         tenant: &str,
         scope: RateScope<'_>,
         per_minute: u32,
+        cost: u32,
     ) -> Result<Quota, BackendError> {
         let (mut state, now) = self.state();
         let principal = match scope {
@@ -380,7 +381,12 @@ impl Quotas for MemoryCluster {
             RateScope::Principal(p) => Some(Box::from(p)),
         };
         let key = (Arc::from(tenant), principal);
-        match gcra(micros(now), state.rates.get(&key).copied(), per_minute) {
+        match gcra(
+            micros(now),
+            state.rates.get(&key).copied(),
+            per_minute,
+            cost,
+        ) {
             Ok(tat) => {
                 state.rates.insert(key, tat);
                 Ok(Quota::Allowed)
@@ -619,7 +625,7 @@ mod tests {
         let short = SessionCaps::default();
         let opened = cluster.open_session(&key, None, short, Duration::from_millis(50));
         assert_eq!(opened.await, Ok(SessionAdmission::Opened));
-        let taken = cluster.take("t", RateScope::Principal("p"), 6_000_000);
+        let taken = cluster.take("t", RateScope::Principal("p"), 6_000_000, 1);
         assert_eq!(taken.await, Ok(Quota::Allowed));
         {
             let mut state = cluster.state.lock();

@@ -293,13 +293,15 @@ pub enum SessionAdmission {
 /// are counters in fixed windows that start with their first attempt.
 #[async_trait]
 pub trait Quotas: Send + Sync + 'static {
-    /// Counts one request of `tenant` (as a whole, or of one principal) against a rate of
-    /// `per_minute` requests a minute, with a burst of as many.
+    /// Counts `cost` requests of `tenant` (as a whole, or of one principal; a JSON-RPC batch
+    /// counts its messages) against a rate of `per_minute` requests a minute, with a burst of as
+    /// many (a cost above it counts as the whole burst).
     async fn take(
         &self,
         tenant: &str,
         scope: RateScope<'_>,
         per_minute: u32,
+        cost: u32,
     ) -> Result<Quota, BackendError>;
     /// Counts a new session among its tenant's live sessions for `ttl` (owned by `principal`,
     /// an opaque id like [`RateScope::Principal`]'s), unless the tenant or the principal is at
@@ -327,12 +329,13 @@ pub trait Quotas: Send + Sync + 'static {
         -> Result<(), BackendError>;
 }
 
-/// One GCRA step for a rate of `per_minute` requests a minute with a burst of `per_minute`.
-/// Times are microseconds; `tat` is the stored theoretical arrival time (`None`: nothing
-/// stored). Admitted: `Ok(new tat)` to store; refused: `Err(how long until admitted)`. The
-/// Redis backend runs the same steps in a script.
-pub fn gcra(now: u64, tat: Option<u64>, per_minute: u32) -> Result<u64, Duration> {
-    let (interval, tolerance) = gcra_parameters(per_minute);
+/// One GCRA step for `cost` requests at once (see [`gcra_parameters`]) at a rate of
+/// `per_minute` requests a minute with a burst of `per_minute`. Times are microseconds; `tat` is
+/// the stored theoretical arrival time (`None`: nothing stored). Admitted: `Ok(new tat)` to
+/// store; refused: `Err(how long until admitted)`. The Redis backend runs the same steps in a
+/// script.
+pub fn gcra(now: u64, tat: Option<u64>, per_minute: u32, cost: u32) -> Result<u64, Duration> {
+    let (interval, tolerance) = gcra_parameters(per_minute, cost);
     let tat = tat.unwrap_or(now).max(now);
     let allowed_at = (tat + interval).saturating_sub(tolerance);
     if allowed_at > now {
@@ -341,12 +344,16 @@ pub fn gcra(now: u64, tat: Option<u64>, per_minute: u32) -> Result<u64, Duration
     Ok(tat + interval)
 }
 
-/// GCRA's emission interval (µs between requests at the steady rate) and tolerance (the burst:
-/// `per_minute` intervals).
-pub fn gcra_parameters(per_minute: u32) -> (u64, u64) {
+/// GCRA's emission interval for `cost` requests (µs between requests at the steady rate, times
+/// the cost) and tolerance (the burst: `per_minute` intervals). A cost above the burst counts as
+/// the whole burst, so it is admitted once the bucket is full.
+pub fn gcra_parameters(per_minute: u32, cost: u32) -> (u64, u64) {
     let n = u64::from(per_minute.max(1));
     let interval = 60_000_000 / n;
-    (interval, interval * n)
+    (
+        interval * u64::from(cost.clamp(1, per_minute.max(1))),
+        interval * n,
+    )
 }
 
 /// The backends, chosen once by configuration.
@@ -412,7 +419,7 @@ mod tests {
     /// Drives `gcra` like a store would: `n` requests at `now`, how many were admitted.
     fn burst(tat: &mut Option<u64>, now: u64, n: usize, per_minute: u32) -> usize {
         (0..n)
-            .filter(|_| match gcra(now, *tat, per_minute) {
+            .filter(|_| match gcra(now, *tat, per_minute, 1) {
                 Ok(next) => {
                     *tat = Some(next);
                     true
@@ -428,7 +435,7 @@ mod tests {
         let mut tat = None;
         assert_eq!(burst(&mut tat, t0, 50, 10), 10, "a burst of per_minute");
         // The 11th waits one interval (6 s at 10 a minute).
-        assert_eq!(gcra(t0, tat, 10), Err(Duration::from_secs(6)));
+        assert_eq!(gcra(t0, tat, 10, 1), Err(Duration::from_secs(6)));
         assert_eq!(burst(&mut tat, t0 + 5_999_999, 5, 10), 0);
         assert_eq!(
             burst(&mut tat, t0 + 6_000_000, 5, 10),
@@ -442,6 +449,22 @@ mod tests {
         // High rates: the burst is still exactly per_minute.
         let mut tat = None;
         assert_eq!(burst(&mut tat, t0, 10_000, 7_000), 7_000);
-        assert!(gcra(t0, tat, 7_000).unwrap_err() <= Duration::from_millis(9));
+        assert!(gcra(t0, tat, 7_000, 1).unwrap_err() <= Duration::from_millis(9));
+    }
+
+    #[test]
+    fn gcra_counts_a_cost_as_that_many_requests() {
+        let t0 = 1_000_000_000;
+        // 10 a minute: 4 at once, then 6 more, then nothing.
+        let tat = gcra(t0, None, 10, 4).unwrap();
+        let tat = gcra(t0, Some(tat), 10, 6).unwrap();
+        assert_eq!(gcra(t0, Some(tat), 10, 1), Err(Duration::from_secs(6)));
+        // A cost of 3 waits for three intervals' worth.
+        let tat = gcra(t0, None, 10, 9).unwrap();
+        assert_eq!(gcra(t0, Some(tat), 10, 3), Err(Duration::from_secs(12)));
+        // A cost above the burst counts as the burst: admitted on a full bucket only.
+        let tat = gcra(t0, None, 10, 500).unwrap();
+        assert_eq!(gcra(t0, Some(tat), 10, 1), Err(Duration::from_secs(6)));
+        assert_eq!(gcra(t0, None, 10, 500), gcra(t0, None, 10, 10));
     }
 }

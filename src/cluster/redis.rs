@@ -130,7 +130,7 @@ return 0
 ";
 
 /// One GCRA step (see `cluster::gcra`) on Redis's clock. KEYS: the rate. ARGV: emission
-/// interval and tolerance (µs). Returns 0 when admitted, otherwise the µs to wait.
+/// interval times the step's cost, and tolerance (µs). Returns 0 when admitted, otherwise the µs to wait.
 const TAKE: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -634,6 +634,7 @@ impl Quotas for RedisCluster {
         tenant: &str,
         scope: RateScope<'_>,
         per_minute: u32,
+        cost: u32,
     ) -> Result<Quota, BackendError> {
         let key = match scope {
             RateScope::Tenant => self.tenant_key("rate", tenant),
@@ -641,7 +642,7 @@ impl Quotas for RedisCluster {
                 format!("{}:{}", self.tenant_key("rate", tenant), segment(p))
             }
         };
-        let (interval, tolerance) = gcra_parameters(per_minute);
+        let (interval, tolerance) = gcra_parameters(per_minute, cost);
         let mut call = self.take.prepare_invoke();
         call.key(key).arg(interval).arg(tolerance);
         let mut conn = self.conn();

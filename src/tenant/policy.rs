@@ -210,8 +210,9 @@ impl TenantPolicy {
             != 0
     }
 
-    /// Counts one request against the tenant's rate (`principal: None`) or against the rate of
-    /// one of its principals (`Some`: its [`crate::auth::quota_id`]), across all replicas.
+    /// Counts `cost` requests (a JSON-RPC batch counts its messages) against the tenant's rate
+    /// (`principal: None`) or against the rate of one of its principals (`Some`: its
+    /// [`crate::auth::quota_id`]), across all replicas.
     /// Without such a limit it returns at once (no shared state is asked). When the shared
     /// quotas cannot be reached the request is let in (MCP traffic goes on through a Redis
     /// outage), counted in `mcp_harbor_quota_unchecked`; the tenant's rate then falls back to
@@ -221,6 +222,7 @@ impl TenantPolicy {
         quotas: &dyn Quotas,
         tenant: &str,
         principal: Option<&str>,
+        cost: u32,
     ) -> Result<(), PolicyRefusal> {
         let (limit, scope) = match principal {
             None => (&self.requests_per_minute, RateScope::Tenant),
@@ -235,7 +237,7 @@ impl TenantPolicy {
         }
         let now = crate::session::supervisor::now_ms();
         if now >= self.quota_skip_until_ms.load(Ordering::Relaxed) {
-            match quotas.take(tenant, scope, per_minute).await {
+            match quotas.take(tenant, scope, per_minute, cost).await {
                 Ok(Quota::Allowed) => return Ok(()),
                 Ok(Quota::Exceeded { retry_after }) => {
                     return Err(PolicyRefusal::RateLimited {
@@ -256,14 +258,14 @@ impl TenantPolicy {
         }
         crate::metrics::global().quota_unchecked(tenant);
         match principal {
-            None => self.admit_locally(),
+            None => self.admit_locally(cost),
             Some(_) => Ok(()),
         }
     }
 
     /// This replica's own token bucket for the tenant's rate (while shared quotas are
     /// unreachable).
-    fn admit_locally(&self) -> Result<(), PolicyRefusal> {
+    fn admit_locally(&self, cost: u32) -> Result<(), PolicyRefusal> {
         if !self.rate_limited.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -274,13 +276,15 @@ impl TenantPolicy {
             let refill = now.duration_since(bucket.last).as_secs_f64() * per_second;
             bucket.tokens = (bucket.tokens + refill).min(bucket.capacity);
             bucket.last = now;
-            if bucket.tokens < 1.0 {
+            // As the shared rate: a cost above the burst counts as the whole burst.
+            let cost = f64::from(cost.max(1)).min(bucket.capacity);
+            if bucket.tokens < cost {
                 return Err(PolicyRefusal::RateLimited {
-                    retry_after: Duration::from_secs_f64((1.0 - bucket.tokens) / per_second),
+                    retry_after: Duration::from_secs_f64((cost - bucket.tokens) / per_second),
                     principal: false,
                 });
             }
-            bucket.tokens -= 1.0;
+            bucket.tokens -= cost;
         }
         Ok(())
     }
@@ -310,17 +314,24 @@ mod tests {
     #[test]
     fn suspension_local_rate_and_origins() {
         let p = TenantPolicy::from_record(&record(TenantStatus::Active, Some(2)));
-        assert!(p.admit_locally().is_ok() && p.admit_locally().is_ok());
-        let Err(PolicyRefusal::RateLimited { retry_after, .. }) = p.admit_locally() else {
+        assert!(p.admit_locally(1).is_ok() && p.admit_locally(1).is_ok());
+        let Err(PolicyRefusal::RateLimited { retry_after, .. }) = p.admit_locally(1) else {
             panic!("the third request of a 2/minute bucket is refused");
         };
         assert!(retry_after > Duration::from_secs(25) && retry_after <= Duration::from_secs(30));
+        // A batch's cost at once: two of a fresh 3/minute bucket, then one, then none; a cost
+        // above the bucket counts as the whole bucket.
+        let p3 = TenantPolicy::from_record(&record(TenantStatus::Active, Some(3)));
+        assert!(p3.admit_locally(2).is_ok() && p3.admit_locally(1).is_ok());
+        assert!(p3.admit_locally(1).is_err());
+        let p3 = TenantPolicy::from_record(&record(TenantStatus::Active, Some(3)));
+        assert!(p3.admit_locally(100).is_ok() && p3.admit_locally(1).is_err());
         assert!(p.allows_origin("https://app.example"));
         p.apply(&record(TenantStatus::Suspended, None));
         assert_eq!(p.admit().unwrap_err(), PolicyRefusal::Suspended);
         p.apply(&record(TenantStatus::Active, None));
         for _ in 0..100 {
-            assert!(p.admit().is_ok() && p.admit_locally().is_ok());
+            assert!(p.admit().is_ok() && p.admit_locally(1).is_ok());
         }
     }
 
@@ -334,29 +345,29 @@ mod tests {
         r.limits.requests_per_minute_per_principal = Some(1);
         let p = TenantPolicy::from_record(&r);
         for _ in 0..3 {
-            assert_eq!(p.within_rate(&*quotas, "t", None).await, Ok(()));
+            assert_eq!(p.within_rate(&*quotas, "t", None, 1).await, Ok(()));
         }
-        let refused = p.within_rate(&*quotas, "t", None).await;
+        let refused = p.within_rate(&*quotas, "t", None, 1).await;
         assert!(matches!(
             refused,
             Err(PolicyRefusal::RateLimited { principal: false, retry_after })
                 if retry_after <= Duration::from_secs(20)
         ));
         // Each principal has its own rate; another tenant's is untouched.
-        assert_eq!(p.within_rate(&*quotas, "t", Some("a")).await, Ok(()));
+        assert_eq!(p.within_rate(&*quotas, "t", Some("a"), 1).await, Ok(()));
         assert!(matches!(
-            p.within_rate(&*quotas, "t", Some("a")).await,
+            p.within_rate(&*quotas, "t", Some("a"), 1).await,
             Err(PolicyRefusal::RateLimited {
                 principal: true,
                 ..
             })
         ));
-        assert_eq!(p.within_rate(&*quotas, "t", Some("b")).await, Ok(()));
-        assert_eq!(p.within_rate(&*quotas, "u", None).await, Ok(()));
+        assert_eq!(p.within_rate(&*quotas, "t", Some("b"), 1).await, Ok(()));
+        assert_eq!(p.within_rate(&*quotas, "u", None, 1).await, Ok(()));
         // Without limits nothing is counted.
         p.apply(&record(TenantStatus::Active, None));
         for _ in 0..10 {
-            assert_eq!(p.within_rate(&*quotas, "t", Some("a")).await, Ok(()));
+            assert_eq!(p.within_rate(&*quotas, "t", Some("a"), 1).await, Ok(()));
         }
     }
 }

@@ -67,6 +67,7 @@ pub async fn message(
     let located = locate::locate(sessions, id, TransportKind::Legacy, admitted.forwarded).await?;
     let raw = read_tenant_body(body, &req, &admitted, &edge).await?;
     let payload = parse_body(&raw)?;
+    admitted.count_batch(&payload).await?;
     let entry = match located {
         Located::Here(entry) => {
             admitted.check_owner(entry.owner.as_ref())?;

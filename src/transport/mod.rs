@@ -298,6 +298,9 @@ pub struct Admitted {
     pub principal: Option<Arc<Principal>>,
     /// Another replica forwarded this request to us (its owner).
     pub forwarded: bool,
+    /// It was counted against the tenant's rates here (not upstream, and the tenant may have
+    /// a rate): a batch's other messages are counted the same way ([`Admitted::count_more`]).
+    counted: bool,
 }
 
 impl Admitted {
@@ -351,6 +354,7 @@ impl Admitted {
             forwarded: req.headers().contains_key(FORWARDED),
             tenant,
             principal: None,
+            counted: false,
         })
     }
 
@@ -363,7 +367,7 @@ impl Admitted {
         let counted_upstream = forward::was_counted(&directory.sealer, &req);
         let quotas = &*tenant.sessions.replica.backends.quotas;
         if !counted_upstream {
-            rate_limited(slug, tenant.policy.within_rate(quotas, slug, None).await)?;
+            rate_limited(slug, tenant.policy.within_rate(quotas, slug, None, 1).await)?;
         }
         let auth = tenant.policy.auth();
         let principal = match *auth {
@@ -378,14 +382,59 @@ impl Admitted {
             .filter(|_| !counted_upstream && tenant.policy.limits_principals())
         {
             let id = crate::auth::quota_id(&p.binding());
-            let counted = tenant.policy.within_rate(quotas, slug, Some(&id)).await;
+            let counted = tenant.policy.within_rate(quotas, slug, Some(&id), 1).await;
             rate_limited(slug, counted)?;
         }
         Ok(Admitted {
             tenant,
             principal,
             forwarded: req.headers().contains_key(FORWARDED),
+            counted: !counted_upstream,
         })
+    }
+
+    /// Counts a JSON-RPC batch's messages after its first against the rates the request was
+    /// counted against when it was admitted: a batch of 100 messages is 100 requests, refused
+    /// whole (429) when they do not fit.
+    pub fn count_batch(
+        &self,
+        payload: &Payload,
+    ) -> impl std::future::Future<Output = Result<(), HttpError>> + '_ {
+        let more = match payload {
+            Payload::Batch(items) if self.counted => items.len().saturating_sub(1),
+            _ => 0,
+        };
+        // Boxed: batches are rare, and their counting would otherwise size every request's
+        // future.
+        async move {
+            match more {
+                0 => Ok(()),
+                more => Box::pin(self.count_more(more)).await,
+            }
+        }
+    }
+
+    async fn count_more(&self, more: usize) -> Result<(), HttpError> {
+        let (tenant, slug) = (&self.tenant, &*self.tenant.slug);
+        let quotas = &*tenant.sessions.replica.backends.quotas;
+        let more = u32::try_from(more).unwrap_or(u32::MAX);
+        rate_limited(
+            slug,
+            tenant.policy.within_rate(quotas, slug, None, more).await,
+        )?;
+        if let Some(p) = self
+            .principal
+            .as_ref()
+            .filter(|_| tenant.policy.limits_principals())
+        {
+            let id = crate::auth::quota_id(&p.binding());
+            let counted = tenant
+                .policy
+                .within_rate(quotas, slug, Some(&id), more)
+                .await;
+            rate_limited(slug, counted)?;
+        }
+        Ok(())
     }
 }
 

@@ -39,6 +39,7 @@ pub async fn post(
     check_content_type(&req)?;
     let raw = read_tenant_body(body, &req, &admitted, &edge).await?;
     let payload = parse_body(&raw)?;
+    admitted.count_batch(&payload).await?;
     if modern::is_modern(&req, &payload) {
         return modern::post(req, payload, admitted, edge).await;
     }
