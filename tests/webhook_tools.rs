@@ -252,15 +252,20 @@ async fn a_webhook_secret_rotates_with_an_overlap() {
     let new = mcp_harbor::tools::webhook::new_secret();
     let new = secrecy::ExposeSecret::expose_secret(&new).to_string();
 
-    for (secret, overlap) in [(None, Some(60)), (Some(new.as_str()), Some(604_801))] {
-        let r = replace(secret, overlap).await.unwrap();
-        assert_eq!(r.status(), 422);
-        let body: Value = r.json().await.unwrap();
-        assert_eq!(
-            body["error"]["field"], "webhook.rotation_overlap_secs",
-            "{body}"
-        );
-    }
+    let r = replace(Some(&new), Some(604_801)).await.unwrap();
+    assert_eq!(r.status(), 422);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["error"]["field"], "webhook.rotation_overlap_secs",
+        "{body}"
+    );
+    let r = replace(None, Some(60)).await.unwrap();
+    assert_eq!(r.status(), 200, "the secret is kept");
+    let tool: Value = r.json().await.unwrap();
+    assert!(
+        tool["webhook"].get("previous_secret_until").is_none(),
+        "{tool}"
+    );
     let r = app
         .admin(Method::POST, "/tenants/acme/tools")
         .json(&json!({ "name": "fresh", "description": "d",
@@ -268,7 +273,12 @@ async fn a_webhook_secret_rotates_with_an_overlap() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 422, "nothing to rotate from on create");
+    assert_eq!(r.status(), 201, "nothing to rotate from on create");
+    let tool: Value = r.json().await.unwrap();
+    assert!(
+        tool["webhook"].get("previous_secret_until").is_none(),
+        "{tool}"
+    );
 
     let before = mcp_harbor::store::now_millis();
     let r = replace(Some(&new), Some(3600)).await.unwrap();

@@ -93,8 +93,8 @@ struct WebhookInput {
     url: String,
     secret: Option<SecretString>,
     timeout_ms: Option<u64>,
-    /// When `secret` replaces the tool's secret: how long calls are also signed with the
-    /// replaced one (s).
+    /// When `secret` replaces the tool's secret (ignored otherwise): how long calls are also
+    /// signed with the replaced one (s).
     rotation_overlap_secs: Option<u64>,
 }
 
@@ -218,12 +218,6 @@ fn validate_tool(
                 timeout_ms,
             );
             (webhook, Some(s))
-        }
-        (_, _) if overlap > 0 => {
-            return Err(AdminError::invalid(
-                "webhook.rotation_overlap_secs",
-                "applies only when `secret` replaces the current secret of an existing tool",
-            ))
         }
         (Some(s), _) => {
             webhook::check_secret(s.expose_secret())
