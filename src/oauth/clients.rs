@@ -248,14 +248,16 @@ const MAX_URI_CHARS: usize = 2000;
 /// at most `CIMD_CACHE_ENTRIES` (anyone can name any number of document URLs).
 #[derive(Default)]
 pub struct MetadataDocuments {
-    cache: Mutex<HashMap<String, (Instant, Client)>>,
+    /// By tenant and URL: when it expires, when it was stored, the client.
+    cache: Mutex<HashMap<String, (Instant, Instant, Client)>>,
 }
 
 const CIMD_CACHE_ENTRIES: usize = 1000;
 
 impl MetadataDocuments {
     /// Keeps `client` under `key` for `ttl` (forgets it when `ttl` is zero). A full cache first
-    /// drops its expired entries, then the one that expires soonest.
+    /// drops its expired entries, then the one stored first: documents that ask to be kept long
+    /// (anyone can serve one) still make way for newer ones.
     fn remember(&self, key: String, ttl: Duration, client: &Client) {
         let mut cache = self.cache.lock();
         if ttl.is_zero() {
@@ -264,18 +266,18 @@ impl MetadataDocuments {
         }
         let now = Instant::now();
         if cache.len() >= CIMD_CACHE_ENTRIES && !cache.contains_key(&key) {
-            cache.retain(|_, (expires, _)| *expires > now);
+            cache.retain(|_, (expires, _, _)| *expires > now);
             if cache.len() >= CIMD_CACHE_ENTRIES {
-                let soonest = cache
+                let oldest = cache
                     .iter()
-                    .min_by_key(|(_, (expires, _))| *expires)
+                    .min_by_key(|(_, (_, stored, _))| *stored)
                     .map(|(k, _)| k.clone());
-                if let Some(k) = soonest {
+                if let Some(k) = oldest {
                     cache.remove(&k);
                 }
             }
         }
-        cache.insert(key, (now + ttl, client.clone()));
+        cache.insert(key, (now + ttl, now, client.clone()));
     }
 }
 
@@ -313,7 +315,7 @@ async fn metadata_document(
     url: &str,
 ) -> Result<Option<Client>, OAuthError> {
     let key = format!("{tenant} {url}");
-    if let Some((expires, c)) = documents.cache.lock().get(&key) {
+    if let Some((expires, _, c)) = documents.cache.lock().get(&key) {
         if Instant::now() < *expires {
             return Ok(Some(c.clone()));
         }
@@ -736,14 +738,17 @@ mod tests {
             secret_hash: None,
             metadata: json!({}),
         };
-        // The first entry expires soonest: it is the one a full cache drops.
-        documents.remember("t first".into(), Duration::from_secs(10), &client);
+        // The first entry asks to be kept longest, and is still the first a full cache drops;
+        // then the next stored.
+        documents.remember("t first".into(), Duration::from_secs(86_400), &client);
         for i in 1..CIMD_CACHE_ENTRIES + 5 {
+            std::thread::sleep(Duration::from_micros(1));
             documents.remember(format!("t {i}"), Duration::from_secs(300), &client);
         }
         let cache = documents.cache.lock();
         assert_eq!(cache.len(), CIMD_CACHE_ENTRIES);
         assert!(!cache.contains_key("t first"));
+        assert!(!cache.contains_key("t 1") && cache.contains_key("t 5"));
         assert!(cache.contains_key(&format!("t {}", CIMD_CACHE_ENTRIES + 4)));
         drop(cache);
         // A zero lifetime (no-store) forgets the document.
