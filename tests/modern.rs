@@ -1502,6 +1502,42 @@ async fn listen_streams_are_limited_like_sessions() {
     let _second = listening(&app, "other").await;
 }
 
+/// A listen stream its client closed gives its place back (noticed at the stream's next
+/// keep-alive): at the limit, a new one is let in once the old one is gone.
+#[actix_rt::test]
+async fn a_closed_listen_stream_frees_its_place() {
+    let app = common::spawn_app_with(|c| c.server.sse_keepalive_secs = 1).await;
+    let r = app
+        .admin(Method::PATCH, "/tenants/other")
+        .json(&json!({ "limits": { "max_sessions": 1 } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let listen = body(
+        9,
+        "subscriptions/listen",
+        json!({ "notifications": { "toolsListChanged": true } }),
+        json!({}),
+    );
+    let first = listening(&app, "other").await;
+    assert_eq!(
+        post(&app, "other", &listen).send().await.unwrap().status(),
+        429
+    );
+    drop(first);
+    let mut statuses = Vec::new();
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let resp = post(&app, "other", &listen).send().await.unwrap();
+        statuses.push(resp.status().as_u16());
+        if resp.status() == 200 {
+            break;
+        }
+    }
+    assert_eq!(statuses.last(), Some(&200), "{statuses:?}");
+}
+
 /// The end of a listen stream (request id 9) the server tears down: `notifications/cancelled`
 /// naming it, then its result, then the end of the stream.
 async fn torn_down(mut sse: SseReader) {
