@@ -199,9 +199,9 @@ pub struct AdminConfig {
 #[serde(deny_unknown_fields)]
 pub struct WebhookConfig {
     /// Requests one tenant's webhook tools may have open at once on a replica (each may hold a
-    /// response of up to 4 MiB while it is read and parsed); a call over it is answered at once
-    /// with a tool error (`isError`) instead of waiting, so one tenant's slow endpoints cannot
-    /// hold a replica's memory and connections.
+    /// response of up to 4 MiB while it is read and parsed); a call over it waits for a place up
+    /// to its tool's timeout, then is a tool error (`isError`), so one tenant's slow endpoints
+    /// cannot hold a replica's memory and connections.
     pub max_in_flight_per_tenant: usize,
 }
 

@@ -150,7 +150,7 @@ impl Metrics {
         let webhook_duration: Histograms<OutcomeLabels> = Family::new_with_constructor(latency);
         registry.register_with_unit(
             "mcp_harbor_webhook_duration",
-            "Webhook tool calls (one HTTP round each) by outcome: ok (a 2xx JSON answer), failed (unreachable, timeout, non-2xx, too large or not JSON), busy (not sent: the tenant's calls in flight at their cap; duration 0)",
+            "Webhook tool calls (one HTTP round each) by outcome: ok (a 2xx JSON answer), failed (unreachable, timeout, non-2xx, too large or not JSON), busy (not sent: the tenant's calls in flight stayed at their cap; the time waited)",
             Unit::Seconds,
             webhook_duration.clone(),
         );

@@ -828,6 +828,25 @@ async fn contract_rates(backend: Backend) {
             .unwrap(),
         Quota::Exceeded { .. }
     ));
+    // A cost counts as that many requests (a batch): 4, then 6 of 10, then none; a cost above
+    // the burst counts as the burst.
+    let take = |tenant: &'static str, cost: u32| b.quotas.take(tenant, RateScope::Tenant, 10, cost);
+    assert_eq!(take("t4", 4).await.unwrap(), Quota::Allowed);
+    assert_eq!(take("t4", 6).await.unwrap(), Quota::Allowed);
+    assert!(matches!(
+        take("t4", 1).await.unwrap(),
+        Quota::Exceeded { .. }
+    ));
+    assert_eq!(take("t5", 9).await.unwrap(), Quota::Allowed);
+    let Quota::Exceeded { retry_after } = take("t5", 3).await.unwrap() else {
+        panic!("3 more than the 1 left");
+    };
+    assert!(retry_after > Duration::from_secs(11), "{retry_after:?}");
+    assert_eq!(take("t6", 500).await.unwrap(), Quota::Allowed);
+    assert!(matches!(
+        take("t6", 1).await.unwrap(),
+        Quota::Exceeded { .. }
+    ));
     fx.cleanup().await;
 }
 

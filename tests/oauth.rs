@@ -2004,8 +2004,9 @@ async fn failed_sign_ins_are_counted_across_replicas() {
     }
 }
 
-/// While the shared counters are unreachable, a replica counts failed sign-ins on its own:
-/// still limited, not an error, not waiting for Redis on each attempt.
+/// While the shared counters are unreachable (Redis hangs), a replica counts failed sign-ins on
+/// its own: still limited, not an error, and not waiting for Redis (3 s each) on every attempt:
+/// after one failure it is left alone for a while.
 #[actix_rt::test]
 async fn failed_sign_ins_are_limited_on_the_replica_while_redis_is_down() {
     use common::redis_proxy::Mode;
@@ -2018,7 +2019,7 @@ async fn failed_sign_ins_are_limited_on_the_replica_while_redis_is_down() {
     create_user(&app, "acme", "alice").await;
     let client_id = public_client(&app, "acme").await;
     let params = authorize_params(&client_id, &pkce(), REDIRECT);
-    proxy.set(Mode::Refuse);
+    proxy.set(Mode::Hang);
     let started = std::time::Instant::now();
     for _ in 0..3 {
         let r = sign_in(&app, "acme", &params, "alice", "nope nope", "allow").await;
@@ -2027,7 +2028,7 @@ async fn failed_sign_ins_are_limited_on_the_replica_while_redis_is_down() {
     let r = sign_in(&app, "acme", &params, "alice", PASSWORD, "allow").await;
     assert_eq!(r.status(), 429);
     assert!(
-        started.elapsed() < std::time::Duration::from_secs(5),
+        started.elapsed() < std::time::Duration::from_secs(6),
         "{:?}",
         started.elapsed()
     );

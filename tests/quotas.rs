@@ -337,9 +337,10 @@ async fn unchecked(app: &TestApp, tenant: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// A JSON-RPC batch (2025-03-26) counts as its messages against the tenant's rate, so a batch
-/// cannot carry a hundred requests past a rate that allows one; a batch over what is left is
-/// refused whole (429, nothing answered), and only its first message counted.
+/// A JSON-RPC batch (2025-03-26) counts as its messages against the tenant's rate (at most the
+/// whole rate), so a batch cannot carry a hundred requests past a rate that allows one; a batch
+/// over what is left is refused whole (429, nothing answered), and only its first message
+/// counted.
 #[actix_rt::test]
 async fn a_batch_counts_as_its_messages() {
     let app = common::spawn_app().await;
@@ -358,6 +359,17 @@ async fn a_batch_counts_as_its_messages() {
     let answers: Value = resp.json().await.unwrap();
     assert_eq!(answers.as_array().map(Vec::len), Some(7), "{answers}");
     assert_too_many(c.send(&batch(1)).await, 60).await;
+
+    // A batch longer than the rate counts as the whole rate: let in on a full bucket (a minute's
+    // worth), not refused for ever.
+    create_tenant(&app, "wide", json!({ "requests_per_minute": 60 }), "none").await;
+    let c = app.open_session("wide", "2025-03-26", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let resp = c.send(&batch(100)).await;
+    assert_eq!(resp.status(), 200);
+    let answers: Value = resp.json().await.unwrap();
+    assert_eq!(answers.as_array().map(Vec::len), Some(100));
+    assert_too_many(c.send(&batch(1)).await, 2).await;
 }
 
 #[actix_rt::test]

@@ -498,7 +498,18 @@ async fn rounds_contract(store: &SqlStore) {
             .unwrap(),
         "the claim lapsed at 2000"
     );
-    store.set_claim("acme", "r1", 2, 4_000).await.unwrap();
+    // Only the claim that holds the round moves it: renewed, then released.
+    assert!(
+        !store
+            .set_claim("acme", "r1", 2, 2_000, 4_000)
+            .await
+            .unwrap(),
+        "the claim until 2000 lapsed and is another retry's now"
+    );
+    assert!(store
+        .set_claim("acme", "r1", 2, 3_000, 4_000)
+        .await
+        .unwrap());
     assert!(
         !store
             .claim_round("acme", "r1", 2, 3_500, 5_000)
@@ -506,7 +517,7 @@ async fn rounds_contract(store: &SqlStore) {
             .unwrap(),
         "renewed"
     );
-    store.set_claim("acme", "r1", 2, 0).await.unwrap();
+    assert!(store.set_claim("acme", "r1", 2, 4_000, 0).await.unwrap());
     assert!(
         store
             .claim_round("acme", "r1", 2, 3_500, 5_000)
@@ -521,7 +532,7 @@ async fn rounds_contract(store: &SqlStore) {
             .unwrap(),
         "expired"
     );
-    // A round saved over a claimed one is not claimed.
+    // A round saved over a claimed one is not claimed; only its claim uses it up.
     store
         .save_round("acme", &round("r1", 2, 6_000))
         .await
@@ -530,12 +541,19 @@ async fn rounds_contract(store: &SqlStore) {
         .claim_round("acme", "r1", 2, 1_000, 2_000)
         .await
         .unwrap());
-    assert!(!store.delete_round("beta", "r1", 2).await.unwrap());
+    assert!(!store
+        .delete_round("acme", "r1", 2, Some(1_500))
+        .await
+        .unwrap());
+    assert!(!store.delete_round("beta", "r1", 2, None).await.unwrap());
     // Round 1 was replaced by round 2: a retry that read round 1 consumes nothing.
-    assert!(!store.delete_round("acme", "r1", 1).await.unwrap());
-    assert!(store.delete_round("acme", "r1", 2).await.unwrap());
+    assert!(!store.delete_round("acme", "r1", 1, None).await.unwrap());
+    assert!(store
+        .delete_round("acme", "r1", 2, Some(2_000))
+        .await
+        .unwrap());
     assert!(
-        !store.delete_round("acme", "r1", 2).await.unwrap(),
+        !store.delete_round("acme", "r1", 2, None).await.unwrap(),
         "consumed once"
     );
     store

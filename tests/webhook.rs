@@ -252,12 +252,13 @@ async fn hook(req: HttpRequest, body: web::Bytes, ep: web::Data<Endpoint>) -> Ht
             .content_type("application/json")
             .body(format!("{{\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}", "a".repeat(5 << 20))),
         // Within the 4 MiB limit, but with more JSON values than a result may hold (a string
-        // holding commas and brackets counts as one value).
+        // holding commas and brackets, 300,000 of them, counts as one value).
         "/many" | "/many_ok" => {
             let n = if req.path() == "/many" { 250_001 } else { 200_000 };
             let numbers = vec!["0"; n - 3].join(",");
+            let text = MANY_TEXT.replace('"', "\\\"");
             HttpResponse::Ok().content_type("application/json").body(format!(
-                r#"{{"content":[{{"type":"text","text":"[,{{:\"]"}}],"structuredContent":{{"n":[{numbers}]}}}}"#
+                r#"{{"content":[{{"type":"text","text":"{text}"}}],"structuredContent":{{"n":[{numbers}]}}}}"#
             ))
         }
         "/redirect" => HttpResponse::TemporaryRedirect()
@@ -714,6 +715,10 @@ async fn an_oversized_response_is_refused() {
     assert_tool_error(&result, &["larger than the 4 MiB limit"]);
 }
 
+/// The text block of `/many` and `/many_ok`: JSON's structural characters inside a string.
+static MANY_TEXT: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("[,{{:\"]{}", ",".repeat(300_000)));
+
 /// A result is refused before it is parsed when it holds more JSON values than a result may
 /// (4 MiB of short values would take tens of times that parsed); one with fewer passes whole.
 #[actix_rt::test]
@@ -723,14 +728,14 @@ async fn a_response_of_too_many_values_is_refused() {
     assert_tool_error(&result, &["more than 250000 JSON values"]);
     let (result, _) = call_path(&server, "/many_ok", None).await;
     assert_eq!(result["isError"], false, "{}", text_of(&result));
-    assert_eq!(text_of(&result), "[,{:\"]");
+    assert_eq!(text_of(&result), *MANY_TEXT);
     let numbers = result["structuredContent"]["n"].as_array().unwrap();
     assert_eq!(numbers.len(), 200_000 - 3);
 }
 
 /// A tenant's calls in flight are capped: with its one slot held by a call its endpoint has not
-/// answered, another call is a tool error at once and never reaches the endpoint; the slot comes
-/// back when the first call ends. A call holds a slot only while its endpoint answers a round,
+/// answered, another call waits for its round's timeout, then is a tool error and never reaches
+/// the endpoint; the slot comes back when the first call ends. A call holds a slot only while its endpoint answers a round,
 /// not while the client is asked for input (two rounds run with one slot).
 #[actix_rt::test]
 async fn a_tenants_calls_in_flight_are_capped() {
@@ -756,13 +761,21 @@ async fn a_tenants_calls_in_flight_are_capped() {
     };
     assert_eq!(server.events.recv().await, Some("started"));
 
-    let refused = invoke(&client, &server.target("/ok"), call("greet"), ctx())
+    // It waits for a place as long as its round may take (200 ms here), then gives up.
+    let mut target = server.target("/ok");
+    target.timeout_ms = Some(200);
+    let started = Instant::now();
+    let refused = invoke(&client, &target, call("greet"), ctx())
         .await
         .unwrap();
     assert_tool_error(
         &refused,
-        &["as many calls to their endpoints as this server allows"],
+        &[
+            "as many calls to their endpoints as this server allows",
+            "none ended within 200 ms",
+        ],
     );
+    assert!(started.elapsed() >= Duration::from_millis(200));
     assert_eq!(
         server.seen_bodies().len(),
         1,

@@ -227,8 +227,9 @@ async fn webhook_tools_answer_over_mcp() {
 
 /// A tool's secret replaced with `rotation_overlap_secs`: calls are signed with both secrets for
 /// that long, so the endpoint (still on the old one here) keeps accepting them; replaced
-/// without an overlap, the old secret stops at once. An overlap is refused where there is no
-/// secret to replace, and past a week.
+/// without an overlap, the old secret stops at once, and a rotation that has ended is forgotten
+/// at the next replace. An overlap past a week is refused; one with no secret to replace means
+/// nothing.
 #[actix_rt::test]
 async fn a_webhook_secret_rotates_with_an_overlap() {
     let app = spawn_app().await;
@@ -308,18 +309,34 @@ async fn a_webhook_secret_rotates_with_an_overlap() {
         .unwrap()
         .contains("401"));
     assert_eq!(endpoint.bad_signatures.load(Ordering::SeqCst), 1);
+
+    // A rotation that has ended leaves only the new secret: the next replace keeps just it.
+    let newest = mcp_harbor::tools::webhook::new_secret();
+    let newest = secrecy::ExposeSecret::expose_secret(&newest).to_string();
+    let r = replace(Some(&newest), Some(1)).await.unwrap();
+    let tool: Value = r.json().await.unwrap();
+    assert!(tool["webhook"]["previous_secret_until"].is_i64(), "{tool}");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let r = replace(None, None).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let tool: Value = r.json().await.unwrap();
+    assert!(
+        tool["webhook"].get("previous_secret_until").is_none(),
+        "{tool}"
+    );
 }
 
 /// `webhooks.max_in_flight_per_tenant` caps each tenant's calls to its endpoints on a replica:
-/// with a tenant's one slot held by a slow call, its next call is a tool error at once (never
-/// sent), while another tenant's calls go on; once the slow call has answered, calls go through.
+/// with a tenant's one slot held by a slow call, its next call waits for its timeout (500 ms),
+/// then is a tool error (never sent), while another tenant's calls go on; once the slow call
+/// has answered, calls go through.
 #[actix_rt::test]
 async fn a_tenants_webhook_calls_in_flight_are_capped() {
     let app = common::spawn_app_with(|c| c.webhooks.max_in_flight_per_tenant = 1).await;
     let (base, endpoint) = start_endpoint().await;
     for tenant in ["acme", "beta"] {
         create_tenant(&app, tenant).await;
-        publish(&app, tenant, "echo_hook", format!("{base}/echo"), 5000).await;
+        publish(&app, tenant, "echo_hook", format!("{base}/echo"), 500).await;
     }
     publish(&app, "acme", "slow", format!("{base}/slow"), 5000).await;
     let mut slow = app.open_session("acme", "2025-11-25", json!({})).await;

@@ -195,10 +195,13 @@ fn validate_tool(
         StoredWebhook::sealed(sealer, slug, &input.name, url, secret, timeout_ms)
     };
     // The secret is shown once: when it is set or generated.
+    if let Some(s) = &input.webhook.secret {
+        webhook::check_secret(s.expose_secret())
+            .map_err(|e| AdminError::invalid("webhook.secret", e))?;
+    }
+    let now = crate::store::now_millis();
     let (webhook, revealed) = match (input.webhook.secret, kept) {
         (Some(s), Some(kept)) if overlap > 0 => {
-            webhook::check_secret(s.expose_secret())
-                .map_err(|e| AdminError::invalid("webhook.secret", e))?;
             let replaced = kept.open(sealer, slug, &input.name).map_err(|_| {
                 AdminError::invalid(
                     "webhook.rotation_overlap_secs",
@@ -206,7 +209,7 @@ fn validate_tool(
                      replace the secret without an overlap",
                 )
             })?;
-            let until = crate::store::now_millis() + (overlap * 1000) as i64;
+            let until = now + (overlap * 1000) as i64;
             let webhook = StoredWebhook::sealed_rotating(
                 sealer,
                 slug,
@@ -219,10 +222,16 @@ fn validate_tool(
             );
             (webhook, Some(s))
         }
-        (Some(s), _) => {
-            webhook::check_secret(s.expose_secret())
-                .map_err(|e| AdminError::invalid("webhook.secret", e))?;
-            (seal(&s, url), Some(s))
+        (Some(s), _) => (seal(&s, url), Some(s)),
+        // A rotation that has ended: only the new secret is kept (sealed again without the old).
+        (None, Some(kept)) if kept.previous_secret_until.is_some_and(|until| until <= now) => {
+            let current = kept.open(sealer, slug, &input.name).map_err(|_| {
+                AdminError::invalid(
+                    "webhook.secret",
+                    "the tool's current secret cannot be opened; set a new one",
+                )
+            })?;
+            (seal(&current.secret, url), None)
         }
         (None, Some(kept)) if kept.secret_sealed.is_some() => (
             StoredWebhook {

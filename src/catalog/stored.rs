@@ -153,13 +153,17 @@ impl StoredWebhook {
                         secrecy::zeroize::Zeroize::zeroize(&mut e.into_bytes());
                         StoredSecretError::NotText
                     })?);
-                match text.split_once('\n') {
-                    Some((secret, previous)) => (
+                // The replaced secret of a rotation, while it lasts.
+                let until = self
+                    .previous_secret_until
+                    .filter(|until| *until > crate::store::now_millis());
+                match (text.split_once('\n'), until) {
+                    (Some((secret, previous)), Some(until)) => (
                         SecretString::from(secret),
-                        self.previous_secret_until
-                            .map(|until| (SecretString::from(previous), until)),
+                        Some((SecretString::from(previous), until)),
                     ),
-                    None => (SecretString::from(text.as_str()), None),
+                    (Some((secret, _)), None) => (SecretString::from(secret), None),
+                    (None, _) => (SecretString::from(text.as_str()), None),
                 }
             }
             (None, Some(clear)) => (clear.clone(), None),

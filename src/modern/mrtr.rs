@@ -20,6 +20,7 @@
 //! stopped lets it lapse) is refused with Invalid Params. Any replica can take the retry.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -288,40 +289,39 @@ impl Call {
         responses: Map<String, Value>,
     ) -> Result<Answer, RpcError> {
         // The round this call goes on from: none yet (most calls never need one), or the one
-        // the state names, claimed by this retry (consumed; given back unless the retry is
-        // answered, so a retry whose connection broke can be sent again).
+        // the state names, claimed by this retry (used up once the retry is answered, released
+        // otherwise, so a retry whose connection broke can be sent again).
         let Some(state) = state else {
             // 128 random bits from the thread's CSPRNG (no system call per request).
             return self.go_on(new_round_id(), 0, None, &responses, None).await;
         };
-        let (token, round) = self.open(&state, &responses).await?;
+        let (token, round, until) = self.open(&state, &responses).await?;
         let mut claim = Claim {
             store: self.env.auth.store.clone(),
             tenant: self.env.tenant.slug.clone(),
             id: token.id.clone(),
             round: token.round,
+            until: Arc::new(AtomicI64::new(until)),
             held: true,
-            spent: false,
+            spent: Arc::new(AtomicBool::new(false)),
         };
-        let renewal = claim.renewal();
-        let answer = {
-            let call = self.go_on(
+        // Renewed beside the call (not between its polls); a claim found taken by another
+        // retry (this one's lapsed: the store was unreachable for its whole length) stops it.
+        let (lost_tx, lost_rx) = oneshot::channel();
+        let renewer = tokio::spawn(claim.renewal().run(lost_tx));
+        let answer = tokio::select! {
+            answer = self.go_on(
                 token.id.into(),
                 token.round,
                 Some(round),
                 &responses,
                 Some(&mut claim),
-            );
-            tokio::pin!(call);
-            let start = tokio::time::Instant::now() + CLAIM_RENEWAL;
-            let mut ticks = tokio::time::interval_at(start, CLAIM_RENEWAL);
-            loop {
-                tokio::select! {
-                    answer = &mut call => break answer,
-                    _ = ticks.tick() => renewal.renew().await,
-                }
-            }
+            ) => answer,
+            Ok(()) = lost_rx => Err(RpcError::internal(
+                "this retry's claim on its round lapsed and another retry took it; its outcome is that retry's",
+            )),
         };
+        renewer.abort();
         claim.end(answer.is_ok()).await;
         answer
     }
@@ -444,7 +444,7 @@ impl Call {
                 // question, so the round it went on from cannot be given back (a retry of it
                 // would pair that round's answer with the new step).
                 if let Some(claim) = claim {
-                    claim.spent = true;
+                    claim.spent.store(true, Ordering::Release);
                 }
                 let asked = std::mem::take(&mut *port.asked.lock());
                 let mut round = round.unwrap_or_else(|| self.first_round());
@@ -519,7 +519,7 @@ impl Call {
         &self,
         state: &str,
         responses: &Map<String, Value>,
-    ) -> Result<(Token, Round), RpcError> {
+    ) -> Result<(Token, Round, i64), RpcError> {
         let sealer = &self.env.auth.sealer;
         let tenant = &*self.env.tenant.slug;
         let token = Token::open(sealer, tenant, state).ok_or_else(|| {
@@ -568,7 +568,7 @@ impl Call {
             .claim_round(tenant, &token.id, token.round, now, until)
             .await
         {
-            Ok(true) => Ok((token, round)),
+            Ok(true) => Ok((token, round, until)),
             Ok(false) => Err(RpcError::invalid_params(format!(
                 "requestState is in use by a retry still running (or was used up meanwhile); \
                  send this retry again once that one has ended (a retry whose server stopped \
@@ -589,15 +589,18 @@ impl Call {
 /// call asked something new (`spent`: a webhook endpoint's next step was recorded with the
 /// question, so a retry of this round would pair its answer with that step); released when the
 /// retry ends otherwise (an error, or its connection closed and the call dropped), so it can be
-/// sent again.
+/// sent again. Every change is made only while the claim is this retry's (the round claimed
+/// until `until`): one that lapsed and was taken by another retry is left to that one.
 struct Claim {
     store: crate::store::SqlStore,
     tenant: Arc<str>,
     id: String,
     round: u32,
+    /// Until when the round is claimed (unix ms), as this retry last wrote it.
+    until: Arc<AtomicI64>,
     /// Still held: released or used up when the claim ends.
     held: bool,
-    spent: bool,
+    spent: Arc<AtomicBool>,
 }
 
 impl Claim {
@@ -608,20 +611,19 @@ impl Claim {
             tenant: self.tenant.clone(),
             id: self.id.clone(),
             round: self.round,
+            until: self.until.clone(),
+            spent: self.spent.clone(),
         }
     }
 
-    /// The retry ended, `answered` or not.
+    /// The retry ended, `answered` or not. Still held until that is written (a retry dropped
+    /// meanwhile ends it from `Drop`).
     async fn end(&mut self, answered: bool) {
-        if std::mem::take(&mut self.held) {
-            end_claim(
-                &self.store,
-                &self.tenant,
-                &self.id,
-                self.round,
-                answered || self.spent,
-            )
-            .await;
+        if self.held {
+            let used = answered || self.spent.load(Ordering::Acquire);
+            let until = self.until.load(Ordering::Acquire);
+            end_claim(&self.store, &self.tenant, &self.id, self.round, until, used).await;
+            self.held = false;
         }
     }
 }
@@ -633,18 +635,29 @@ impl Drop for Claim {
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let (store, tenant, id) = (self.store.clone(), self.tenant.clone(), self.id.clone());
-            let (round, spent) = (self.round, self.spent);
-            runtime.spawn(async move { end_claim(&store, &tenant, &id, round, spent).await });
+            let until = self.until.load(Ordering::Acquire);
+            let (round, spent) = (self.round, self.spent.load(Ordering::Acquire));
+            runtime.spawn(async move {
+                end_claim(&store, &tenant, &id, round, until, spent).await;
+            });
         }
     }
 }
 
-/// Uses a claimed round up (`used`), or releases it for the retry to be sent again.
-async fn end_claim(store: &crate::store::SqlStore, tenant: &str, id: &str, round: u32, used: bool) {
+/// Uses up the round claimed until `until` (`used`), or releases it for the retry to be sent
+/// again.
+async fn end_claim(
+    store: &crate::store::SqlStore,
+    tenant: &str,
+    id: &str,
+    round: u32,
+    until: i64,
+    used: bool,
+) {
     let ended = if used {
-        store.delete_round(tenant, id, round).await.map(drop)
+        store.delete_round(tenant, id, round, Some(until)).await
     } else {
-        store.set_claim(tenant, id, round, 0).await
+        store.set_claim(tenant, id, round, until, 0).await
     };
     if let Err(e) = ended {
         tracing::warn!(error = %e, used, "could not end a multi round-trip request's claim on its round (it lapses on its own)");
@@ -657,17 +670,35 @@ struct Renewal {
     tenant: Arc<str>,
     id: String,
     round: u32,
+    until: Arc<AtomicI64>,
+    spent: Arc<AtomicBool>,
 }
 
 impl Renewal {
-    async fn renew(&self) {
-        let until = now_millis() + CLAIM.as_millis() as i64;
-        if let Err(e) = self
-            .store
-            .set_claim(&self.tenant, &self.id, self.round, until)
-            .await
-        {
-            tracing::warn!(error = %e, "could not renew a multi round-trip request's claim on its round");
+    /// Renews the claim every [`CLAIM_RENEWAL`] until it is aborted, or until the claim turns
+    /// out to be another retry's (`lost`). A renewal the store cannot take is tried again at
+    /// the next one.
+    async fn run(self, lost: oneshot::Sender<()>) {
+        loop {
+            tokio::time::sleep(CLAIM_RENEWAL).await;
+            let held = self.until.load(Ordering::Acquire);
+            let until = now_millis() + CLAIM.as_millis() as i64;
+            let renewed = self
+                .store
+                .set_claim(&self.tenant, &self.id, self.round, held, until)
+                .await;
+            match renewed {
+                Ok(true) => self.until.store(until, Ordering::Release),
+                // The call asked something new: its next round replaces this one.
+                Ok(false) if self.spent.load(Ordering::Acquire) => return,
+                Ok(false) => {
+                    let _ = lost.send(());
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not renew a multi round-trip request's claim on its round");
+                }
+            }
         }
     }
 }

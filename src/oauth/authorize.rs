@@ -5,6 +5,7 @@
 //! single-use code, `state` and `iss` (RFC 9207).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +43,9 @@ const CARRIED: [&str; 9] = [
 pub struct LoginLimiter {
     shared: Arc<dyn Quotas>,
     local: Attempts,
+    /// After the shared counters failed, they are not asked again before this instant
+    /// (`supervisor::now_ms`; 0: asked): a hung Redis costs one sign-in its deadline, not each.
+    skip_shared_until_ms: AtomicU64,
 }
 
 impl LoginLimiter {
@@ -49,6 +53,7 @@ impl LoginLimiter {
         LoginLimiter {
             shared,
             local: Attempts::default(),
+            skip_shared_until_ms: AtomicU64::new(0),
         }
     }
 
@@ -57,34 +62,47 @@ impl LoginLimiter {
     /// sent at once cannot all pass the check before any of them fails; one that succeeds (or
     /// is never checked) gives its count back ([`Self::forgive`]).
     async fn attempt(&self, tenant: &str, keys: [&str; 2], limit: u32) -> bool {
-        match self
-            .shared
-            .count_attempt(tenant, keys, limit, LOGIN_WINDOW)
-            .await
-        {
-            Ok(counted) => counted,
-            Err(e) => {
-                if SHARED_UNREACHABLE.ready() {
-                    tracing::warn!(error = %e, "sign-in attempts counted on this replica only: the shared quotas are unreachable");
-                }
-                let keys = keys.map(|k| format!("{tenant}/{k}"));
-                self.local.count([&keys[0], &keys[1]], limit, LOGIN_WINDOW)
+        if self.shared_reachable() {
+            match self
+                .shared
+                .count_attempt(tenant, keys, limit, LOGIN_WINDOW)
+                .await
+            {
+                Ok(counted) => return counted,
+                Err(e) => self.shared_failed(&e),
             }
+        }
+        let keys = keys.map(|k| format!("{tenant}/{k}"));
+        self.local.count([&keys[0], &keys[1]], limit, LOGIN_WINDOW)
+    }
+
+    fn shared_reachable(&self) -> bool {
+        crate::session::supervisor::now_ms() >= self.skip_shared_until_ms.load(Ordering::Relaxed)
+    }
+
+    fn shared_failed(&self, e: &crate::cluster::BackendError) {
+        let now = crate::session::supervisor::now_ms();
+        self.skip_shared_until_ms
+            .store(now + SHARED_BACKOFF_MS, Ordering::Relaxed);
+        if SHARED_UNREACHABLE.ready() {
+            tracing::warn!(error = %e, "sign-in attempts counted on this replica only: the shared quotas are unreachable");
         }
     }
 
     /// An attempt counted under `key` succeeded (or was never checked): it does not count;
     /// `all`: none counted under it does.
     async fn forgive(&self, tenant: &str, key: &str, all: bool) {
-        if let Err(e) = self.shared.forgive_attempt(tenant, key, all).await {
-            if SHARED_UNREACHABLE.ready() {
-                tracing::warn!(error = %e, "a sign-in attempt could not be given back: the shared quotas are unreachable");
+        if self.shared_reachable() {
+            if let Err(e) = self.shared.forgive_attempt(tenant, key, all).await {
+                self.shared_failed(&e);
             }
         }
         self.local.forgive(&format!("{tenant}/{key}"), all);
     }
 }
 
+/// How long sign-ins count on this replica alone after the shared counters failed.
+const SHARED_BACKOFF_MS: u64 = 10_000;
 /// At most one warning per 10 s that the shared sign-in counters are unreachable.
 static SHARED_UNREACHABLE: crate::telemetry::Throttled = crate::telemetry::Throttled::every(10_000);
 

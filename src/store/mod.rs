@@ -411,18 +411,28 @@ pub trait RoundStore {
         now: i64,
         until: i64,
     ) -> Result<bool, StoreError>;
-    /// Moves a claim on round `round` to `until` (later: renewed while the retry runs; 0:
-    /// released, the round free for the retry to be sent again).
+    /// Moves the claim on round `round` that holds it until `held` to `until` (later: renewed
+    /// while the retry runs; 0: released, the round free for the retry to be sent again);
+    /// whether that claim still held it (one that lapsed and was taken by another retry is not
+    /// moved).
     async fn set_claim(
         &self,
         tenant: &str,
         id: &str,
         round: u32,
+        held: i64,
         until: i64,
-    ) -> Result<(), StoreError>;
-    /// Forgets round number `round` of a request (its retry was answered); whether it was
-    /// there. A later round saved under the same id stays.
-    async fn delete_round(&self, tenant: &str, id: &str, round: u32) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError>;
+    /// Forgets round number `round` of a request (its retry was answered), if `held` is `None`
+    /// or the round is claimed until `held` (by that retry); whether it did. A later round saved
+    /// under the same id stays.
+    async fn delete_round(
+        &self,
+        tenant: &str,
+        id: &str,
+        round: u32,
+        held: Option<i64>,
+    ) -> Result<bool, StoreError>;
     /// Forgets every round expired before `now`; how many.
     async fn sweep_rounds(&self, now: i64) -> Result<u64, StoreError>;
 }

@@ -655,30 +655,41 @@ impl RoundStore for SqlStore {
         tenant: &str,
         id: &str,
         round: u32,
+        held: i64,
         until: i64,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE mrtr_rounds SET claimed_until = $4 \
-             WHERE tenant = $1 AND id = $2 AND round = $3",
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE mrtr_rounds SET claimed_until = $5 \
+             WHERE tenant = $1 AND id = $2 AND round = $3 AND claimed_until = $4",
         )
         .bind(tenant)
         .bind(id)
         .bind(i64::from(round))
+        .bind(held)
         .bind(until)
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() > 0)
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db delete_round", otel.kind = "client", db.operation.name = "delete_round"))]
-    async fn delete_round(&self, tenant: &str, id: &str, round: u32) -> Result<bool, StoreError> {
-        let done =
-            sqlx::query("DELETE FROM mrtr_rounds WHERE tenant = $1 AND id = $2 AND round = $3")
-                .bind(tenant)
-                .bind(id)
-                .bind(i64::from(round))
-                .execute(&self.pool)
-                .await?;
+    async fn delete_round(
+        &self,
+        tenant: &str,
+        id: &str,
+        round: u32,
+        held: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM mrtr_rounds WHERE tenant = $1 AND id = $2 AND round = $3 \
+             AND ($4 IS NULL OR claimed_until = $4)",
+        )
+        .bind(tenant)
+        .bind(id)
+        .bind(i64::from(round))
+        .bind(held)
+        .execute(&self.pool)
+        .await?;
         Ok(done.rows_affected() > 0)
     }
 

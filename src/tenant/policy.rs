@@ -263,6 +263,27 @@ impl TenantPolicy {
         }
     }
 
+    /// [`Self::within_rate`] for `more` messages of a request whose first was counted already (a
+    /// JSON-RPC batch): the whole request counts at most the rate's burst, so a batch longer
+    /// than the rate is let in once the bucket is full (and its `Retry-After` holds), not never.
+    pub async fn within_rate_after_first(
+        &self,
+        quotas: &dyn Quotas,
+        tenant: &str,
+        principal: Option<&str>,
+        more: u32,
+    ) -> Result<(), PolicyRefusal> {
+        let limit = match principal {
+            None => &self.requests_per_minute,
+            Some(_) => &self.requests_per_minute_per_principal,
+        };
+        let more = more.min(limit.load(Ordering::Relaxed).saturating_sub(1));
+        if more == 0 {
+            return Ok(());
+        }
+        self.within_rate(quotas, tenant, principal, more).await
+    }
+
     /// This replica's own token bucket for the tenant's rate (while shared quotas are
     /// unreachable).
     fn admit_locally(&self, cost: u32) -> Result<(), PolicyRefusal> {

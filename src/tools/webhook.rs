@@ -18,7 +18,7 @@
 //! | `content-type`      | `application/json`                                               |
 //! | `webhook-id`        | `msg_<32 hex>`, unique per round of a call; the same when a call is re-sent after a failover |
 //! | `webhook-timestamp` | the time of sending, in Unix seconds                             |
-//! | `webhook-signature` | `v1,<base64 HMAC-SHA256>` (see below)                            |
+//! | `webhook-signature` | `v1,<base64 HMAC-SHA256>` (see below); during a secret rotation two, space-separated: `v1,<new> v1,<old>` |
 //!
 //! The signature is HMAC-SHA256 keyed with the base64-decoded part of the tool's secret after
 //! `whsec_`, over `"{webhook-id}.{webhook-timestamp}.{raw body}"`, base64-encoded (standard
@@ -123,8 +123,9 @@
 //! Anything else — no connection, a timeout, a non-`2xx` status (redirects are not followed), a
 //! body over 4 MiB or of more than 250,000 JSON values, invalid JSON, a JSON body that is neither
 //! of the above — ends the call with a tool result with `isError: true` and a message saying what
-//! went wrong, never a protocol error. So does a call made while the tenant's tools already have
-//! as many requests open to their endpoints as the replica allows (`webhooks.max_in_flight_per_tenant`).
+//! went wrong, never a protocol error. So does a call that finds the tenant's tools with as many
+//! requests open to their endpoints as the replica allows (`webhooks.max_in_flight_per_tenant`)
+//! and none of them ending within the tool's timeout.
 //!
 //! When the MCP client cancels the call (or its session ends), the in-flight request is
 //! abandoned: the connection to the endpoint is closed.
@@ -201,7 +202,8 @@ pub struct WebhookCall {
     pub output_schema: Option<Value>,
     /// The tenant's webhook requests that may be open at once on this replica: each round holds
     /// a permit while its request is sent and its answer read and parsed (not while the client
-    /// is asked for input); none left, the call ends with a tool error. `None`: no limit.
+    /// is asked for input); none free within the round's timeout, the call ends with a tool
+    /// error. `None`: no limit.
     pub slots: Option<Arc<Semaphore>>,
 }
 
@@ -369,17 +371,23 @@ async fn run(
 
         let slot = match &call.slots {
             None => None,
-            Some(slots) => match slots.clone().try_acquire_owned() {
-                Ok(permit) => Some(permit),
-                Err(_) => {
-                    crate::metrics::global().webhook(&call.tenant, "busy", Duration::ZERO);
-                    return Err(Stop::Problem(
-                        "this tenant's tools are running as many calls to their endpoints as \
-                         this server allows at once; try again shortly"
-                            .to_string(),
-                    ));
+            Some(slots) => {
+                // A place frees up as another call's endpoint answers: waited for as long as
+                // this round may take.
+                let waited = Instant::now();
+                let wait = Duration::from_millis(timeout_ms);
+                match tokio::time::timeout(wait, slots.clone().acquire_owned()).await {
+                    Ok(Ok(permit)) => Some(permit),
+                    _ => {
+                        crate::metrics::global().webhook(&call.tenant, "busy", waited.elapsed());
+                        return Err(Stop::Problem(format!(
+                            "this tenant's tools are running as many calls to their endpoints as \
+                             this server allows at once, and none ended within {timeout_ms} ms; \
+                             try again shortly"
+                        )));
+                    }
                 }
-            },
+            }
         };
         let msg_id = message_id(&ctx.call_key(), round);
         let started = Instant::now();

@@ -418,10 +418,7 @@ impl Admitted {
         let (tenant, slug) = (&self.tenant, &*self.tenant.slug);
         let quotas = &*tenant.sessions.replica.backends.quotas;
         let more = u32::try_from(more).unwrap_or(u32::MAX);
-        rate_limited(
-            slug,
-            tenant.policy.within_rate(quotas, slug, None, more).await,
-        )?;
+        // The principal's rate first: a principal over its own rate does not spend the tenant's.
         if let Some(p) = self
             .principal
             .as_ref()
@@ -430,11 +427,15 @@ impl Admitted {
             let id = crate::auth::quota_id(&p.binding());
             let counted = tenant
                 .policy
-                .within_rate(quotas, slug, Some(&id), more)
+                .within_rate_after_first(quotas, slug, Some(&id), more)
                 .await;
             rate_limited(slug, counted)?;
         }
-        Ok(())
+        let counted = tenant
+            .policy
+            .within_rate_after_first(quotas, slug, None, more)
+            .await;
+        rate_limited(slug, counted)
     }
 }
 
