@@ -304,11 +304,13 @@ impl Call {
             until: Arc::new(AtomicI64::new(until)),
             held: true,
             spent: Arc::new(AtomicBool::new(false)),
+            renewer: None,
         };
-        // Renewed beside the call (not between its polls); a claim found taken by another
-        // retry (this one's lapsed: the store was unreachable for its whole length) stops it.
+        // Renewed beside the call (not between its polls), until the claim ends (or is dropped
+        // with the call); a claim found taken by another retry (this one's lapsed: the store was
+        // unreachable for its whole length) stops the call.
         let (lost_tx, lost_rx) = oneshot::channel();
-        let renewer = tokio::spawn(claim.renewal().run(lost_tx));
+        claim.renewer = Some(tokio::spawn(claim.renewal().run(lost_tx)).abort_handle());
         let answer = tokio::select! {
             answer = self.go_on(
                 token.id.into(),
@@ -321,7 +323,6 @@ impl Call {
                 "this retry's claim on its round lapsed and another retry took it; its outcome is that retry's",
             )),
         };
-        renewer.abort();
         claim.end(answer.is_ok()).await;
         answer
     }
@@ -601,6 +602,8 @@ struct Claim {
     /// Still held: released or used up when the claim ends.
     held: bool,
     spent: Arc<AtomicBool>,
+    /// The task renewing the claim, stopped when the claim ends.
+    renewer: Option<tokio::task::AbortHandle>,
 }
 
 impl Claim {
@@ -619,6 +622,9 @@ impl Claim {
     /// The retry ended, `answered` or not. Still held until that is written (a retry dropped
     /// meanwhile ends it from `Drop`).
     async fn end(&mut self, answered: bool) {
+        if let Some(renewer) = self.renewer.take() {
+            renewer.abort();
+        }
         if self.held {
             let used = answered || self.spent.load(Ordering::Acquire);
             let until = self.until.load(Ordering::Acquire);
@@ -630,6 +636,9 @@ impl Claim {
 
 impl Drop for Claim {
     fn drop(&mut self) {
+        if let Some(renewer) = self.renewer.take() {
+            renewer.abort();
+        }
         if !std::mem::take(&mut self.held) {
             return;
         }
