@@ -96,6 +96,7 @@ fn world() -> &'static World {
             ),
         ];
         let runtime = WebhookRuntime {
+            slots: Arc::new(tokio::sync::Semaphore::new(64)),
             client: mcp_harbor::tools::webhook::http_client().expect("http client"),
             tenant: "fuzz".into(),
             allow_private: false,
