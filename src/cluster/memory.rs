@@ -157,8 +157,14 @@ impl Attempts {
     /// Keys held past this many: those whose window ended are forgotten first.
     const SWEEP_ABOVE: usize = 100_000;
 
-    /// See [`Quotas::count_attempt`] (the keys here name their tenant).
-    pub fn count(&self, keys: [&str; 2], limit: u32, window: Duration) -> bool {
+    /// A tenant's counter under `key`.
+    fn key(tenant: &str, key: &str) -> String {
+        format!("{tenant}/{key}")
+    }
+
+    /// See [`Quotas::count_attempt`].
+    pub fn count(&self, tenant: &str, keys: [&str; 2], limit: u32, window: Duration) -> bool {
+        let keys = keys.map(|k| Self::key(tenant, k));
         let mut counts = self.counts.lock();
         if counts.len() > Self::SWEEP_ABOVE {
             counts.retain(|_, (first, _)| first.elapsed() < window);
@@ -172,7 +178,7 @@ impl Attempts {
             return false;
         }
         for key in keys {
-            let entry = counts.entry(key.to_string()).or_insert((Instant::now(), 0));
+            let entry = counts.entry(key).or_insert((Instant::now(), 0));
             if entry.0.elapsed() >= window {
                 *entry = (Instant::now(), 0);
             }
@@ -182,11 +188,12 @@ impl Attempts {
     }
 
     /// See [`Quotas::forgive_attempt`].
-    pub fn forgive(&self, key: &str, all: bool) {
+    pub fn forgive(&self, tenant: &str, key: &str, all: bool) {
+        let key = Self::key(tenant, key);
         let mut counts = self.counts.lock();
         if all {
-            counts.remove(key);
-        } else if let Some(entry) = counts.get_mut(key) {
+            counts.remove(&key);
+        } else if let Some(entry) = counts.get_mut(&key) {
             entry.1 = entry.1.saturating_sub(1);
         }
     }
@@ -402,8 +409,7 @@ impl Quotas for MemoryCluster {
         limit: u32,
         window: Duration,
     ) -> Result<bool, BackendError> {
-        let keys = keys.map(|k| format!("{tenant}/{k}"));
-        Ok(self.attempts.count([&keys[0], &keys[1]], limit, window))
+        Ok(self.attempts.count(tenant, keys, limit, window))
     }
 
     async fn forgive_attempt(
@@ -412,7 +418,7 @@ impl Quotas for MemoryCluster {
         key: &str,
         all: bool,
     ) -> Result<(), BackendError> {
-        self.attempts.forgive(&format!("{tenant}/{key}"), all);
+        self.attempts.forgive(tenant, key, all);
         Ok(())
     }
 

@@ -297,20 +297,23 @@ impl Call {
         };
         let (token, round, until) = self.open(&state, &responses).await?;
         let mut claim = Claim {
-            store: self.env.auth.store.clone(),
-            tenant: self.env.tenant.slug.clone(),
-            id: token.id.clone(),
-            round: token.round,
-            until: Arc::new(AtomicI64::new(until)),
+            claimed: Claimed {
+                store: self.env.auth.store.clone(),
+                tenant: self.env.tenant.slug.clone(),
+                id: token.id.clone(),
+                round: token.round,
+                until: Arc::new(AtomicI64::new(until)),
+                spent: Arc::new(AtomicBool::new(false)),
+            },
             held: true,
-            spent: Arc::new(AtomicBool::new(false)),
             renewer: None,
         };
         // Renewed beside the call (not between its polls), until the claim ends (or is dropped
         // with the call); a claim found taken by another retry (this one's lapsed: the store was
         // unreachable for its whole length) stops the call.
         let (lost_tx, lost_rx) = oneshot::channel();
-        claim.renewer = Some(tokio::spawn(claim.renewal().run(lost_tx)).abort_handle());
+        let renewal = claim.claimed.clone().renew(lost_tx);
+        claim.renewer = Some(tokio::spawn(renewal).abort_handle());
         let answer = tokio::select! {
             answer = self.go_on(
                 token.id.into(),
@@ -445,7 +448,7 @@ impl Call {
                 // question, so the round it went on from cannot be given back (a retry of it
                 // would pair that round's answer with the new step).
                 if let Some(claim) = claim {
-                    claim.spent.store(true, Ordering::Release);
+                    claim.claimed.spent.store(true, Ordering::Release);
                 }
                 let asked = std::mem::take(&mut *port.asked.lock());
                 let mut round = round.unwrap_or_else(|| self.first_round());
@@ -593,32 +596,26 @@ impl Call {
 /// sent again. Every change is made only while the claim is this retry's (the round claimed
 /// until `until`): one that lapsed and was taken by another retry is left to that one.
 struct Claim {
+    claimed: Claimed,
+    /// Still held: released or used up when the claim ends.
+    held: bool,
+    /// The task renewing the claim, stopped when the claim ends.
+    renewer: Option<tokio::task::AbortHandle>,
+}
+
+/// The claimed round, as the retry and its renewer share it.
+#[derive(Clone)]
+struct Claimed {
     store: crate::store::SqlStore,
     tenant: Arc<str>,
     id: String,
     round: u32,
     /// Until when the round is claimed (unix ms), as this retry last wrote it.
     until: Arc<AtomicI64>,
-    /// Still held: released or used up when the claim ends.
-    held: bool,
     spent: Arc<AtomicBool>,
-    /// The task renewing the claim, stopped when the claim ends.
-    renewer: Option<tokio::task::AbortHandle>,
 }
 
 impl Claim {
-    /// What renews the claim while its call runs.
-    fn renewal(&self) -> Renewal {
-        Renewal {
-            store: self.store.clone(),
-            tenant: self.tenant.clone(),
-            id: self.id.clone(),
-            round: self.round,
-            until: self.until.clone(),
-            spent: self.spent.clone(),
-        }
-    }
-
     /// The retry ended, `answered` or not. Still held until that is written (a retry dropped
     /// meanwhile ends it from `Drop`).
     async fn end(&mut self, answered: bool) {
@@ -626,9 +623,7 @@ impl Claim {
             renewer.abort();
         }
         if self.held {
-            let used = answered || self.spent.load(Ordering::Acquire);
-            let until = self.until.load(Ordering::Acquire);
-            end_claim(&self.store, &self.tenant, &self.id, self.round, until, used).await;
+            self.claimed.end(answered).await;
             self.held = false;
         }
     }
@@ -643,51 +638,35 @@ impl Drop for Claim {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (store, tenant, id) = (self.store.clone(), self.tenant.clone(), self.id.clone());
-            let until = self.until.load(Ordering::Acquire);
-            let (round, spent) = (self.round, self.spent.load(Ordering::Acquire));
-            runtime.spawn(async move {
-                end_claim(&store, &tenant, &id, round, until, spent).await;
-            });
+            let claimed = self.claimed.clone();
+            runtime.spawn(async move { claimed.end(false).await });
         }
     }
 }
 
-/// Uses up the round claimed until `until` (`used`), or releases it for the retry to be sent
-/// again.
-async fn end_claim(
-    store: &crate::store::SqlStore,
-    tenant: &str,
-    id: &str,
-    round: u32,
-    until: i64,
-    used: bool,
-) {
-    let ended = if used {
-        store.delete_round(tenant, id, round, Some(until)).await
-    } else {
-        store.set_claim(tenant, id, round, until, 0).await
-    };
-    if let Err(e) = ended {
-        tracing::warn!(error = %e, used, "could not end a multi round-trip request's claim on its round (it lapses on its own)");
+impl Claimed {
+    /// Uses the round up (the retry was `answered`, or its call asked something new), or
+    /// releases it for the retry to be sent again.
+    async fn end(&self, answered: bool) {
+        let used = answered || self.spent.load(Ordering::Acquire);
+        let until = self.until.load(Ordering::Acquire);
+        let (tenant, id, round) = (&*self.tenant, self.id.as_str(), self.round);
+        let ended = if used {
+            self.store
+                .delete_round(tenant, id, round, Some(until))
+                .await
+        } else {
+            self.store.set_claim(tenant, id, round, until, 0).await
+        };
+        if let Err(e) = ended {
+            tracing::warn!(error = %e, used, "could not end a multi round-trip request's claim on its round (it lapses on its own)");
+        }
     }
-}
 
-/// Renews a running retry's claim on its round.
-struct Renewal {
-    store: crate::store::SqlStore,
-    tenant: Arc<str>,
-    id: String,
-    round: u32,
-    until: Arc<AtomicI64>,
-    spent: Arc<AtomicBool>,
-}
-
-impl Renewal {
     /// Renews the claim every [`CLAIM_RENEWAL`] until it is aborted, or until the claim turns
     /// out to be another retry's (`lost`). A renewal the store cannot take is tried again at
     /// the next one.
-    async fn run(self, lost: oneshot::Sender<()>) {
+    async fn renew(self, lost: oneshot::Sender<()>) {
         loop {
             tokio::time::sleep(CLAIM_RENEWAL).await;
             let held = self.until.load(Ordering::Acquire);

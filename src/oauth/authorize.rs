@@ -72,8 +72,7 @@ impl LoginLimiter {
                 Err(e) => self.shared_failed(&e),
             }
         }
-        let keys = keys.map(|k| format!("{tenant}/{k}"));
-        self.local.count([&keys[0], &keys[1]], limit, LOGIN_WINDOW)
+        self.local.count(tenant, keys, limit, LOGIN_WINDOW)
     }
 
     fn shared_reachable(&self) -> bool {
@@ -97,7 +96,7 @@ impl LoginLimiter {
                 self.shared_failed(&e);
             }
         }
-        self.local.forgive(&format!("{tenant}/{key}"), all);
+        self.local.forgive(tenant, key, all);
     }
 }
 
