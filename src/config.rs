@@ -194,6 +194,9 @@ pub struct AdminConfig {
     pub allow_http_loopback_webhooks: bool,
 }
 
+/// `webhooks.max_in_flight_per_tenant` unless configured.
+pub const DEFAULT_WEBHOOKS_IN_FLIGHT: usize = 64;
+
 /// Webhook tools' calls to their endpoints.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -325,7 +328,7 @@ impl Default for Config {
                 allow_http_loopback_webhooks: false,
             },
             webhooks: WebhookConfig {
-                max_in_flight_per_tenant: 64,
+                max_in_flight_per_tenant: DEFAULT_WEBHOOKS_IN_FLIGHT,
             },
             redis: RedisConfig {
                 url: String::new(),

@@ -56,9 +56,7 @@ impl Throttled {
 
     /// Whether to log now (then the next one waits `every_ms`).
     pub fn ready(&self) -> bool {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_millis() as u64);
+        let now = crate::store::now_millis().max(1) as u64;
         let last = self.last_ms.load(Ordering::Relaxed);
         if last != 0 && now.saturating_sub(last) < self.every_ms {
             return false;

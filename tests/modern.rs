@@ -121,10 +121,7 @@ async fn discovery_lists_results_and_errors_of_the_stateless_revision() {
     let again = result(&app, "demo", &body(3, "tools/list", json!({}), json!({}))).await;
     assert_eq!(tools["tools"], again["tools"]);
     // A tenant's own cache hint.
-    let resp = app
-        .admin(Method::PATCH, "/tenants/other")
-        .json(&json!({ "limits": { "cache_ttl_ms": 5000 } }))
-        .send()
+    let resp = patch_other(&app, json!({ "limits": { "cache_ttl_ms": 5000 } }))
         .await
         .unwrap();
     assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
@@ -1453,14 +1450,29 @@ async fn listen_delivers_opted_in_changes_alongside_a_session_client() {
     );
 }
 
-/// A `subscriptions/listen` stream (request id 9) on `tenant`, past its acknowledgement.
-async fn listening(app: &TestApp, tenant: &str) -> SseReader {
-    let listen = body(
+/// A `subscriptions/listen` request (id 9) for tool list changes.
+fn listen_request() -> Value {
+    body(
         9,
         "subscriptions/listen",
         json!({ "notifications": { "toolsListChanged": true } }),
         json!({}),
-    );
+    )
+}
+
+/// Changes the `other` tenant through the admin API (`PATCH`).
+fn patch_other(
+    app: &TestApp,
+    change: Value,
+) -> impl std::future::Future<Output = reqwest::Result<reqwest::Response>> {
+    app.admin(Method::PATCH, "/tenants/other")
+        .json(&change)
+        .send()
+}
+
+/// A `subscriptions/listen` stream (request id 9) on `tenant`, past its acknowledgement.
+async fn listening(app: &TestApp, tenant: &str) -> SseReader {
+    let listen = listen_request();
     let resp = post(app, tenant, &listen).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     let mut sse = SseReader::new(resp);
@@ -1475,19 +1487,10 @@ async fn listening(app: &TestApp, tenant: &str) -> SseReader {
 #[actix_rt::test]
 async fn listen_streams_are_limited_like_sessions() {
     let app = spawn_app().await;
-    let limit = |n: u32| {
-        app.admin(Method::PATCH, "/tenants/other")
-            .json(&json!({ "limits": { "max_sessions": n } }))
-            .send()
-    };
+    let limit = |n: u32| patch_other(&app, json!({ "limits": { "max_sessions": n } }));
     assert_eq!(limit(1).await.unwrap().status(), 200);
     let _first = listening(&app, "other").await;
-    let listen = body(
-        9,
-        "subscriptions/listen",
-        json!({ "notifications": { "toolsListChanged": true } }),
-        json!({}),
-    );
+    let listen = listen_request();
     let resp = post(&app, "other", &listen).send().await.unwrap();
     assert_eq!(resp.status(), 429);
     let refused: Value = resp.json().await.unwrap();
@@ -1507,19 +1510,9 @@ async fn listen_streams_are_limited_like_sessions() {
 #[actix_rt::test]
 async fn a_closed_listen_stream_frees_its_place() {
     let app = common::spawn_app_with(|c| c.server.sse_keepalive_secs = 1).await;
-    let r = app
-        .admin(Method::PATCH, "/tenants/other")
-        .json(&json!({ "limits": { "max_sessions": 1 } }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let listen = body(
-        9,
-        "subscriptions/listen",
-        json!({ "notifications": { "toolsListChanged": true } }),
-        json!({}),
-    );
+    let r = patch_other(&app, json!({ "limits": { "max_sessions": 1 } })).await;
+    assert_eq!(r.unwrap().status(), 200);
+    let listen = listen_request();
     let first = listening(&app, "other").await;
     assert_eq!(
         post(&app, "other", &listen).send().await.unwrap().status(),
@@ -1561,11 +1554,7 @@ async fn torn_down(mut sse: SseReader) {
 #[actix_rt::test]
 async fn suspending_or_deleting_a_tenant_ends_its_listen_streams() {
     let app = spawn_app().await;
-    let status = |s: &'static str| {
-        app.admin(Method::PATCH, "/tenants/other")
-            .json(&json!({ "status": s }))
-            .send()
-    };
+    let status = |s: &'static str| patch_other(&app, json!({ "status": s }));
     let sse = listening(&app, "other").await;
     assert_eq!(status("suspended").await.unwrap().status(), 200);
     torn_down(sse).await;

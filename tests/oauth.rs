@@ -29,13 +29,8 @@ fn browser() -> reqwest::Client {
 }
 
 async fn create_tenant(app: &TestApp, slug: &str, auth: Value) {
-    let r = app
-        .admin(Method::POST, "/tenants")
-        .json(&json!({ "slug": slug, "catalogs": ["reference", "demo"], "auth": auth }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    app.create_tenant(json!({ "slug": slug, "catalogs": ["reference", "demo"], "auth": auth }))
+        .await;
 }
 
 async fn create_user(app: &TestApp, tenant: &str, username: &str) {

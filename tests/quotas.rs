@@ -14,16 +14,10 @@ use serde_json::{json, Value};
 const STATELESS: &str = "2026-07-28";
 
 async fn create_tenant(app: &TestApp, slug: &str, limits: Value, auth: &str) {
-    let r = app
-        .admin(Method::POST, "/tenants")
-        .json(
-            &json!({ "slug": slug, "catalogs": ["demo"], "limits": limits,
-                       "auth": { "mode": auth } }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    app.create_tenant(
+        json!({ "slug": slug, "catalogs": ["demo"], "limits": limits, "auth": { "mode": auth } }),
+    )
+    .await;
 }
 
 /// A stateless (2026-07-28) `tools/list`: no session, nothing forwarded between replicas.

@@ -110,13 +110,7 @@ async fn start_endpoint() -> (String, Arc<Endpoint>) {
 }
 
 async fn create_tenant(app: &common::TestApp, slug: &str) {
-    let resp = app
-        .admin(Method::POST, "/tenants")
-        .json(&json!({ "slug": slug }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 201, "{}", resp.text().await.unwrap());
+    app.create_tenant(json!({ "slug": slug })).await;
 }
 
 async fn publish(app: &common::TestApp, tenant: &str, name: &str, url: String, timeout_ms: u64) {

@@ -194,12 +194,12 @@ fn validate_tool(
     let seal = |secret: &SecretString, url: String| {
         StoredWebhook::sealed(sealer, slug, &input.name, url, secret, timeout_ms)
     };
-    // The secret is shown once: when it is set or generated.
     if let Some(s) = &input.webhook.secret {
         webhook::check_secret(s.expose_secret())
             .map_err(|e| AdminError::invalid("webhook.secret", e))?;
     }
     let now = crate::store::now_millis();
+    // The secret is shown once: when it is set or generated.
     let (webhook, revealed) = match (input.webhook.secret, kept) {
         (Some(s), Some(kept)) if overlap > 0 => {
             let replaced = kept.open(sealer, slug, &input.name).map_err(|_| {

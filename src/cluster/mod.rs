@@ -329,6 +329,35 @@ pub trait Quotas: Send + Sync + 'static {
         -> Result<(), BackendError>;
 }
 
+/// After a call to shared state failed, how long its caller uses its own fallback instead of
+/// asking again: a hung backend then costs one request its deadline, not every request.
+pub struct Backoff {
+    /// Not asked again before this (unix ms; 0: asked).
+    until_ms: std::sync::atomic::AtomicI64,
+    pause_ms: i64,
+}
+
+impl Backoff {
+    pub const fn new(pause: Duration) -> Self {
+        Backoff {
+            until_ms: std::sync::atomic::AtomicI64::new(0),
+            pause_ms: pause.as_millis() as i64,
+        }
+    }
+
+    /// Whether shared state may be asked now.
+    pub fn ready(&self) -> bool {
+        crate::store::now_millis() >= self.until_ms.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A call failed (measured from now: the failure may have been a timeout).
+    pub fn failed(&self) {
+        let until = crate::store::now_millis() + self.pause_ms;
+        self.until_ms
+            .store(until, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// One GCRA step for `cost` requests at once (see [`gcra_parameters`]) at a rate of
 /// `per_minute` requests a minute with a burst of `per_minute`. Times are microseconds; `tat` is
 /// the stored theoretical arrival time (`None`: nothing stored). Admitted: `Ok(new tat)` to

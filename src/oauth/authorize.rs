@@ -5,7 +5,6 @@
 //! single-use code, `state` and `iss` (RFC 9207).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ use super::{as_tenant, same, AsTenant, OAuthState, INVALID_TARGET};
 use crate::auth::password::verify_password;
 use crate::auth::{hash_secret, random_token, AuthService};
 use crate::cluster::memory::Attempts;
-use crate::cluster::Quotas;
+use crate::cluster::{Backoff, Quotas};
 use crate::store::{now_millis, GrantRecord, LoginMethod, OAuthStore, UserRecord};
 
 const CSRF_COOKIE: &str = "harbor_csrf";
@@ -43,9 +42,8 @@ const CARRIED: [&str; 9] = [
 pub struct LoginLimiter {
     shared: Arc<dyn Quotas>,
     local: Attempts,
-    /// After the shared counters failed, they are not asked again before this instant
-    /// (`supervisor::now_ms`; 0: asked): a hung Redis costs one sign-in its deadline, not each.
-    skip_shared_until_ms: AtomicU64,
+    /// After the shared counters failed: left alone for a while.
+    shared_backoff: Backoff,
 }
 
 impl LoginLimiter {
@@ -53,7 +51,7 @@ impl LoginLimiter {
         LoginLimiter {
             shared,
             local: Attempts::default(),
-            skip_shared_until_ms: AtomicU64::new(0),
+            shared_backoff: Backoff::new(SHARED_BACKOFF),
         }
     }
 
@@ -62,7 +60,7 @@ impl LoginLimiter {
     /// sent at once cannot all pass the check before any of them fails; one that succeeds (or
     /// is never checked) gives its count back ([`Self::forgive`]).
     async fn attempt(&self, tenant: &str, keys: [&str; 2], limit: u32) -> bool {
-        if self.shared_reachable() {
+        if self.shared_backoff.ready() {
             match self
                 .shared
                 .count_attempt(tenant, keys, limit, LOGIN_WINDOW)
@@ -75,14 +73,8 @@ impl LoginLimiter {
         self.local.count(tenant, keys, limit, LOGIN_WINDOW)
     }
 
-    fn shared_reachable(&self) -> bool {
-        crate::session::supervisor::now_ms() >= self.skip_shared_until_ms.load(Ordering::Relaxed)
-    }
-
     fn shared_failed(&self, e: &crate::cluster::BackendError) {
-        let now = crate::session::supervisor::now_ms();
-        self.skip_shared_until_ms
-            .store(now + SHARED_BACKOFF_MS, Ordering::Relaxed);
+        self.shared_backoff.failed();
         if SHARED_UNREACHABLE.ready() {
             tracing::warn!(error = %e, "sign-in attempts counted on this replica only: the shared quotas are unreachable");
         }
@@ -91,7 +83,7 @@ impl LoginLimiter {
     /// An attempt counted under `key` succeeded (or was never checked): it does not count;
     /// `all`: none counted under it does.
     async fn forgive(&self, tenant: &str, key: &str, all: bool) {
-        if self.shared_reachable() {
+        if self.shared_backoff.ready() {
             if let Err(e) = self.shared.forgive_attempt(tenant, key, all).await {
                 self.shared_failed(&e);
             }
@@ -101,7 +93,7 @@ impl LoginLimiter {
 }
 
 /// How long sign-ins count on this replica alone after the shared counters failed.
-const SHARED_BACKOFF_MS: u64 = 10_000;
+const SHARED_BACKOFF: Duration = Duration::from_secs(10);
 /// At most one warning per 10 s that the shared sign-in counters are unreachable.
 static SHARED_UNREACHABLE: crate::telemetry::Throttled = crate::telemetry::Throttled::every(10_000);
 

@@ -131,9 +131,7 @@ impl TenantDirectory {
             auth: None,
             fingerprints: Arc::new(Mutex::new(HashMap::new())),
             webhook_slots: Arc::new(Mutex::new(HashMap::new())),
-            webhook_slots_per_tenant: crate::config::Config::default()
-                .webhooks
-                .max_in_flight_per_tenant,
+            webhook_slots_per_tenant: crate::config::DEFAULT_WEBHOOKS_IN_FLIGHT,
         }
     }
 

@@ -10,7 +10,7 @@ use parking_lot::{Mutex, RwLock};
 
 use std::sync::Arc;
 
-use crate::cluster::{Quota, Quotas, RateScope};
+use crate::cluster::{Backoff, Quota, Quotas, RateScope};
 use crate::store::{TenantAuth, TenantLimits, TenantRecord, TenantStatus};
 
 /// Why the tenant's policy refused a request.
@@ -26,7 +26,7 @@ pub enum PolicyRefusal {
 
 /// After shared quotas could not be checked, how long the tenant's requests skip them (and
 /// use this replica's own bucket) instead of waiting for an unreachable backend each time.
-const QUOTA_BACKOFF_MS: u64 = 1_000;
+const QUOTA_BACKOFF: Duration = Duration::from_secs(1);
 /// At most one "quotas unchecked" warning per 10 s.
 static QUOTA_WARNING: crate::telemetry::Throttled = crate::telemetry::Throttled::every(10_000);
 
@@ -44,8 +44,8 @@ pub struct TenantPolicy {
     /// The tenant's and each principal's requests a minute (0: no limit).
     requests_per_minute: AtomicU32,
     requests_per_minute_per_principal: AtomicU32,
-    /// Shared quotas are skipped until this instant (`supervisor::now_ms`; 0: not skipped).
-    quota_skip_until_ms: AtomicU64,
+    /// After the shared quotas failed: skipped for a while.
+    quota_backoff: Backoff,
     allowed_origins: RwLock<Vec<String>>,
     rate: Mutex<Option<Bucket>>,
     /// How requests are authorized (open, own authorization server, external issuer).
@@ -70,7 +70,7 @@ impl Default for TenantPolicy {
             rate_limited: AtomicBool::new(false),
             requests_per_minute: AtomicU32::new(0),
             requests_per_minute_per_principal: AtomicU32::new(0),
-            quota_skip_until_ms: AtomicU64::new(0),
+            quota_backoff: Backoff::new(QUOTA_BACKOFF),
             allowed_origins: RwLock::new(Vec::new()),
             rate: Mutex::new(None),
             auth: RwLock::new(Arc::new(TenantAuth::None)),
@@ -235,8 +235,7 @@ impl TenantPolicy {
         if per_minute == 0 {
             return Ok(());
         }
-        let now = crate::session::supervisor::now_ms();
-        if now >= self.quota_skip_until_ms.load(Ordering::Relaxed) {
+        if self.quota_backoff.ready() {
             match quotas.take(tenant, scope, per_minute, cost).await {
                 Ok(Quota::Allowed) => return Ok(()),
                 Ok(Quota::Exceeded { retry_after }) => {
@@ -246,10 +245,7 @@ impl TenantPolicy {
                     })
                 }
                 Err(e) => {
-                    // (The failure may have taken a while: a timeout.)
-                    let now = crate::session::supervisor::now_ms();
-                    self.quota_skip_until_ms
-                        .store(now + QUOTA_BACKOFF_MS, Ordering::Relaxed);
+                    self.quota_backoff.failed();
                     if QUOTA_WARNING.ready() {
                         tracing::warn!(error = %e, "request rates unchecked across replicas: shared state unreachable");
                     }

@@ -299,7 +299,7 @@ pub struct Admitted {
     /// Another replica forwarded this request to us (its owner).
     pub forwarded: bool,
     /// It was counted against the tenant's rates here (not upstream, and the tenant may have
-    /// a rate): a batch's other messages are counted the same way ([`Admitted::count_more`]).
+    /// a rate): a batch's other messages are counted the same way ([`Admitted::count_batch`]).
     counted: bool,
 }
 

@@ -88,6 +88,21 @@ impl TestApp {
         sqlx::SqlitePool::connect(&url).await.unwrap()
     }
 
+    /// Creates a tenant through the admin API (`POST /tenants` with `tenant`, which names its
+    /// `slug`); the created tenant.
+    pub async fn create_tenant(&self, tenant: Value) -> Value {
+        let resp = self
+            .admin(reqwest::Method::POST, "/tenants")
+            .json(&tenant)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        let body = resp.text().await.unwrap();
+        assert_eq!(status, 201, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
     /// A request to the admin API with the admin token.
     pub fn admin(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.http
