@@ -218,8 +218,8 @@ pub struct ServerConfig {
     pub workers: usize,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
-    /// How long a request body may take to arrive after its head (408 after that): a client
-    /// trickling one holds a connection and its buffer.
+    /// How long a request body may take to arrive after its head (408 after that), on every
+    /// route that reads one: a client trickling one holds a connection and its buffer.
     pub body_timeout_secs: f64,
     /// Host names (without port) accepted in the `Host` header, besides loopback names.
     /// `"*"` accepts any host (behind a proxy that checks it).

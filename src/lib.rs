@@ -16,6 +16,7 @@
 pub mod admin;
 pub mod app;
 pub mod auth;
+pub mod body_deadline;
 pub mod catalog;
 pub mod cli;
 pub mod cluster;

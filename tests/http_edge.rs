@@ -129,36 +129,60 @@ async fn oversized_body_is_413() {
     assert_eq!(resp.status(), 200);
 }
 
-/// A body that does not arrive in time is 408 (its head alone does not hold the connection),
-/// and a batch of more than 100 messages is refused as a whole.
-#[actix_rt::test]
-async fn a_trickled_body_is_408_and_an_overlong_batch_400() {
+/// Sends a request head and the first bytes of its body to `path`, then one more byte every
+/// 100 ms, and reads the answer for at most 5 s: the answer's text, and whether the server
+/// closed the connection after it.
+async fn trickle(port: u16, path: &str, headers: &str) -> (String, bool) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let app = spawn_app_with(|c| c.server.body_timeout_secs = 0.5).await;
-    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .unwrap();
     let head = format!(
-        "POST /t/demo/mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: 4000\r\n\r\n{{\"jsonrpc\"",
-        app.port
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers}Content-Length: 4000\r\n\r\n{{\"a\""
     );
     conn.write_all(head.as_bytes()).await.unwrap();
     let mut answer = Vec::new();
+    let mut closed = false;
     let read = tokio::time::timeout(std::time::Duration::from_secs(5), async {
         let mut buf = [0u8; 4096];
         loop {
-            let n = conn.read(&mut buf).await.unwrap_or(0);
-            answer.extend_from_slice(&buf[..n]);
-            if n == 0 || answer.windows(4).any(|w| w == b"\r\n\r\n") {
-                break;
+            tokio::select! {
+                n = conn.read(&mut buf) => {
+                    let n = n.unwrap_or(0);
+                    answer.extend_from_slice(&buf[..n]);
+                    if n == 0 {
+                        closed = true;
+                        break;
+                    }
+                }
+                _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {
+                    // The client goes on trickling until the server closes.
+                    let _ = conn.write_all(b" ").await;
+                }
             }
         }
     })
     .await;
-    assert!(read.is_ok(), "answered before the client's body came");
-    let text = String::from_utf8_lossy(&answer);
+    assert!(
+        read.is_ok(),
+        "{path}: no answer within 5 s while the client trickled its body"
+    );
+    (String::from_utf8_lossy(&answer).into_owned(), closed)
+}
+
+/// A body that does not arrive in time is 408 (its head alone does not hold the connection),
+/// and a batch of more than 100 messages is refused as a whole.
+#[actix_rt::test]
+async fn a_trickled_body_is_408_and_an_overlong_batch_400() {
+    let app = spawn_app_with(|c| c.server.body_timeout_secs = 0.5).await;
+    let (text, closed) = trickle(
+        app.port,
+        "/t/demo/mcp",
+        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n",
+    )
+    .await;
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(closed, "{text}");
 
     let app = spawn_app().await;
     let session = app.open_session("demo", "2025-03-26", json!({})).await;
@@ -175,6 +199,43 @@ async fn a_trickled_body_is_408_and_an_overlong_batch_400() {
         .map(|i| json!({ "jsonrpc": "2.0", "id": i, "method": "ping" }))
         .collect();
     assert_eq!(session.send(&Value::Array(ok)).await.status(), 200);
+}
+
+/// The routes that read their bodies through actix-web's extractors keep the same deadline: the
+/// admin API, the authorization servers (a tenant's and the root endpoints, public) and the
+/// elicitation page each answer a trickled body 408 in their own error shape and close the
+/// connection, instead of waiting on the client for as long as it trickles.
+#[actix_rt::test]
+async fn every_route_that_reads_a_body_answers_a_trickled_one_408() {
+    let app = spawn_app_with(|c| c.server.body_timeout_secs = 0.5).await;
+    let json = "Content-Type: application/json\r\n";
+    let form = "Content-Type: application/x-www-form-urlencoded\r\n";
+    let admin = format!("{json}Authorization: Bearer {}\r\n", common::ADMIN_TOKEN);
+    for (path, headers, shape) in [
+        ("/admin/v1/tenants", admin.as_str(), "\"request_timeout\""),
+        ("/t/demo/oauth/token", form, "\"invalid_request\""),
+        ("/t/demo/oauth/register", json, "\"invalid_request\""),
+        ("/token", form, "\"invalid_request\""),
+        ("/register", json, "\"invalid_request\""),
+        ("/t/demo/elicitations/e1", form, "<html"),
+    ] {
+        let (text, closed) = trickle(app.port, path, headers).await;
+        assert!(text.starts_with("HTTP/1.1 408"), "{path}: {text}");
+        assert!(text.contains(shape), "{path}: {text}");
+        assert!(
+            text.to_ascii_lowercase().contains("connection: close"),
+            "{path}: {text}"
+        );
+        assert!(closed, "{path}: the connection stayed open");
+    }
+    // A body that arrives in time is read as before.
+    let resp = app
+        .admin(reqwest::Method::POST, "/tenants")
+        .json(&json!({ "slug": "punctual", "catalogs": ["demo"] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
 }
 
 #[actix_rt::test]

@@ -49,6 +49,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     openapi::load();
     cfg.service(
         web::scope(openapi::BASE)
+            .wrap(actix_web::middleware::from_fn(|req, next| {
+                crate::body_deadline::within(req, next, |patience| {
+                    AdminError::body_timed_out(patience).error_response()
+                })
+            }))
             .app_data(web::QueryConfig::default().error_handler(|err, _| {
                 AdminError::bad_request(format!("invalid query string: {err}")).into()
             }))
@@ -218,6 +223,19 @@ impl AdminError {
             code: "unavailable",
             message: "the database is unavailable right now; nothing was changed, retry shortly"
                 .into(),
+            field: None,
+        }
+    }
+
+    /// 408: the body did not arrive within `patience` of the request's head.
+    pub fn body_timed_out(patience: std::time::Duration) -> Self {
+        AdminError {
+            status: StatusCode::REQUEST_TIMEOUT,
+            code: "request_timeout",
+            message: format!(
+                "the request body did not arrive within {} s",
+                patience.as_secs_f64()
+            ),
             field: None,
         }
     }

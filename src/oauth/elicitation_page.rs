@@ -43,6 +43,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::resource("/t/{tenant}/elicitations/{id}")
             .app_data(form)
+            .wrap(actix_web::middleware::from_fn(|req, next| {
+                crate::body_deadline::within(req, next, |_| {
+                    error(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "Too slow",
+                        "The form did not arrive in time. Go back and send it again.",
+                    )
+                })
+            }))
             .route(web::get().to(show))
             .route(web::post().to(submit))
             .default_service(web::to(method_not_allowed)),

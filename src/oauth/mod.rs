@@ -27,6 +27,7 @@ use crate::tenant::{TenantDirectory, TenantHandle};
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::scope("/t/{tenant}/oauth")
+            .wrap(actix_web::middleware::from_fn(body_deadline))
             .wrap(cors())
             .route("/authorize", web::get().to(authorize::show))
             .route("/authorize", web::post().to(authorize::submit))
@@ -62,16 +63,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         root_endpoint("/authorize", "GET, POST, OPTIONS")
             .route(web::get().to(fallback::authorize_show))
             .route(web::post().to(fallback::authorize_submit))
+            .wrap(actix_web::middleware::from_fn(body_deadline))
             .wrap(cors()),
     )
     .service(
         root_endpoint("/token", "POST, OPTIONS")
             .route(web::post().to(fallback::token))
+            .wrap(actix_web::middleware::from_fn(body_deadline))
             .wrap(cors()),
     )
     .service(
         root_endpoint("/register", "POST, OPTIONS")
             .route(web::post().to(fallback::register))
+            .wrap(actix_web::middleware::from_fn(body_deadline))
             .wrap(cors()),
     );
 }
@@ -83,6 +87,22 @@ fn root_endpoint(path: &str, allow: &'static str) -> actix_web::Resource {
     web::resource(path).default_service(web::to(move |req, auth| {
         fallback::refusal(req, auth, allow)
     }))
+}
+
+/// A request body must arrive in time (`crate::body_deadline`): 408 as an OAuth error.
+async fn body_deadline(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<actix_web::body::BoxBody>,
+) -> Result<actix_web::dev::ServiceResponse, actix_web::Error> {
+    crate::body_deadline::within(req, next, |patience| {
+        let description = format!(
+            "the request body did not arrive within {} s",
+            patience.as_secs_f64()
+        );
+        OAuthError::new(StatusCode::REQUEST_TIMEOUT, "invalid_request", description)
+            .error_response()
+    })
+    .await
 }
 
 /// Browser-based MCP clients (the Inspector) call discovery, registration and the token

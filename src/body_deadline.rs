@@ -1,0 +1,95 @@
+//! A request body must arrive within `server.body_timeout_secs` of its head on every route that
+//! reads one. The MCP endpoints read theirs with `transport::read_body`, which keeps the
+//! deadline itself; the admin API, the authorization servers and the elicitation pages read
+//! theirs through actix-web's extractors (`web::Bytes`, `web::Form`, the admin's JSON body),
+//! which wait as long as the client likes: a client trickling a body a byte at a time held its
+//! connection for ever, on public routes (`/token`, `/register`) as well. [`within`], wrapped
+//! around those routes, gives the payload a deadline and answers 408 in the route's own error
+//! shape, closing the connection (the rest of the body is never read).
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use actix_web::body::BoxBody;
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::error::PayloadError;
+use actix_web::http::ConnectionType;
+use actix_web::middleware::Next;
+use actix_web::{web, HttpResponse};
+use bytes::Bytes;
+use futures_util::Stream;
+
+use crate::transport::EdgePolicy;
+
+/// A route's answer to a body that did not arrive within the given time (in its own error
+/// shape: the admin API's, OAuth's, an HTML page).
+pub type TimedOut = fn(Duration) -> HttpResponse;
+
+/// Middleware (`actix_web::middleware::from_fn`): the request's body, if it has one, must
+/// arrive within the server's body timeout ([`EdgePolicy::body_timeout`]), counted from here
+/// (its head has just been read); after that the handler reading it gets an error, and the
+/// client `timed_out`'s answer with `Connection: close`. A request without a body, or served
+/// without an [`EdgePolicy`], passes as it is.
+pub async fn within(
+    req: ServiceRequest,
+    next: Next<BoxBody>,
+    timed_out: TimedOut,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let Some(patience) = req
+        .app_data::<web::Data<EdgePolicy>>()
+        .map(|edge| edge.body_timeout)
+    else {
+        return next.call(req).await;
+    };
+    let (head, payload) = req.into_parts();
+    if matches!(payload, Payload::None) {
+        return next.call(ServiceRequest::from_parts(head, payload)).await;
+    }
+    let expired = Rc::new(Cell::new(false));
+    let limited = Deadline {
+        inner: payload,
+        sleep: Box::pin(tokio::time::sleep(patience)),
+        expired: expired.clone(),
+    };
+    let stream: Pin<Box<dyn Stream<Item = Result<Bytes, PayloadError>>>> = Box::pin(limited);
+    let payload = Payload::Stream { payload: stream };
+    let response = next.call(ServiceRequest::from_parts(head, payload)).await?;
+    if !expired.get() {
+        return Ok(response);
+    }
+    let mut late = timed_out(patience);
+    late.head_mut().set_connection_type(ConnectionType::Close);
+    Ok(response.into_response(late))
+}
+
+/// A payload that ends in an error once its time is up.
+struct Deadline {
+    inner: Payload,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    expired: Rc<Cell<bool>>,
+}
+
+impl Stream for Deadline {
+    type Item = Result<Bytes, PayloadError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.expired.get() {
+            return Poll::Ready(None);
+        }
+        // The deadline first: a body trickled fast enough to be ready at every poll is still
+        // cut off.
+        if this.sleep.as_mut().poll(cx).is_ready() {
+            this.expired.set(true);
+            return Poll::Ready(Some(Err(PayloadError::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the request body did not arrive in time",
+            )))));
+        }
+        Pin::new(&mut this.inner).poll_next(cx)
+    }
+}
