@@ -199,7 +199,7 @@ pub struct AuthService {
     /// lookup), until they expire or the tenant's auth settings change. Keyed by the token
     /// itself (looked up without copying it); each entry names the tenant and base URL it was
     /// verified for, and counts only there.
-    verified: parking_lot::RwLock<crate::FastMap<Box<str>, Verified>>,
+    verified: parking_lot::RwLock<crate::FastMap<Box<[u8]>, Verified>>,
 }
 
 /// A verified token: its principal, expiry, and where and under which settings it was checked.
@@ -362,26 +362,22 @@ impl AuthService {
                     "this MCP server requires authorization: send Authorization: Bearer <token>"
                         .into(),
                 )),
-                Some(v) => match bearer_token(v.as_bytes()) {
-                    Credential::Bearer(token) => token,
-                    Credential::OtherScheme => return Err(challenge(
+                Some(v) => match bearer_bytes(v.as_bytes()) {
+                    Some(token) => token,
+                    None => return Err(challenge(
                         401,
                         None,
                         "this MCP server takes Bearer tokens: send Authorization: Bearer <token>"
                             .into(),
                     )),
-                    Credential::Malformed => {
-                        return Err(challenge(
-                            400,
-                            Some("invalid_request"),
-                            "the Authorization header must be 'Bearer <token>' (RFC 6750 b64token)"
-                                .into(),
-                        ))
-                    }
                 },
             };
         let invalid = |r: TokenRejection| challenge(401, Some("invalid_token"), r.description());
         let now = tokens::now_secs();
+        // Looked up as the header's bytes: a token found was a valid b64token when it was
+        // verified (the same bytes), so only one not found is checked character by character
+        // (a JWT of several hundred bytes on every request to a protected tenant, the costliest
+        // part of its token check).
         let cached = self.verified.read().get(token).and_then(|v| {
             (v.expires_at > now
                 && Arc::ptr_eq(&v.settings, auth)
@@ -392,6 +388,14 @@ impl AuthService {
         let principal = match cached {
             Some(p) => p,
             None => {
+                let Some(token) = b64token(token) else {
+                    return Err(challenge(
+                        400,
+                        Some("invalid_request"),
+                        "the Authorization header must be 'Bearer <token>' (RFC 6750 b64token)"
+                            .into(),
+                    ));
+                };
                 let base = base_url(req, &self.config);
                 // Boxed: a token is verified once (then found above), and what verifying awaits
                 // (keys, an introspection call) would otherwise size every request's future.
@@ -410,7 +414,7 @@ impl AuthService {
                 }
                 let principal = Arc::new(principal);
                 verified.insert(
-                    token.into(),
+                    token.as_bytes().into(),
                     Verified {
                         principal: principal.clone(),
                         expires_at,
@@ -603,26 +607,37 @@ fn is_b64token_char(b: u8) -> bool {
 /// `Bearer <b64token>`: the scheme case-insensitive, one or more spaces before the token,
 /// `b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`, nothing after it.
 pub(crate) fn bearer_token(header: &[u8]) -> Credential<'_> {
+    match bearer_bytes(header) {
+        None => Credential::OtherScheme,
+        Some(token) => b64token(token).map_or(Credential::Malformed, Credential::Bearer),
+    }
+}
+
+/// What follows `Bearer` and one or more spaces (the scheme case-insensitive), trimmed and not
+/// yet checked; `None`: another scheme.
+fn bearer_bytes(header: &[u8]) -> Option<&[u8]> {
     let (scheme, rest) = match header.iter().position(|&b| b == b' ') {
         Some(i) => (&header[..i], &header[i..]),
         None => (header, &[][..]),
     };
-    if !scheme.eq_ignore_ascii_case(b"bearer") {
-        return Credential::OtherScheme;
-    }
-    let token = rest.trim_ascii();
+    scheme
+        .eq_ignore_ascii_case(b"bearer")
+        .then(|| rest.trim_ascii())
+}
+
+/// `token` when it is a `b64token` (nothing else in it), else `None`.
+fn b64token(token: &[u8]) -> Option<&str> {
     let body = token.len() - token.iter().rev().take_while(|&&b| b == b'=').count();
-    // Every request to a protected tenant reads its token (a JWT of several hundred bytes):
-    // tested without stopping early (a third of the instructions of `all` with a per-byte
-    // `contains`, which cost more than the rest of the request's token check).
+    // Tested without stopping early (a third of the instructions of `all` with a per-byte
+    // `contains`).
     let b64 = token[..body]
         .iter()
         .fold(true, |ok, &b| ok & is_b64token_char(b));
     if body == 0 || !b64 {
-        return Credential::Malformed;
+        return None;
     }
     // ASCII, checked above.
-    std::str::from_utf8(token).map_or(Credential::Malformed, Credential::Bearer)
+    std::str::from_utf8(token).ok()
 }
 
 /// The credentials of an `Authorization: Bearer …` header holding an operator's token (the
