@@ -465,7 +465,7 @@ async fn document_is_openapi_31_and_covers_exactly_the_routes() {
             required.push(("404", "a tenant-scoped operation"));
         }
         if op.op.get("requestBody").is_some() {
-            for code in ["413", "415", "422"] {
+            for code in ["408", "413", "415", "422"] {
                 required.push((code, "a body-taking operation"));
             }
             assert!(
