@@ -32,6 +32,14 @@ use crate::transport::EdgePolicy;
 /// shape: the admin API's, OAuth's, an HTML page).
 pub type TimedOut = fn(Duration) -> HttpResponse;
 
+/// What a route's 408 says (in its own error shape).
+pub fn too_slow(patience: Duration) -> String {
+    format!(
+        "the request body did not arrive within {} s",
+        patience.as_secs_f64()
+    )
+}
+
 /// Middleware (`actix_web::middleware::from_fn`): the request's body, if it has one, must
 /// arrive within the server's body timeout ([`EdgePolicy::body_timeout`]), counted from here
 /// (its head has just been read); after that the handler reading it gets an error, and the

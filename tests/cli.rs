@@ -600,11 +600,7 @@ async fn sealing_keys_are_generated_counted_and_rotated() {
     let old = mcp_harbor::auth::Sealer::generate_spec("k1");
     let keys = vec![secrecy::SecretString::from(old)];
     let app = common::spawn_app_with(move |c| c.auth.sealing_keys = keys).await;
-    app.admin(reqwest::Method::POST, "/tenants")
-        .json(&json!({ "slug": "acme" }))
-        .send()
-        .await
-        .unwrap();
+    app.create_tenant(json!({ "slug": "acme" })).await;
     let tool = json!({ "name": "hook", "description": "d",
         "webhook": { "url": "http://127.0.0.1:9/hook" } });
     let r = app

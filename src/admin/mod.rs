@@ -232,10 +232,7 @@ impl AdminError {
         AdminError {
             status: StatusCode::REQUEST_TIMEOUT,
             code: "request_timeout",
-            message: format!(
-                "the request body did not arrive within {} s",
-                patience.as_secs_f64()
-            ),
+            message: crate::body_deadline::too_slow(patience),
             field: None,
         }
     }

@@ -95,10 +95,7 @@ async fn body_deadline(
     next: actix_web::middleware::Next<actix_web::body::BoxBody>,
 ) -> Result<actix_web::dev::ServiceResponse, actix_web::Error> {
     crate::body_deadline::within(req, next, |patience| {
-        let description = format!(
-            "the request body did not arrive within {} s",
-            patience.as_secs_f64()
-        );
+        let description = crate::body_deadline::too_slow(patience);
         OAuthError::new(StatusCode::REQUEST_TIMEOUT, "invalid_request", description)
             .error_response()
     })
