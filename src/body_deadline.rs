@@ -5,10 +5,9 @@
 //! which wait as long as the client likes: a client trickling a body a byte at a time held its
 //! connection for ever, on public routes (`/token`, `/register`) as well. [`within`], wrapped
 //! around those routes, gives the payload a deadline and answers 408 in the route's own error
-//! shape, closing the connection after a body with a `Content-Length`. (A chunked body's unread
-//! rest is still read and dropped by the HTTP/1 dispatcher for as long as the client sends it,
-//! as for the MCP endpoints' deadline: closing the connection there needs a change to the
-//! vendored actix-http.)
+//! shape with `Connection: close`: the connection ends after the answer, without reading the
+//! rest of the body (for a chunked body, that is the vendored actix-http's patch: upstream
+//! reads and drops it for as long as the client sends it).
 
 use std::cell::Cell;
 use std::future::Future;

@@ -120,6 +120,9 @@ async fn oversized_body_is_413() {
     let big = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": { "padding": "x".repeat(4096) } });
     let (status, _) = error_of(app.post("demo", None, &big).send().await.unwrap()).await;
     assert_eq!(status, 413);
+    // A body over the limit whose client goes on sending is answered, and its connection
+    // closed, without reading the rest.
+    mcp_post_is_cut_off(app.port, 3000, 413).await;
     // Just under the limit is still served.
     let resp = app
         .post("demo", None, &initialize_body("2025-11-25", json!({})))
@@ -131,14 +134,29 @@ async fn oversized_body_is_413() {
 
 /// Sends a request head and the first bytes of its body to `path`, then one more byte every
 /// 100 ms, and reads the answer for at most 5 s: the answer's text, and whether the server
-/// closed the connection after it.
-async fn trickle(port: u16, path: &str, headers: &str) -> (String, bool) {
+/// closed the connection after it. The body has a `Content-Length` of 4,000 bytes, or is
+/// `chunked` (a first chunk of `lead` bytes, then one of one byte every 100 ms, never the last
+/// one); it starts with `lead` bytes at once.
+async fn trickle(
+    port: u16,
+    path: &str,
+    headers: &str,
+    chunked: bool,
+    lead: usize,
+) -> (String, bool) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .unwrap();
+    let lead = format!("{{\"a\"{}", " ".repeat(lead.saturating_sub(4)));
+    let (framing, first, more): (_, _, &[u8]) = if chunked {
+        let first = format!("{:x}\r\n{lead}\r\n", lead.len());
+        ("Transfer-Encoding: chunked", first, b"1\r\n \r\n")
+    } else {
+        ("Content-Length: 4000", lead, b" ")
+    };
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers}Content-Length: 4000\r\n\r\n{{\"a\""
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers}{framing}\r\n\r\n{first}"
     );
     conn.write_all(head.as_bytes()).await.unwrap();
     let mut answer = Vec::new();
@@ -157,7 +175,7 @@ async fn trickle(port: u16, path: &str, headers: &str) -> (String, bool) {
                 }
                 _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {
                     // The client goes on trickling until the server closes.
-                    let _ = conn.write_all(b" ").await;
+                    let _ = conn.write_all(more).await;
                 }
             }
         }
@@ -170,19 +188,35 @@ async fn trickle(port: u16, path: &str, headers: &str) -> (String, bool) {
     (String::from_utf8_lossy(&answer).into_owned(), closed)
 }
 
+/// A POST to the MCP endpoint whose body starts with `lead` bytes and then trickles, with a
+/// `Content-Length` and chunked, is answered `status` and its connection closed.
+async fn mcp_post_is_cut_off(port: u16, lead: usize, status: u16) {
+    for chunked in [false, true] {
+        let (text, closed) = trickle(
+            port,
+            "/t/demo/mcp",
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n",
+            chunked,
+            lead,
+        )
+        .await;
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 {status}")),
+            "chunked {chunked}: {text}"
+        );
+        assert!(
+            closed,
+            "chunked {chunked}: the connection stayed open: {text}"
+        );
+    }
+}
+
 /// A body that does not arrive in time is 408 (its head alone does not hold the connection),
 /// and a batch of more than 100 messages is refused as a whole.
 #[actix_rt::test]
 async fn a_trickled_body_is_408_and_an_overlong_batch_400() {
     let app = spawn_app_with(|c| c.server.body_timeout_secs = 0.5).await;
-    let (text, closed) = trickle(
-        app.port,
-        "/t/demo/mcp",
-        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n",
-    )
-    .await;
-    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
-    assert!(closed, "{text}");
+    mcp_post_is_cut_off(app.port, 4, 408).await;
 
     let app = spawn_app().await;
     let session = app.open_session("demo", "2025-03-26", json!({})).await;
@@ -211,22 +245,33 @@ async fn every_route_that_reads_a_body_answers_a_trickled_one_408() {
     let json = "Content-Type: application/json\r\n";
     let form = "Content-Type: application/x-www-form-urlencoded\r\n";
     let admin = format!("{json}Authorization: Bearer {}\r\n", common::ADMIN_TOKEN);
-    for (path, headers, shape) in [
+    let app = &app;
+    let cases = [
         ("/admin/v1/tenants", admin.as_str(), "\"request_timeout\""),
         ("/t/demo/oauth/token", form, "\"invalid_request\""),
         ("/t/demo/oauth/register", json, "\"invalid_request\""),
+        ("/t/demo/oauth/revoke", form, "\"invalid_request\""),
+        ("/t/demo/oauth/authorize", form, "<html"),
+        ("/authorize", form, "<html"),
         ("/token", form, "\"invalid_request\""),
         ("/register", json, "\"invalid_request\""),
         ("/t/demo/elicitations/e1", form, "<html"),
-    ] {
-        let (text, closed) = trickle(app.port, path, headers).await;
-        assert!(text.starts_with("HTTP/1.1 408"), "{path}: {text}");
-        assert!(text.contains(shape), "{path}: {text}");
+    ]
+    .into_iter()
+    .flat_map(|route| [(route, false), (route, true)])
+    .map(|((path, headers, shape), chunked)| async move {
+        let answer = trickle(app.port, path, headers, chunked, 4).await;
+        (format!("{path} (chunked {chunked})"), shape, answer)
+    });
+    // All at once: each takes the body timeout and more.
+    for (case, shape, (text, closed)) in futures_util::future::join_all(cases).await {
+        assert!(text.starts_with("HTTP/1.1 408"), "{case}: {text}");
+        assert!(text.contains(shape), "{case}: {text}");
         assert!(
             text.to_ascii_lowercase().contains("connection: close"),
-            "{path}: {text}"
+            "{case}: {text}"
         );
-        assert!(closed, "{path}: the connection stayed open");
+        assert!(closed, "{case}: the connection stayed open");
     }
     // A body that arrives in time is read as before.
     app.create_tenant(json!({ "slug": "punctual", "catalogs": ["demo"] }))

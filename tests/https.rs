@@ -281,3 +281,84 @@ async fn streamed_replies_over_https_are_not_held_for_a_delayed_ack() {
         );
     }
 }
+
+/// One HTTP/2 connection over TLS to the app (trusting the certificate `pem`), driven in the
+/// background.
+async fn h2_connection(port: u16, pem: &str) -> h2::client::SendRequest<bytes::Bytes> {
+    use rustls::pki_types::pem::PemObject;
+    use std::sync::Arc;
+    use tokio_rustls::rustls;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap())
+        .unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let (send, conn) = h2::client::handshake(tls).await.unwrap();
+    tokio::spawn(conn);
+    send.ready().await.unwrap()
+}
+
+/// GET `path` on `send` with the extra headers `headers`: its status, or the stream's error.
+async fn h2_get(
+    send: &mut h2::client::SendRequest<bytes::Bytes>,
+    port: u16,
+    path: &str,
+    headers: &[(String, String)],
+) -> Result<u16, h2::Error> {
+    let mut req = http::Request::get(format!("https://localhost:{port}{path}"));
+    for (name, value) in headers {
+        req = req.header(name, value);
+    }
+    let (response, _) = send.send_request(req.body(()).unwrap(), true)?;
+    Ok(response.await?.status().as_u16())
+}
+
+/// What one HTTP/2 connection may ask is bounded: the server announces at most 250 concurrent
+/// streams and a 128 KiB header list, and refuses a request whose headers are over it (upstream
+/// announced neither: any number of streams, 16 MiB of headers).
+#[actix_rt::test]
+async fn http2_connections_are_bounded_in_streams_and_header_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, cert) = https_app(dir.path(), "harbor test h2").await;
+    let mut send = h2_connection(app.port, &cert).await;
+    // A first exchange: the server's SETTINGS have arrived by its answer.
+    assert_eq!(
+        h2_get(&mut send, app.port, "/healthz", &[]).await.unwrap(),
+        200
+    );
+    assert_eq!(send.current_max_send_streams(), 250);
+
+    // 64 KiB of headers are served; 192 KiB are not.
+    let pad = |kib: usize| -> Vec<(String, String)> {
+        (0..kib)
+            .map(|i| (format!("x-pad-{i}"), "p".repeat(1000)))
+            .collect()
+    };
+    assert_eq!(
+        h2_get(&mut send, app.port, "/healthz", &pad(64))
+            .await
+            .unwrap(),
+        200
+    );
+    let mut send = h2_connection(app.port, &cert).await;
+    let refused = h2_get(&mut send, app.port, "/healthz", &pad(192)).await;
+    assert!(
+        !matches!(refused, Ok(200)),
+        "192 KiB of headers were served: {refused:?}"
+    );
+}

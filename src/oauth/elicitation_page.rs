@@ -44,13 +44,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::resource("/t/{tenant}/elicitations/{id}")
             .app_data(form)
             .wrap(actix_web::middleware::from_fn(|req, next| {
-                crate::body_deadline::within(req, next, |_| {
-                    error(
-                        StatusCode::REQUEST_TIMEOUT,
-                        "Too slow",
-                        "The form did not arrive in time. Go back and send it again.",
-                    )
-                })
+                crate::body_deadline::within(req, next, crate::oauth::page::form_too_slow)
             }))
             .route(web::get().to(show))
             .route(web::post().to(submit))

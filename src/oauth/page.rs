@@ -66,6 +66,15 @@ pub fn error(status: StatusCode, title: &str, message: &str) -> HttpResponse {
     )
 }
 
+/// The 408 of a form whose body did not arrive in time (`crate::body_deadline`).
+pub fn form_too_slow(_patience: std::time::Duration) -> HttpResponse {
+    error(
+        StatusCode::REQUEST_TIMEOUT,
+        "Too slow",
+        "The form did not arrive in time. Go back and send it again.",
+    )
+}
+
 /// What the login/consent page shows.
 pub struct Consent<'a> {
     pub tenant: &'a str,

@@ -65,6 +65,8 @@ pub struct HttpError {
     header: ExtraHeader,
     /// `Retry-After` in seconds, when the refusal knows it (a rate limit).
     retry_after: Option<u64>,
+    /// Answered with `Connection: close`: the request's body was left unread.
+    close: bool,
 }
 
 /// The header a refusal carries beside its status (at most one: each goes with one status).
@@ -85,6 +87,15 @@ impl HttpError {
             draining: false,
             header: ExtraHeader::None,
             retry_after: None,
+            close: false,
+        }
+    }
+    /// The same refusal, closing the connection after it: for a request whose body was left
+    /// unread (too large, or too slow), so that the server does not go on reading the rest.
+    pub fn closing(self) -> Self {
+        HttpError {
+            close: true,
+            ..self
         }
     }
     /// 405 saying `message`, with `allow` (the methods the resource serves) as its `Allow`.
@@ -251,6 +262,9 @@ impl ResponseError for HttpError {
                 }
             }
             _ => {}
+        }
+        if self.close {
+            builder.force_close();
         }
         builder
             .content_type("application/json")
@@ -746,6 +760,7 @@ pub async fn read_body(
             StatusCode::PAYLOAD_TOO_LARGE,
             RpcError::invalid_request(format!("Payload Too Large: the body exceeds {limit} bytes")),
         )
+        .closing()
     };
     let declared = req
         .headers()
@@ -771,7 +786,8 @@ pub async fn read_body(
                         "Request Timeout: the body did not arrive within {} s",
                         patience.as_secs_f64()
                     )),
-                ))
+                )
+                .closing())
             }
         };
         let chunk = chunk.map_err(|e| {

@@ -518,6 +518,12 @@ where
         let is_upgrade = res.upgrade();
         let (draining, close_for_unread_payload) = {
             let this = self.as_mut().project();
+            // mcp-harbor patch: a response that closes the connection does not wait for the
+            // rest of a chunked body its service left unread (upstream reads and drops it for
+            // as long as the client sends it, to keep the connection alive).
+            if !is_upgrade && res.head().connection_type() == ConnectionType::Close {
+                *this.payload_drainable = false;
+            }
             (
                 this.flags.contains(Flags::DRAINING),
                 !is_upgrade
@@ -568,6 +574,12 @@ where
         let is_upgrade = res.upgrade();
         let (draining, close_for_unread_payload) = {
             let this = self.as_mut().project();
+            // mcp-harbor patch: a response that closes the connection does not wait for the
+            // rest of a chunked body its service left unread (upstream reads and drops it for
+            // as long as the client sends it, to keep the connection alive).
+            if !is_upgrade && res.head().connection_type() == ConnectionType::Close {
+                *this.payload_drainable = false;
+            }
             (
                 this.flags.contains(Flags::DRAINING),
                 !is_upgrade
@@ -1594,3 +1606,7 @@ mod dispatcher_tests;
 #[cfg(test)]
 #[path = "dispatcher_buffer_tests.rs"]
 mod buffer_tests;
+
+#[cfg(test)]
+#[path = "dispatcher_close_tests.rs"]
+mod close_tests;

@@ -57,6 +57,14 @@ impl Stream for Payload {
     }
 }
 
+/// mcp-harbor patch: the most streams a client may have open at once on one connection
+/// (`SETTINGS_MAX_CONCURRENT_STREAMS`; Go's default; nginx uses 128).
+pub const MAX_CONCURRENT_STREAMS: u32 = 250;
+
+/// mcp-harbor patch: the largest header list a request may carry
+/// (`SETTINGS_MAX_HEADER_LIST_SIZE`): as many bytes as an HTTP/1 request head may have.
+pub const MAX_HEADER_LIST_SIZE: u32 = 128 * 1024;
+
 pub(crate) fn handshake_with_timeout<T>(io: T, config: &ServiceConfig) -> HandshakeWithTimeout<T>
 where
     T: AsyncRead + AsyncWrite + Unpin,
@@ -64,7 +72,11 @@ where
     let mut builder = Builder::new();
     builder
         .initial_window_size(config.h2_initial_window_size())
-        .initial_connection_window_size(config.h2_initial_connection_window_size());
+        .initial_connection_window_size(config.h2_initial_connection_window_size())
+        // mcp-harbor patch: bounds on what one connection may ask (upstream leaves h2's
+        // defaults: any number of concurrent streams, 16 MiB of headers per request).
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(MAX_HEADER_LIST_SIZE);
 
     HandshakeWithTimeout {
         handshake: builder.handshake(io),
