@@ -335,21 +335,34 @@ impl Application {
             }
             app.wrap_fn(|req, srv| {
                 use actix_web::dev::Service;
+                use futures_util::future::Either;
                 use tracing::Instrument;
                 let route = crate::metrics::route_group(req.path());
                 // The HTTP server span (only when exporting traces): handlers see it as the
                 // current span and hand it to the session actor with their message.
                 let span = crate::telemetry::http_span(&req, crate::routes::of);
+                if span.is_none() {
+                    // No span to enter and leave on every poll (traces are not exported, or
+                    // this request was not sampled).
+                    let response = srv.call(req);
+                    return Either::Left(async move {
+                        let response = response.await?;
+                        crate::metrics::global().http_request(route, response.status().as_u16());
+                        Ok(response)
+                    });
+                }
                 let response = span.in_scope(|| srv.call(req));
                 let done = span.clone();
-                async move {
-                    let response = response.await?;
-                    let status = response.status().as_u16();
-                    crate::telemetry::http_done(&done, status);
-                    crate::metrics::global().http_request(route, status);
-                    Ok(response)
-                }
-                .instrument(span)
+                Either::Right(
+                    async move {
+                        let response = response.await?;
+                        let status = response.status().as_u16();
+                        crate::telemetry::http_done(&done, status);
+                        crate::metrics::global().http_request(route, status);
+                        Ok(response)
+                    }
+                    .instrument(span),
+                )
             })
             .app_data(edge.clone())
             .app_data(modern_settings.clone())

@@ -298,7 +298,7 @@ impl TenantDirectory {
         let handle = TenantHandle {
             slug,
             catalog,
-            supervisor,
+            supervisor: Arc::new(supervisor),
             sessions,
             policy: Arc::new(TenantPolicy::from_record(record)),
         };

@@ -21,7 +21,9 @@ use crate::session::{TenantSessions, TenantSupervisor};
 pub struct TenantHandle {
     pub slug: Arc<str>,
     pub catalog: CatalogHandle,
-    pub supervisor: Addr<TenantSupervisor>,
+    /// Shared: cloning an actix `Addr` allocates (a sender task of its own), and a handle is
+    /// cloned on every request.
+    pub supervisor: Arc<Addr<TenantSupervisor>>,
     pub sessions: Arc<TenantSessions>,
     pub policy: Arc<TenantPolicy>,
 }

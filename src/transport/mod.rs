@@ -47,6 +47,8 @@ pub const DRAINING_HEADER: &str = "x-harbor-draining";
 // The names above as `HeaderName`s, looked up without parsing a name per request.
 pub(crate) const SESSION: HeaderName = HeaderName::from_static(SESSION_HEADER);
 pub(crate) const VERSION: HeaderName = HeaderName::from_static(VERSION_HEADER);
+/// `Content-Type` of a JSON answer, without the copy a `&str` is turned into on every response.
+pub(crate) const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const FORWARDED: HeaderName = HeaderName::from_static(FORWARDED_HEADER);
 const REPLICA: HeaderName = HeaderName::from_static(REPLICA_HEADER);
 pub(crate) const COUNTED: HeaderName = HeaderName::from_static(COUNTED_HEADER);
@@ -267,7 +269,7 @@ impl ResponseError for HttpError {
             builder.force_close();
         }
         builder
-            .content_type("application/json")
+            .content_type(JSON)
             .json(jsonrpc::error_message(None, &self.error))
     }
 }
@@ -724,7 +726,15 @@ pub fn check_sse_accept(req: &HttpRequest) -> Result<(), HttpError> {
 /// UnsupportedProtocolVersion, listing what is served). GET and DELETE do not exist in the
 /// stateless revision (405).
 pub fn check_version_header(req: &HttpRequest) -> Result<Option<ProtocolVersion>, HttpError> {
-    match req.headers().get(VERSION) {
+    check_version(req, req.headers().get(VERSION))
+}
+
+/// [`check_version_header`] of a header already looked up.
+pub fn check_version(
+    req: &HttpRequest,
+    version: Option<&HeaderValue>,
+) -> Result<Option<ProtocolVersion>, HttpError> {
+    match version {
         None => Ok(None),
         Some(v) => {
             let text = String::from_utf8_lossy(v.as_bytes());
@@ -770,26 +780,35 @@ pub async fn read_body(
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());
     }
+    let too_slow = || {
+        HttpError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            RpcError::invalid_request(format!(
+                "Request Timeout: the body did not arrive within {} s",
+                patience.as_secs_f64()
+            )),
+        )
+        .closing()
+    };
     let mut buf = web::BytesMut::new();
     // The whole body within `patience`: the server's request timeout covers the head only,
     // and a client trickling a body (or sending none after its head) would hold the
     // connection and its buffer for ever.
     let deadline = tokio::time::Instant::now() + patience;
     loop {
-        let chunk = match tokio::time::timeout_at(deadline, body.next()).await {
-            Ok(Some(chunk)) => chunk,
-            Ok(None) => break,
-            Err(_) => {
-                return Err(HttpError::new(
-                    StatusCode::REQUEST_TIMEOUT,
-                    RpcError::invalid_request(format!(
-                        "Request Timeout: the body did not arrive within {} s",
-                        patience.as_secs_f64()
-                    )),
-                )
-                .closing())
-            }
+        // What has already arrived is taken without a timer: a body that came with its head
+        // (the common case) costs no timer set and cancelled. A later chunk that is ready at
+        // once is still refused after the deadline (a client sending just fast enough to be
+        // ready at every read would otherwise never meet it).
+        let next = match futures_util::FutureExt::now_or_never(body.next()) {
+            Some(next) if buf.is_empty() || tokio::time::Instant::now() < deadline => next,
+            Some(_) => return Err(too_slow()),
+            None => match tokio::time::timeout_at(deadline, body.next()).await {
+                Ok(next) => next,
+                Err(_) => return Err(too_slow()),
+            },
         };
+        let Some(chunk) = next else { break };
         let chunk = chunk.map_err(|e| {
             HttpError::bad_request(format!("Bad Request: could not read the body: {e}"))
         })?;
@@ -886,7 +905,7 @@ pub fn respond_with_first(
     }
     match first {
         None => sse_response(builder, futures_util::stream::empty()),
-        Some(StreamItem::Json(body)) => builder.content_type("application/json").body(body),
+        Some(StreamItem::Json(body)) => builder.content_type(JSON).body(body),
         Some(item) => sse_response(
             builder,
             sse::SseBody::new(Some(item), rx, keepalive, None, tenant),

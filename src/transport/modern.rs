@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::http::header::{HeaderMap, HeaderName};
+use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
@@ -33,11 +33,10 @@ use crate::protocol::modern::{
 };
 use crate::protocol::{Message, Payload, ProtocolVersion, Request, RpcError};
 
-/// Whether a POST speaks the stateless revision.
-pub fn is_modern(req: &HttpRequest, payload: &Payload) -> bool {
-    let header_modern = req
-        .headers()
-        .get(&VERSION)
+/// Whether a POST speaks the stateless revision, by its `MCP-Protocol-Version` header
+/// (`version`) or its body.
+pub fn is_modern(version: Option<&HeaderValue>, payload: &Payload) -> bool {
+    let header_modern = version
         .and_then(crate::header_text)
         .is_some_and(|v| ProtocolVersion::parse_modern(v).is_some());
     header_modern
@@ -69,7 +68,7 @@ fn refuse(
     e: &RpcError,
 ) -> HttpResponse {
     HttpResponse::build(status)
-        .content_type("application/json")
+        .content_type(super::JSON)
         .body(Answer::error(id, e).body)
 }
 
@@ -77,7 +76,7 @@ fn refuse(
 fn json_answer(answer: Answer) -> HttpResponse {
     let status = answer.error.map_or(StatusCode::OK, status_for);
     HttpResponse::build(status)
-        .content_type("application/json")
+        .content_type(super::JSON)
         .body(answer.body)
 }
 
@@ -185,7 +184,7 @@ fn start(
                 record_error(&span, &refused);
                 return Ok(Started::Answered(
                     HttpResponse::build(StatusCode::TOO_MANY_REQUESTS)
-                        .content_type("application/json")
+                        .content_type(super::JSON)
                         .body(refused.body),
                 ));
             }

@@ -14,9 +14,9 @@ use bytes::Bytes;
 use super::forward::{ForwardError, Forwarder};
 use super::modern;
 use super::{
-    check_content_type, check_post_accept, check_sse_accept, check_version_header, parse_body,
-    read_tenant_body, respond_with_first, session_not_found, sse, sse_response, Admitted,
-    EdgePolicy, HttpError,
+    check_content_type, check_post_accept, check_sse_accept, check_version, check_version_header,
+    parse_body, read_tenant_body, respond_with_first, session_not_found, sse, sse_response,
+    Admitted, EdgePolicy, HttpError,
 };
 use crate::cluster::EventId;
 
@@ -40,10 +40,11 @@ pub async fn post(
     let raw = read_tenant_body(body, &req, &admitted, &edge).await?;
     let payload = parse_body(&raw)?;
     admitted.count_batch(&payload).await?;
-    if modern::is_modern(&req, &payload) {
+    let version = req.headers().get(super::VERSION);
+    if modern::is_modern(version, &payload) {
         return modern::post(req, payload, admitted, edge).await;
     }
-    check_version_header(&req)?;
+    check_version(&req, version)?;
     let tenant = &admitted.tenant;
     let Some(id) = session_header(&req)? else {
         // Boxed: opening a session is once per session, and its future would otherwise size
@@ -159,9 +160,7 @@ async fn initialize(
 }
 
 fn json_response(body: Bytes) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("application/json")
-        .body(body)
+    HttpResponse::Ok().content_type(super::JSON).body(body)
 }
 
 pub async fn get(

@@ -1001,7 +1001,13 @@ where
                             }
 
                             // handle request early when no future in InnerDispatcher state.
-                            if this.state.is_none() {
+                            // mcp-harbor patch: not a request with a body: it is queued, and
+                            // called once what the read buffer holds of its body has been fed
+                            // to its payload (in this same poll, by `poll_response`). Called
+                            // early, its service found the payload empty, waited on it, and
+                            // was woken by the feed below: a second poll of the service and
+                            // of the whole connection for every such request.
+                            if this.state.is_none() && this.payload.is_none() {
                                 self.as_mut().handle_request(req, cx)?;
                                 this = self.as_mut().project();
                             } else {
@@ -1610,3 +1616,7 @@ mod buffer_tests;
 #[cfg(test)]
 #[path = "dispatcher_close_tests.rs"]
 mod close_tests;
+
+#[cfg(test)]
+#[path = "dispatcher_body_tests.rs"]
+mod body_tests;
