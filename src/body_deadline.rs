@@ -7,7 +7,8 @@
 //! around those routes, gives the payload a deadline and answers 408 in the route's own error
 //! shape with `Connection: close`: the connection ends after the answer, without reading the
 //! rest of the body (for a chunked body, that is the vendored actix-http's patch: upstream
-//! reads and drops it for as long as the client sends it).
+//! reads and drops it for as long as the client sends it). Their other refusals of a body not
+//! read to its end (too large) close the connection the same way.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -42,8 +43,9 @@ pub fn too_slow(patience: Duration) -> String {
 /// Middleware (`actix_web::middleware::from_fn`): the request's body, if it has one, must
 /// arrive within the server's body timeout ([`EdgePolicy::body_timeout`]), counted from here
 /// (its head has just been read); after that the handler reading it gets an error, and the
-/// client `timed_out`'s answer with `Connection: close`. A request without a body, or served
-/// without an [`EdgePolicy`], passes as it is.
+/// client `timed_out`'s answer with `Connection: close`. Any other error answer given before
+/// the body was read to its end also closes the connection. A request without a body, or
+/// served without an [`EdgePolicy`], passes as it is.
 pub async fn within(
     req: ServiceRequest,
     next: Next<BoxBody>,
@@ -60,20 +62,34 @@ pub async fn within(
         return next.call(ServiceRequest::from_parts(head, payload)).await;
     }
     let expired = Rc::new(Cell::new(false));
+    let finished = Rc::new(Cell::new(false));
     let limited = Deadline {
         inner: payload,
         sleep: Box::pin(tokio::time::sleep(patience)),
         expired: expired.clone(),
+        finished: finished.clone(),
     };
     let stream: Pin<Box<dyn Stream<Item = Result<Bytes, PayloadError>>>> = Box::pin(limited);
     let payload = Payload::Stream { payload: stream };
-    let response = next.call(ServiceRequest::from_parts(head, payload)).await?;
-    if !expired.get() {
-        return Ok(response);
+    // (Not a clone of the request kept for an error: routing needs the only reference to it.
+    // Handlers' errors, extractors' included, come back as responses.)
+    let mut response = next.call(ServiceRequest::from_parts(head, payload)).await?;
+    if expired.get() {
+        let mut late = timed_out(patience);
+        late.head_mut().set_connection_type(ConnectionType::Close);
+        return Ok(response.into_response(late));
     }
-    let mut late = timed_out(patience);
-    late.head_mut().set_connection_type(ConnectionType::Close);
-    Ok(response.into_response(late))
+    // A refusal that left the body unread (too large, a handler that refused before reading
+    // it) closes the connection as well: the rest is not read, nor, when chunked, drained for
+    // as long as the client goes on sending it.
+    let status = response.status();
+    if !finished.get() && (status.is_client_error() || status.is_server_error()) {
+        response
+            .response_mut()
+            .head_mut()
+            .set_connection_type(ConnectionType::Close);
+    }
+    Ok(response)
 }
 
 /// A payload that ends in an error once its time is up.
@@ -81,6 +97,8 @@ struct Deadline {
     inner: Payload,
     sleep: Pin<Box<tokio::time::Sleep>>,
     expired: Rc<Cell<bool>>,
+    /// The body was read to its end.
+    finished: Rc<Cell<bool>>,
 }
 
 impl Stream for Deadline {
@@ -100,6 +118,10 @@ impl Stream for Deadline {
                 "the request body did not arrive in time",
             )))));
         }
-        Pin::new(&mut this.inner).poll_next(cx)
+        let next = Pin::new(&mut this.inner).poll_next(cx);
+        if matches!(next, Poll::Ready(None)) {
+            this.finished.set(true);
+        }
+        next
     }
 }

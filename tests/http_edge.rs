@@ -273,6 +273,13 @@ async fn every_route_that_reads_a_body_answers_a_trickled_one_408() {
         );
         assert!(closed, "{case}: the connection stayed open");
     }
+    // A chunked body over a route's limit (actix-web's 256 KiB for the token and registration
+    // endpoints) whose client goes on sending: 413, and the connection closed, the rest unread.
+    for path in ["/token", "/t/demo/oauth/register"] {
+        let (text, closed) = trickle(app.port, path, form, true, 300_000).await;
+        assert!(text.starts_with("HTTP/1.1 413"), "{path}: {text}");
+        assert!(closed, "{path}: the connection stayed open: {text}");
+    }
     // A body that arrives in time is read as before.
     app.create_tenant(json!({ "slug": "punctual", "catalogs": ["demo"] }))
         .await;

@@ -1006,8 +1006,12 @@ where
                             // to its payload (in this same poll, by `poll_response`). Called
                             // early, its service found the payload empty, waited on it, and
                             // was woken by the feed below: a second poll of the service and
-                            // of the whole connection for every such request.
-                            if this.state.is_none() && this.payload.is_none() {
+                            // of the whole connection for every such request. Nor is a request
+                            // without a body while one is queued: answers go in request order.
+                            if this.state.is_none()
+                                && this.payload.is_none()
+                                && this.messages.is_empty()
+                            {
                                 self.as_mut().handle_request(req, cx)?;
                                 this = self.as_mut().project();
                             } else {

@@ -97,3 +97,33 @@ async fn a_body_still_on_its_way_is_waited_for() {
     let res = String::from_utf8_lossy(&buf.take_write_buf()).into_owned();
     assert!(res.ends_with("\r\n\r\n11"), "{res}");
 }
+
+#[actix_rt::test]
+async fn pipelined_requests_are_answered_in_order() {
+    let ready_at_once = Rc::new(Cell::new(None));
+    let buf = TestSeqBuffer::new(
+        "POST /first HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nhello\
+         GET /second HTTP/1.1\r\nHost: localhost\r\n\r\n"
+            .as_bytes(),
+    );
+    let flow = HttpFlow::new(
+        reads_body(ready_at_once.clone()),
+        ExpectHandler,
+        None::<UpgradeHandler>,
+    );
+    let h1 = Dispatcher::new(
+        buf.clone(),
+        flow,
+        ServiceConfig::default(),
+        None,
+        OnConnectData::default(),
+    );
+    let mut h1 = pin!(h1);
+
+    assert!(lazy(|cx| h1.as_mut().poll(cx).is_pending()).await);
+    let res = String::from_utf8_lossy(&buf.take_write_buf()).into_owned();
+    // The POST's answer (its body's length, 5) before the GET's (no body, 0).
+    let first = res.find("\r\n\r\n5").expect(&res);
+    let second = res.find("\r\n\r\n0").expect(&res);
+    assert!(first < second, "{res}");
+}
