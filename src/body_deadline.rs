@@ -71,8 +71,9 @@ pub async fn within(
     };
     let stream: Pin<Box<dyn Stream<Item = Result<Bytes, PayloadError>>>> = Box::pin(limited);
     let payload = Payload::Stream { payload: stream };
-    // (Not a clone of the request kept for an error: routing needs the only reference to it.
-    // Handlers' errors, extractors' included, come back as responses.)
+    // An `Err` is passed on as it is: handlers' and extractors' errors come back as responses,
+    // and keeping a clone of the request to answer one here would break routing (it needs the
+    // only reference to the request).
     let mut response = next.call(ServiceRequest::from_parts(head, payload)).await?;
     if expired.get() {
         let mut late = timed_out(patience);
