@@ -61,13 +61,11 @@ pub async fn within(
     if matches!(payload, Payload::None) {
         return next.call(ServiceRequest::from_parts(head, payload)).await;
     }
-    let expired = Rc::new(Cell::new(false));
-    let finished = Rc::new(Cell::new(false));
+    let read = Rc::new(Cell::new(Read::Partly));
     let limited = Deadline {
         inner: payload,
         sleep: Box::pin(tokio::time::sleep(patience)),
-        expired: expired.clone(),
-        finished: finished.clone(),
+        read: read.clone(),
     };
     let stream: Pin<Box<dyn Stream<Item = Result<Bytes, PayloadError>>>> = Box::pin(limited);
     let payload = Payload::Stream { payload: stream };
@@ -75,7 +73,7 @@ pub async fn within(
     // and keeping a clone of the request to answer one here would break routing (it needs the
     // only reference to the request).
     let mut response = next.call(ServiceRequest::from_parts(head, payload)).await?;
-    if expired.get() {
+    if read.get() == Read::Late {
         let mut late = timed_out(patience);
         late.head_mut().set_connection_type(ConnectionType::Close);
         return Ok(response.into_response(late));
@@ -84,7 +82,7 @@ pub async fn within(
     // it) closes the connection as well: the rest is not read, nor, when chunked, drained for
     // as long as the client goes on sending it.
     let status = response.status();
-    if !finished.get() && (status.is_client_error() || status.is_server_error()) {
+    if read.get() != Read::Whole && (status.is_client_error() || status.is_server_error()) {
         response
             .response_mut()
             .head_mut()
@@ -97,9 +95,18 @@ pub async fn within(
 struct Deadline {
     inner: Payload,
     sleep: Pin<Box<tokio::time::Sleep>>,
-    expired: Rc<Cell<bool>>,
-    /// The body was read to its end.
-    finished: Rc<Cell<bool>>,
+    read: Rc<Cell<Read>>,
+}
+
+/// How much of a body its handler read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// Not to its end (yet).
+    Partly,
+    /// To its end.
+    Whole,
+    /// Its time was up first.
+    Late,
 }
 
 impl Stream for Deadline {
@@ -107,13 +114,13 @@ impl Stream for Deadline {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if this.expired.get() {
+        if this.read.get() == Read::Late {
             return Poll::Ready(None);
         }
         // The deadline first: a body trickled fast enough to be ready at every poll is still
         // cut off.
         if this.sleep.as_mut().poll(cx).is_ready() {
-            this.expired.set(true);
+            this.read.set(Read::Late);
             return Poll::Ready(Some(Err(PayloadError::Io(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 "the request body did not arrive in time",
@@ -121,7 +128,7 @@ impl Stream for Deadline {
         }
         let next = Pin::new(&mut this.inner).poll_next(cx);
         if matches!(next, Poll::Ready(None)) {
-            this.finished.set(true);
+            this.read.set(Read::Whole);
         }
         next
     }
