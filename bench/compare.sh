@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # mcp-harbor beside its peers, in one run: a minimal rmcp 3.x echo server
 # (bench/compare/rmcp-echo) and a bare actix-web JSON-RPC echo with no MCP behind it, the ceiling
-# (bench/compare/actix-echo). In each of ROUNDS rounds the three servers take turns (each pinned to
-# SERVER_CPU, the load generator on BENCH_CPU) under the same mcp-harbor-bench phases: tools/call
-# at 1 and 16 connections, stateless 2026-07-28 calls, session inits, then on a fresh server the
-# memory per idle session and per session holding an open GET stream; mcp-harbor also serves an
-# OAuth-protected tenant. In the same rounds mcp-harbor over HTTPS (harbor-tls: rustls, a
-# certificate made with openssl; calls at 1 and 16 connections, inits, idle and streams) for its
-# cost against plain HTTP. Then the extras: bench/eventlog.sh (in-process vs Redis state,
-# 1000-event replay) and 3 replicas behind nginx (deploy/cluster.sh), then 1 replica behind it.
+# (bench/compare/actix-echo). In each of ROUNDS rounds the servers run side by side (each pinned to
+# SERVER_CPU, the load generator on BENCH_CPU) and take turns, phase by phase, under the same
+# mcp-harbor-bench phases: tools/call at 1 and 16 connections, stateless 2026-07-28 calls, session
+# inits (each phase on every server before the next phase, in an order that rotates from round to
+# round, so that the figures set against each other are taken seconds apart); then, server by
+# server on fresh processes, the memory per idle session and per session holding an open GET
+# stream. mcp-harbor also serves an OAuth-protected tenant. In the same rounds mcp-harbor over
+# HTTPS (harbor-tls: rustls, a certificate made with openssl; calls at 1 and 16 connections,
+# inits, idle and streams) for its cost against plain HTTP. Then the extras: bench/eventlog.sh
+# (in-process vs Redis state, 1000-event replay) and 3 replicas behind nginx (deploy/cluster.sh),
+# then 1 replica behind it.
 # Prints the medians, their ratios and each target as met/missed, and writes it all with a
 # machine description to bench/results/<date>-compare.txt.
 #
@@ -126,31 +129,74 @@ phase_run() {
 }
 
 oauth_env
+declare -A pid_of url_of
+# The servers of the round in progress (cleanup stops only the last one started).
+stop_round() {
+    local pid
+    for pid in "${pid_of[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+}
+trap 'stop_round; cleanup' EXIT
 for round in $(seq 1 "$rounds"); do
-    for name in $peers; do
+    # The servers of this round, all started at once (the idle ones, pinned beside the measured
+    # one, use no CPU to speak of): each phase runs on every peer in turn before the next phase,
+    # so a peer's figure and its peers' are taken seconds apart, not a minute; the order rotates
+    # from round to round, so that no peer always goes first (or right after another).
+    # shellcheck disable=SC2206
+    list=($peers)
+    shift_by=$(((round - 1) % ${#list[@]}))
+    order=("${list[@]:shift_by}" "${list[@]:0:shift_by}")
+    running=()
+    for name in "${order[@]}"; do
         start "$name" "$round" || {
             status=1
             continue
         }
-        # The certificate to trust over HTTPS.
-        ca=()
-        [[ $name == harbor-tls ]] && ca=(--ca "$tls_cert")
+        pid_of[$name]=$server_pid url_of[$name]=$url
+        running+=("$name")
         echo "== round $round/$rounds: $name (pid $server_pid, $url)"
-        bench_run "$name-c1" "$round" --url "$url" "${ca[@]}" --connections 1
-        bench_run "$name-c16" "$round" --url "$url" "${ca[@]}" --connections 16
-        [[ $name == harbor-tls ]] || bench_run "$name-modern" "$round" --url "$url" --connections 16 --modern
-        [[ $name == harbor ]] && bench_run harbor-oauth "$round" --url "$base/t/locked/mcp" \
-            --connections 16 --bearer-token-env BENCH_ACCESS_TOKEN
-        phase_run "$name-inits" "$round" 's/^inits: .* ([0-9.]+) inits\/s, .*errors 0$/\1/p' \
-            --phase inits --duration "$duration" --connections 16 "${ca[@]}"
-        value=$(sed -nE 's/^inits cpu: server ([0-9.]+) us\/init.*/\1/p' "$log_dir/$name-inits-$round.out")
-        [[ -n $value ]] && echo "$name-initcpu $value" >>"$results"
+    done
+    echo "== round $round/$rounds: phases in turn across ${running[*]}"
+    for phase in c1 c16 modern oauth inits; do
+        for name in "${running[@]}"; do
+            server_pid=${pid_of[$name]} url=${url_of[$name]}
+            # The certificate to trust over HTTPS.
+            ca=()
+            [[ $name == harbor-tls ]] && ca=(--ca "$tls_cert")
+            case $phase in
+            c1) bench_run "$name-c1" "$round" --url "$url" "${ca[@]}" --connections 1 ;;
+            c16) bench_run "$name-c16" "$round" --url "$url" "${ca[@]}" --connections 16 ;;
+            modern)
+                [[ $name == harbor-tls ]] ||
+                    bench_run "$name-modern" "$round" --url "$url" --connections 16 --modern
+                ;;
+            oauth)
+                [[ $name == harbor ]] && bench_run harbor-oauth "$round" --url "$base/t/locked/mcp" \
+                    --connections 16 --bearer-token-env BENCH_ACCESS_TOKEN
+                ;;
+            inits)
+                phase_run "$name-inits" "$round" 's/^inits: .* ([0-9.]+) inits\/s, .*errors 0$/\1/p' \
+                    --phase inits --duration "$duration" --connections 16 "${ca[@]}"
+                value=$(sed -nE 's/^inits cpu: server ([0-9.]+) us\/init.*/\1/p' "$log_dir/$name-inits-$round.out")
+                [[ -n $value ]] && echo "$name-initcpu $value" >>"$results"
+                ;;
+            esac
+        done
+    done
+    for name in "${running[@]}"; do
+        server_pid=${pid_of[$name]}
         stop_server
+        unset "pid_of[$name]"
+    done
+    for name in "${order[@]}"; do
         [[ $name == echo ]] && continue # no sessions, no GET streams
         start "$name" "$round-memory" || {
             status=1
             continue
         }
+        ca=()
+        [[ $name == harbor-tls ]] && ca=(--ca "$tls_cert")
         # Memory per idle session as a replica that already holds sessions pays it: a first
         # idle run (printed, not counted) takes the one-off growth of a fresh process's first
         # sessions (~9 MiB for the first thousand: allocator segments, tables sized from zero),
@@ -378,6 +424,20 @@ target "3 replicas/nginx req/s per replica core vs single server" "$cluster_rati
     "$(ratio "$(med echo-c16 5)" "$(med echo-cluster 5)")" '>=' 0.7
 # info LABEL VALUE: a figure the issue sets no target for.
 info() { printf '%-62s %10s   info (no target)\n' "$1" "${2:--}"; }
+# paired A B COLUMN: the median over the rounds of each round's A / B (the phases of a round ran
+# seconds apart); "-" unless both have a figure in every round.
+paired() {
+    awk -v a="$1" -v b="$2" -v c="$3" '$1 == a && $c != "-" { x[++na] = $c }
+        $1 == b && $c != "-" { y[++nb] = $c }
+        END { if (na == 0 || na != nb) exit; for (i = 1; i <= na; i++) print x[i] / y[i] }' "$results" |
+        sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else printf "%.2f\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+# The same targets as ratios of each round's figures (the spread of the rounds moves a ratio of
+# medians; a round's two figures were taken under the same conditions).
+info "(info) per-round ratio, median: CPU/tools/call harbor / echo" "$(paired harbor-c16 echo-c16 5)"
+info "(info) per-round ratio, median: CPU/tools/call 2026-07-28 / echo" "$(paired harbor-modern echo-modern 5)"
+info "(info) per-round ratio, median: CPU/tools/call OAuth / echo" "$(paired harbor-oauth echo-c16 5)"
+info "(info) per-round ratio, median: session inits/s harbor / rmcp" "$(paired harbor-inits rmcp-inits 2)"
 # The ceiling against rmcp: what the bare echo (parse + serialise, no MCP) reaches on the same
 # two rmcp targets. A target stricter than these asks mcp-harbor to beat the echo itself.
 info "(info) ceiling: bare echo / rmcp, CPU per tools/call (vs <= 0.3)" "$(ratio "$(med echo-c16 5)" "$(med rmcp-c16 5)")"
