@@ -128,6 +128,15 @@ phase_run() {
     return 0
 }
 
+# trust NAME: sets $ca, the load generator's arguments to trust server NAME's certificate (only
+# harbor-tls has one).
+trust() {
+    ca=()
+    if [[ $1 == harbor-tls ]]; then
+        ca=(--ca "$tls_cert")
+    fi
+}
+
 oauth_env
 declare -A pid_of url_of
 # The servers of the round in progress (cleanup stops only the last one started).
@@ -161,9 +170,7 @@ for round in $(seq 1 "$rounds"); do
     for phase in c1 c16 modern oauth inits; do
         for name in "${running[@]}"; do
             server_pid=${pid_of[$name]} url=${url_of[$name]}
-            # The certificate to trust over HTTPS.
-            ca=()
-            [[ $name == harbor-tls ]] && ca=(--ca "$tls_cert")
+            trust "$name"
             case $phase in
             c1) bench_run "$name-c1" "$round" --url "$url" "${ca[@]}" --connections 1 ;;
             c16) bench_run "$name-c16" "$round" --url "$url" "${ca[@]}" --connections 16 ;;
@@ -195,8 +202,7 @@ for round in $(seq 1 "$rounds"); do
             status=1
             continue
         }
-        ca=()
-        [[ $name == harbor-tls ]] && ca=(--ca "$tls_cert")
+        trust "$name"
         # Memory per idle session as a replica that already holds sessions pays it: a first
         # idle run (printed, not counted) takes the one-off growth of a fresh process's first
         # sessions (~9 MiB for the first thousand: allocator segments, tables sized from zero),
