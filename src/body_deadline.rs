@@ -114,7 +114,9 @@ impl Stream for Deadline {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        if this.read.get() == Read::Late {
+        // Over: a body read to its end stays so whenever it is polled again (its deadline no
+        // longer applies), and a late one has said so once.
+        if this.read.get() != Read::Partly {
             return Poll::Ready(None);
         }
         // The deadline first: a body trickled fast enough to be ready at every poll is still
@@ -131,5 +133,58 @@ impl Stream for Deadline {
             this.read.set(Read::Whole);
         }
         next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt;
+
+    fn deadline(chunks: Vec<Result<Bytes, PayloadError>>, patience: Duration) -> Deadline {
+        let inner: Pin<Box<dyn Stream<Item = Result<Bytes, PayloadError>>>> =
+            Box::pin(futures_util::stream::iter(chunks));
+        Deadline {
+            inner: Payload::Stream { payload: inner },
+            sleep: Box::pin(tokio::time::sleep(patience)),
+            read: Rc::new(Cell::new(Read::Partly)),
+        }
+    }
+
+    /// A body read to its end in time is not turned late by a poll after its deadline.
+    #[tokio::test]
+    async fn a_body_read_whole_in_time_stays_whole_past_its_deadline() {
+        let mut body = deadline(
+            vec![Ok(Bytes::from_static(b"{}"))],
+            Duration::from_millis(30),
+        );
+        assert_eq!(
+            body.next().await.and_then(Result::ok),
+            Some(Bytes::from_static(b"{}"))
+        );
+        assert!(body.next().await.is_none());
+        assert!(body.read.get() == Read::Whole);
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert!(
+            body.next().await.is_none(),
+            "polled again past the deadline"
+        );
+        assert!(body.read.get() == Read::Whole);
+    }
+
+    /// A body still unread at its deadline ends in one timeout error, then nothing.
+    #[tokio::test]
+    async fn a_body_unread_at_its_deadline_times_out_once() {
+        let mut body = deadline(
+            vec![Ok(Bytes::from_static(b"{}"))],
+            Duration::from_millis(10),
+        );
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        match body.next().await {
+            Some(Err(PayloadError::Io(e))) => assert_eq!(e.kind(), std::io::ErrorKind::TimedOut),
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+        assert!(body.read.get() == Read::Late);
+        assert!(body.next().await.is_none());
     }
 }
