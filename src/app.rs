@@ -285,6 +285,7 @@ impl Application {
         );
 
         let edge = web::Data::new(EdgePolicy::from_config(&config.server));
+        let write_timeout = Duration::from_secs_f64(config.server.write_timeout_secs);
         let modern_settings = web::Data::new(crate::modern::ModernSettings {
             request_state_ttl: Duration::from_secs(config.modern.request_state_ttl_secs),
             cache_ttl_ms: config.modern.cache_ttl_ms,
@@ -390,9 +391,12 @@ impl Application {
         // Nagle would hold the second half of a streamed reply for the peer's delayed ACK: on
         // every accepted connection, HTTPS ones too (whose stream is not a bare TcpStream).
         .tcp_nodelay(true)
-        .on_connect(|_, extensions| {
+        .on_connect(move |_, extensions| {
             // Counted for as long as it is open (dropped with the connection).
             extensions.insert(crate::connections::Open::new());
+            // Read by the (vendored) HTTP/1 dispatcher: a client that takes none of a
+            // response's bytes for this long loses the connection.
+            extensions.insert(actix_http::h1::WriteTimeout(write_timeout));
         })
         .disable_signals()
         .shutdown_timeout(config.cluster.drain_grace_secs.max(1))

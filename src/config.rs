@@ -221,6 +221,10 @@ pub struct ServerConfig {
     /// How long a request body may take to arrive after its head (408 after that), on every
     /// route that reads one: a client trickling one holds a connection and its buffer.
     pub body_timeout_secs: f64,
+    /// How long a response may wait for its client to take any of its bytes, in seconds; then
+    /// the connection is closed (a client that stopped reading, on a plain answer or an SSE
+    /// stream, holds no connection and no buffer for longer). HTTP/1.1, over TLS too.
+    pub write_timeout_secs: f64,
     /// Host names (without port) accepted in the `Host` header, besides loopback names.
     /// `"*"` accepts any host (behind a proxy that checks it).
     pub allowed_hosts: Vec<String>,
@@ -293,6 +297,7 @@ impl Default for Config {
                 workers: 0,
                 max_body_bytes: 4 * 1024 * 1024,
                 body_timeout_secs: 30.0,
+                write_timeout_secs: 60.0,
                 allowed_hosts: Vec::new(),
                 allowed_origins: Vec::new(),
                 sse_keepalive_secs: 15,
@@ -443,6 +448,9 @@ impl Config {
         }
         if !(self.server.body_timeout_secs > 0.0 && self.server.body_timeout_secs <= 3600.0) {
             return bad("server.body_timeout_secs must be more than 0 and at most 3600".into());
+        }
+        if !(self.server.write_timeout_secs > 0.0 && self.server.write_timeout_secs <= 3600.0) {
+            return bad("server.write_timeout_secs must be more than 0 and at most 3600".into());
         }
         if !(1..=100_000).contains(&self.webhooks.max_in_flight_per_tenant) {
             return bad(format!(
@@ -696,6 +704,12 @@ mod tests {
         c.webhooks.max_in_flight_per_tenant = 0;
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("webhooks.max_in_flight_per_tenant"), "{e}");
+        for bad in [0.0, -1.0, f64::NAN, 3601.0] {
+            let mut c = Config::default();
+            c.server.write_timeout_secs = bad;
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("server.write_timeout_secs"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -786,3 +786,140 @@ async fn browsers_at_admitted_origins_get_cors_grants_and_others_do_not() {
     assert_eq!(header(&resp, "allow").as_deref(), Some("POST, OPTIONS"));
     assert_eq!(header(&resp, "access-control-allow-origin"), None);
 }
+
+/// A stateless `tools/call` of `echo` whose answer is about `text_len` bytes, as raw HTTP/1.1.
+fn large_echo_request(text_len: usize) -> Vec<u8> {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": "echo",
+            "arguments": { "text": "x".repeat(text_len) },
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    })
+    .to_string();
+    let mut request = format!(
+        "POST /t/demo/mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: echo\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(body.as_bytes());
+    request
+}
+
+/// Reads what the server sends until it ends the connection, the whole response is in or
+/// `patience` runs out, `pace` between reads; returns the bytes and whether the connection
+/// ended.
+async fn read_until_closed(
+    stream: &mut tokio::net::TcpStream,
+    pace: std::time::Duration,
+    patience: std::time::Duration,
+) -> (Vec<u8>, bool) {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return (got, false),
+            Ok(Ok(0)) | Ok(Err(_)) => return (got, true),
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+        }
+        if got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let (head, length) = response_length(&got);
+            if got.len() >= head + length {
+                return (got, false);
+            }
+        }
+        if !pace.is_zero() {
+            tokio::time::sleep(pace).await;
+        }
+    }
+}
+
+/// `(head length, Content-Length)` of the HTTP response at the start of `bytes`.
+fn response_length(bytes: &[u8]) -> (usize, usize) {
+    let head_end = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head")
+        + 4;
+    let head = String::from_utf8_lossy(&bytes[..head_end]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    let length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("a Content-Length");
+    (head_end, length)
+}
+
+/// A client that stops reading an answer (here 8 MB, more than the sockets hold) loses its
+/// connection after `server.write_timeout_secs`, and with it what the server still held of the
+/// answer; a client reading it slowly, with pauses shorter than the timeout, gets all of it.
+#[actix_rt::test]
+async fn a_client_that_stops_reading_its_answer_is_cut_off_after_the_write_timeout() {
+    use tokio::io::AsyncWriteExt;
+    const TEXT: usize = 8 * 1024 * 1024;
+    let app = spawn_app_with(|c| {
+        c.server.write_timeout_secs = 1.0;
+        c.server.max_body_bytes = 16 * 1024 * 1024;
+    })
+    .await;
+    // A small window: what the server sends waits in its own buffers, not in the client's.
+    let connect = |window: u32| async move {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(window).unwrap();
+        socket
+            .connect(([127, 0, 0, 1], app.port).into())
+            .await
+            .unwrap()
+    };
+    let request = large_echo_request(TEXT);
+
+    // Sends the request, then reads nothing for three times the timeout.
+    let mut stalled = connect(4096).await;
+    stalled.write_all(&request).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let (got, closed) = read_until_closed(
+        &mut stalled,
+        std::time::Duration::ZERO,
+        std::time::Duration::from_secs(20),
+    )
+    .await;
+    assert!(
+        closed,
+        "the connection stayed open ({} bytes read)",
+        got.len()
+    );
+    let (head, length) = response_length(&got);
+    assert!(length > TEXT, "{length}");
+    assert!(
+        got.len() < head + length,
+        "the whole answer arrived ({} bytes)",
+        got.len()
+    );
+
+    // Reads what its window holds every 100 ms: seconds for the whole answer, and the server
+    // waits on it all along, but never a second without the client taking some.
+    let mut reading = connect(256 * 1024).await;
+    reading.write_all(&request).await.unwrap();
+    let (got, closed) = read_until_closed(
+        &mut reading,
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        !closed,
+        "the connection was closed after {} bytes",
+        got.len()
+    );
+    let (head, length) = response_length(&got);
+    assert_eq!(got.len(), head + length);
+}

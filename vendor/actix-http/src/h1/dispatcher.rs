@@ -199,6 +199,11 @@ pin_project! {
         head_timer: TimerState,
         ka_timer: TimerState,
         shutdown_timer: TimerState,
+        // mcp-harbor patch: how long buffered response bytes may wait for the client to take
+        // any of them (`WriteTimeout` in the on-connect data; none: as upstream, for ever), and
+        // the timer counting it while they wait.
+        write_timeout: Option<std::time::Duration>,
+        write_timer: TimerState,
         graceful_shutdown: Option<crate::config::GracefulShutdownFuture>,
 
         pub(super) io: Option<T>,
@@ -302,6 +307,11 @@ where
         peer_addr: Option<net::SocketAddr>,
         conn_data: OnConnectData,
     ) -> Self {
+        let write_timeout = conn_data
+            .0
+            .as_ref()
+            .and_then(|data| data.get::<super::WriteTimeout>())
+            .map(|timeout| timeout.0);
         Dispatcher {
             inner: DispatcherState::Normal {
                 inner: InnerDispatcher {
@@ -320,6 +330,8 @@ where
                     head_timer: TimerState::new(config.client_request_deadline().is_some()),
                     ka_timer: TimerState::new(config.keep_alive().enabled()),
                     shutdown_timer: TimerState::new(config.client_disconnect_deadline().is_some()),
+                    write_timeout,
+                    write_timer: TimerState::new(write_timeout.is_some()),
                     graceful_shutdown: config.graceful_shutdown(),
 
                     io: Some(io),
@@ -385,6 +397,8 @@ where
             write_buf,
             h1_write_buffer_size,
             write_buf_needs_reset,
+            write_timeout,
+            write_timer,
             ..
         } = self.project();
         let mut io = Pin::new(io.as_mut().unwrap());
@@ -413,6 +427,8 @@ where
 
                 Poll::Pending => {
                     write_buf.advance(written);
+                    // mcp-harbor patch: the client has this long to take more of them.
+                    wait_for_writes(write_timer, *write_timeout, written > 0, cx);
                     return Poll::Pending;
                 }
             }
@@ -427,7 +443,14 @@ where
         }
 
         // flush the I/O and check if get blocked
-        io.poll_flush(cx)
+        let flushed = io.poll_flush(cx);
+        // mcp-harbor patch: bytes held below (a TLS stream's) wait as long as the ones above.
+        if flushed.is_pending() {
+            wait_for_writes(write_timer, *write_timeout, false, cx);
+        } else if matches!(write_timer, TimerState::Active { .. }) {
+            write_timer.clear(line!());
+        }
+        flushed
     }
 
     fn enter_linger(flags: &mut Flags) {
@@ -1217,11 +1240,30 @@ where
         }
     }
 
+    /// mcp-harbor patch: a response the client has taken nothing of for `write_timeout` ends
+    /// the connection at once (as a client that went away does), dropping what is buffered.
+    fn poll_write_timer(self: Pin<&mut Self>, cx: &mut Context<'_>) {
+        let this = self.project();
+        if let TimerState::Active { timer } = this.write_timer {
+            if timer.as_mut().poll(cx).is_ready() {
+                trace!("the client took no response bytes in time; closing connection");
+                this.write_timer.clear(line!());
+                this.flags.remove(Flags::LINGER | Flags::KEEP_ALIVE);
+                this.flags
+                    .insert(Flags::SHUTDOWN | Flags::READ_DISCONNECT | Flags::WRITE_DISCONNECT);
+                if let Some(mut payload) = this.payload.take() {
+                    payload.set_error(PayloadError::Incomplete(None));
+                }
+            }
+        }
+    }
+
     /// Poll head, keep-alive, and disconnect timer.
     fn poll_timers(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Result<(), DispatchError> {
         self.as_mut().poll_head_timer(cx)?;
         self.as_mut().poll_ka_timer(cx)?;
         self.as_mut().poll_shutdown_timer(cx)?;
+        self.as_mut().poll_write_timer(cx);
 
         Ok(())
     }
@@ -1577,6 +1619,28 @@ where
     }
 }
 
+/// mcp-harbor patch: response bytes are waiting for the client to take them. The write timer
+/// starts when they begin to wait, and starts again whenever the client took some (`progress`).
+fn wait_for_writes(
+    timer: &mut TimerState,
+    timeout: Option<std::time::Duration>,
+    progress: bool,
+    cx: &mut Context<'_>,
+) {
+    let Some(timeout) = timeout else {
+        return;
+    };
+    let deadline = tokio::time::Instant::now() + timeout;
+    match timer {
+        TimerState::Active { timer } if progress => {
+            timer.as_mut().reset(deadline);
+            let _ = timer.as_mut().poll(cx);
+        }
+        TimerState::Active { .. } => {}
+        _ => timer.set_and_init(cx, sleep_until(deadline), line!()),
+    }
+}
+
 fn should_close_for_unread_payload(
     payload: Option<&PayloadSender>,
     payload_drainable: bool,
@@ -1624,3 +1688,7 @@ mod close_tests;
 #[cfg(test)]
 #[path = "dispatcher_body_tests.rs"]
 mod body_tests;
+
+#[cfg(test)]
+#[path = "dispatcher_write_timeout_tests.rs"]
+mod write_timeout_tests;
