@@ -394,9 +394,9 @@ impl Application {
         .on_connect(move |_, extensions| {
             // Counted for as long as it is open (dropped with the connection).
             extensions.insert(crate::connections::Open::new());
-            // Read by the (vendored) HTTP/1 dispatcher: a client that takes none of a
-            // response's bytes for this long loses the connection.
-            extensions.insert(actix_http::h1::WriteTimeout(write_timeout));
+            // Read by the (vendored) HTTP/1 and HTTP/2 dispatchers: a client that takes none of
+            // a response's bytes for this long loses the connection (HTTP/2: the stream).
+            extensions.insert(actix_http::WriteTimeout(write_timeout));
         })
         .disable_signals()
         .shutdown_timeout(config.cluster.drain_grace_secs.max(1))

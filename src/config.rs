@@ -222,8 +222,8 @@ pub struct ServerConfig {
     /// route that reads one: a client trickling one holds a connection and its buffer.
     pub body_timeout_secs: f64,
     /// How long a response may wait for its client to take any of its bytes, in seconds; then
-    /// the connection is closed (a client that stopped reading, on a plain answer or an SSE
-    /// stream, holds no connection and no buffer for longer). HTTP/1.1, over TLS too.
+    /// the connection is closed (HTTP/2: the stream is reset), so a client that stopped reading,
+    /// on a plain answer or an SSE stream, holds no connection and no buffer for longer.
     pub write_timeout_secs: f64,
     /// Host names (without port) accepted in the `Host` header, besides loopback names.
     /// `"*"` accepts any host (behind a proxy that checks it).

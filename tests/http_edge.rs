@@ -787,20 +787,9 @@ async fn browsers_at_admitted_origins_get_cors_grants_and_others_do_not() {
     assert_eq!(header(&resp, "access-control-allow-origin"), None);
 }
 
-/// A stateless `tools/call` of `echo` whose answer is about `text_len` bytes, as raw HTTP/1.1.
+/// `common::large_echo_body` as raw HTTP/1.1.
 fn large_echo_request(text_len: usize) -> Vec<u8> {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {
-            "name": "echo",
-            "arguments": { "text": "x".repeat(text_len) },
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    })
-    .to_string();
+    let body = common::large_echo_body(text_len);
     let mut request = format!(
         "POST /t/demo/mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\

@@ -31,6 +31,15 @@ fn write_pair(dir: &Path, cert: &str, key: &str) {
 /// The app over HTTPS with a fresh self-signed certificate (`name`) written to `dir`; returns it
 /// with the certificate's PEM.
 async fn https_app(dir: &Path, name: &str) -> (common::TestApp, String) {
+    https_app_with(dir, name, |_| {}).await
+}
+
+/// `https_app` with its configuration changed by `tweak`.
+async fn https_app_with(
+    dir: &Path,
+    name: &str,
+    tweak: impl FnOnce(&mut mcp_harbor::Config),
+) -> (common::TestApp, String) {
     let (cert, key, _) = certificate(name);
     write_pair(dir, &cert, &key);
     let cert_path = dir.join("cert.pem").display().to_string();
@@ -38,6 +47,7 @@ async fn https_app(dir: &Path, name: &str) -> (common::TestApp, String) {
     let app = spawn_app_with(|c| {
         c.tls.cert_path = cert_path;
         c.tls.key_path = key_path;
+        tweak(c);
     })
     .await;
     (app, cert)
@@ -361,4 +371,98 @@ async fn http2_connections_are_bounded_in_streams_and_header_bytes() {
         matches!(refused, Ok(431)),
         "192 KiB of headers: {refused:?}"
     );
+}
+
+/// Sends `common::large_echo_body(text_len)` on `send`; returns the answer's head (its
+/// `Content-Length`) and body stream.
+async fn h2_large_echo(
+    send: &mut h2::client::SendRequest<bytes::Bytes>,
+    port: u16,
+    text_len: usize,
+) -> (usize, h2::RecvStream) {
+    let req = http::Request::post(format!("https://localhost:{port}/t/demo/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "echo")
+        .body(())
+        .unwrap();
+    let (response, mut stream) = send.send_request(req, false).unwrap();
+    stream
+        .send_data(bytes::Bytes::from(common::large_echo_body(text_len)), true)
+        .unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 200);
+    let length = response
+        .headers()
+        .get("content-length")
+        .and_then(|v| v.to_str().ok()?.parse().ok())
+        .expect("a Content-Length");
+    (length, response.into_body())
+}
+
+/// Reads `body` to its end, `pause` after each `every` bytes, giving the window back as it
+/// goes: the bytes read, and the stream's error if it ended in one.
+async fn h2_read(
+    body: &mut h2::RecvStream,
+    every: usize,
+    pause: Duration,
+) -> (usize, Option<h2::Error>) {
+    let (mut read, mut since_pause) = (0, 0);
+    loop {
+        match tokio::time::timeout(Duration::from_secs(20), body.data()).await {
+            Err(_) => panic!("no data for 20 s after {read} bytes"),
+            Ok(None) => return (read, None),
+            Ok(Some(Err(e))) => return (read, Some(e)),
+            Ok(Some(Ok(chunk))) => {
+                read += chunk.len();
+                since_pause += chunk.len();
+                let _ = body.flow_control().release_capacity(chunk.len());
+            }
+        }
+        if since_pause >= every {
+            since_pause = 0;
+            tokio::time::sleep(pause).await;
+        }
+    }
+}
+
+/// Over HTTP/2 a client that grants an answer no window for `server.write_timeout_secs` has its
+/// stream reset (the rest is not sent; the connection serves on), and a client reading slowly,
+/// with pauses shorter than the timeout, gets all of it.
+#[actix_rt::test]
+async fn an_http2_stream_whose_client_stops_reading_is_reset_after_the_write_timeout() {
+    const TEXT: usize = 4 * 1024 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let (app, cert) = https_app_with(dir.path(), "harbor test h2 write timeout", |c| {
+        c.server.write_timeout_secs = 1.0;
+        c.server.max_body_bytes = 16 * 1024 * 1024;
+    })
+    .await;
+    let mut send = h2_connection(app.port, &cert).await;
+
+    // The first 64 KiB (the stream's window) arrive; then nothing is read for three times the
+    // timeout.
+    let (length, mut body) = h2_large_echo(&mut send, app.port, TEXT).await;
+    assert!(length > TEXT, "{length}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (read, error) = h2_read(&mut body, usize::MAX, Duration::ZERO).await;
+    let reason = error.as_ref().and_then(h2::Error::reason);
+    assert_eq!(
+        reason,
+        Some(h2::Reason::CANCEL),
+        "{read} of {length} bytes read, then {error:?}"
+    );
+    assert!(read < length, "{read} of {length}");
+
+    // The same connection: a client pausing 300 ms after each 512 KiB gets the whole answer.
+    let mut send = send.ready().await.unwrap();
+    let (length, mut body) = h2_large_echo(&mut send, app.port, TEXT).await;
+    let (read, error) = h2_read(&mut body, 512 * 1024, Duration::from_millis(300)).await;
+    assert!(
+        error.is_none(),
+        "{read} of {length} bytes read, then {error:?}"
+    );
+    assert_eq!(read, length);
 }

@@ -525,3 +525,21 @@ pub async fn post_form(
         .await
         .unwrap()
 }
+
+/// A stateless (2026-07-28) `tools/call` of `echo` with `text_len` bytes of text: an answer of
+/// about as many bytes. Its headers: `MCP-Protocol-Version: 2026-07-28`, `Mcp-Method:
+/// tools/call`, `Mcp-Name: echo`.
+pub fn large_echo_body(text_len: usize) -> String {
+    json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": "echo",
+            "arguments": { "text": "x".repeat(text_len) },
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    })
+    .to_string()
+}

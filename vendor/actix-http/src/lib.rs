@@ -87,6 +87,14 @@ pub enum Protocol {
 
 type ConnectCallback<IO> = dyn Fn(&IO, &mut Extensions);
 
+/// mcp-harbor patch: how long a response may wait for its client to take any of its bytes
+/// (nginx's `send_timeout`). Put it into a connection's data with the server's on-connect
+/// callback (`on_connect` in actix-web). Then, over HTTP/1, the connection is closed; over HTTP/2,
+/// the stream is reset (`CANCEL`) when the client grants it no window for that long. A
+/// connection without it waits as long as the client likes, as upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteTimeout(pub std::time::Duration);
+
 /// Container for data that extract with ConnectCallback.
 ///
 /// # Implementation Details

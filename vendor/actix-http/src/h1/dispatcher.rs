@@ -310,7 +310,7 @@ where
         let write_timeout = conn_data
             .0
             .as_ref()
-            .and_then(|data| data.get::<super::WriteTimeout>())
+            .and_then(|data| data.get::<crate::WriteTimeout>())
             .map(|timeout| timeout.0);
         Dispatcher {
             inner: DispatcherState::Normal {

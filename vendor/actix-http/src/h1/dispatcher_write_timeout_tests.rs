@@ -18,9 +18,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use super::*;
 use crate::{
     config::ServiceConfig,
-    h1::{ExpectHandler, UpgradeHandler, WriteTimeout},
+    h1::{ExpectHandler, UpgradeHandler},
     service::HttpFlow,
-    Extensions, OnConnectData,
+    Extensions, OnConnectData, WriteTimeout,
 };
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";

@@ -26,13 +26,6 @@ pub use self::{
     utils::SendResponse,
 };
 
-/// mcp-harbor patch: how long response bytes may wait for the client to take any of them
-/// before the connection is closed (nginx's `send_timeout`). Put it into a connection's data with
-/// the server's on-connect callback (`on_connect` in actix-web); a connection without it waits
-/// as long as the client likes, as upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WriteTimeout(pub std::time::Duration);
-
 #[derive(Debug)]
 /// Codec message
 pub enum Message<T> {

@@ -130,15 +130,24 @@ where
 
                     let fut = this.flow.service.call(req);
                     let config = this.config.clone();
+                    // mcp-harbor patch: see `handle_response`.
+                    let write_timeout = this
+                        .conn_data
+                        .as_ref()
+                        .and_then(|data| data.get::<crate::WriteTimeout>())
+                        .map(|timeout| timeout.0);
 
                     // multiplex request handling with spawn task
                     tokio::task::spawn_local(async move {
                         // resolve service call and send response.
                         let res = match fut.await {
-                            Ok(res) => handle_response(res.into(), tx, config, head_req).await,
+                            Ok(res) => {
+                                handle_response(res.into(), tx, config, head_req, write_timeout)
+                                    .await
+                            }
                             Err(err) => {
                                 let res: Response<BoxBody> = err.into();
-                                handle_response(res, tx, config, head_req).await
+                                handle_response(res, tx, config, head_req, write_timeout).await
                             }
                         };
 
@@ -209,6 +218,7 @@ async fn handle_response<B>(
     mut tx: SendResponse<Bytes>,
     config: ServiceConfig,
     head_req: bool,
+    write_timeout: Option<std::time::Duration>,
 ) -> Result<(), DispatchError>
 where
     B: MessageBody,
@@ -241,7 +251,22 @@ where
             // reserve enough space and wait for stream ready.
             stream.reserve_capacity(chunk_size);
 
-            match poll_fn(|cx| stream.poll_capacity(cx)).await {
+            let capacity = poll_fn(|cx| stream.poll_capacity(cx));
+            // mcp-harbor patch: a client that grants the stream no window for the
+            // connection's `WriteTimeout` has it reset, and its body dropped.
+            let capacity = match write_timeout {
+                None => capacity.await,
+                Some(timeout) => match tokio::time::timeout(timeout, capacity).await {
+                    Ok(capacity) => capacity,
+                    Err(_) => {
+                        tracing::trace!("the client took no response bytes in time; resetting");
+                        stream.send_reset(h2::Reason::CANCEL);
+                        return Ok(());
+                    }
+                },
+            };
+
+            match capacity {
                 // No capacity left. drop body and return.
                 None => return Ok(()),
 
