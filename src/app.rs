@@ -396,7 +396,10 @@ impl Application {
             extensions.insert(crate::connections::Open::new());
             // Read by the (vendored) HTTP/1 and HTTP/2 dispatchers: a client that takes none of
             // a response's bytes for this long loses the connection (HTTP/2: the stream).
-            extensions.insert(actix_http::WriteTimeout(write_timeout));
+            extensions.insert(actix_http::WriteTimeout {
+                after: write_timeout,
+                expired: crate::metrics::write_timed_out,
+            });
         })
         .disable_signals()
         .shutdown_timeout(config.cluster.drain_grace_secs.max(1))

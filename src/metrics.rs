@@ -85,6 +85,9 @@ pub struct Metrics {
     pub sse_streams_overflowed: Counter,
     /// Open HTTP connections on the main port (kept by `connections::Open`, one per connection).
     pub http_connections_open: Gauge,
+    /// Responses given up because their client took none of their bytes for
+    /// `server.write_timeout_secs` (counted by the HTTP dispatchers through `write_timed_out`).
+    pub http_write_timeouts: Counter,
     pub webhook_duration: Histograms<OutcomeLabels>,
     pub oauth_grants: Family<GrantLabels, Counter>,
     pub rate_limited: Family<TenantLabels, Counter>,
@@ -140,6 +143,12 @@ impl Metrics {
             "Open HTTP connections on the main port (each keep-alive connection, whether busy, \
              idle or holding a stream)",
             http_connections_open.clone(),
+        );
+        let http_write_timeouts = Counter::default();
+        registry.register(
+            "mcp_harbor_http_write_timeouts",
+            "Responses given up because their client took none of their bytes for server.write_timeout_secs (HTTP/1: the connection closed; HTTP/2: the stream reset)",
+            http_write_timeouts.clone(),
         );
         let sse_streams_overflowed = Counter::default();
         registry.register(
@@ -216,6 +225,7 @@ impl Metrics {
             sse_streams_open,
             http_connections_open,
             sse_streams_overflowed,
+            http_write_timeouts,
             webhook_duration,
             oauth_grants,
             rate_limited,
@@ -485,6 +495,14 @@ pub fn global() -> &'static Metrics {
 /// Counts an open SSE stream while it lives.
 pub struct StreamGauge(String);
 
+/// A response was given up for the write timeout (called by the vendored HTTP dispatchers).
+pub fn write_timed_out() {
+    global().http_write_timeouts.inc();
+    if let Some(o) = otel() {
+        o.http_write_timeouts.add(1, &[]);
+    }
+}
+
 /// A stream went over its buffer (`session::channel`).
 pub fn stream_overflowed() {
     global().sse_streams_overflowed.inc();
@@ -534,6 +552,7 @@ struct Otel {
     oauth_grants: OtelCounter<u64>,
     rate_limited: OtelCounter<u64>,
     quota_unchecked: OtelCounter<u64>,
+    http_write_timeouts: OtelCounter<u64>,
     http_requests: OtelCounter<u64>,
     event_appends: OtelCounter<u64>,
     event_replays: OtelCounter<u64>,
@@ -601,6 +620,12 @@ pub fn export_to(provider: &opentelemetry_sdk::metrics::SdkMeterProvider) {
             .u64_counter("mcp_harbor.quota_unchecked")
             .with_description(
                 "Requests let in unchecked across replicas (shared state unreachable)",
+            )
+            .build(),
+        http_write_timeouts: meter
+            .u64_counter("mcp_harbor.http.write_timeouts")
+            .with_description(
+                "Responses given up because their client took none of their bytes for the write timeout",
             )
             .build(),
         http_requests: meter

@@ -850,14 +850,18 @@ fn response_length(bytes: &[u8]) -> (usize, usize) {
 
 /// A client that stops reading an answer (here 8 MB, more than the sockets hold) loses its
 /// connection after `server.write_timeout_secs`, and with it what the server still held of the
-/// answer; a client reading it slowly, with pauses shorter than the timeout, gets all of it.
+/// answer (counted in `mcp_harbor_http_write_timeouts_total`); a client reading it slowly, with
+/// pauses shorter than the timeout, gets all of it.
 #[actix_rt::test]
 async fn a_client_that_stops_reading_its_answer_is_cut_off_after_the_write_timeout() {
     use tokio::io::AsyncWriteExt;
     const TEXT: usize = 8 * 1024 * 1024;
+    const METRICS_TOKEN: &str = "edge-metrics-token";
+    const TIMEOUTS: &str = "mcp_harbor_http_write_timeouts";
     let app = spawn_app_with(|c| {
         c.server.write_timeout_secs = 1.0;
         c.server.max_body_bytes = 16 * 1024 * 1024;
+        c.metrics.token = secrecy::SecretString::from(METRICS_TOKEN);
     })
     .await;
     // A small window: what the server sends waits in its own buffers, not in the client's.
@@ -893,6 +897,7 @@ async fn a_client_that_stops_reading_its_answer_is_cut_off_after_the_write_timeo
         "the whole answer arrived ({} bytes)",
         got.len()
     );
+    assert_eq!(app.counter(METRICS_TOKEN, TIMEOUTS).await, 1.0);
 
     // Reads what its window holds every 100 ms: seconds for the whole answer, and the server
     // waits on it all along, but never a second without the client taking some.
@@ -911,4 +916,5 @@ async fn a_client_that_stops_reading_its_answer_is_cut_off_after_the_write_timeo
     );
     let (head, length) = response_length(&got);
     assert_eq!(got.len(), head + length);
+    assert_eq!(app.counter(METRICS_TOKEN, TIMEOUTS).await, 1.0);
 }

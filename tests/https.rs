@@ -429,17 +429,34 @@ async fn h2_read(
 }
 
 /// Over HTTP/2 a client that grants an answer no window for `server.write_timeout_secs` has its
-/// stream reset (the rest is not sent; the connection serves on), and a client reading slowly,
-/// with pauses shorter than the timeout, gets all of it.
+/// stream reset (the rest is not sent; the connection serves on; counted in
+/// `mcp_harbor_http_write_timeouts_total`), and a client reading slowly, with pauses shorter than
+/// the timeout, gets all of it.
 #[actix_rt::test]
 async fn an_http2_stream_whose_client_stops_reading_is_reset_after_the_write_timeout() {
     const TEXT: usize = 4 * 1024 * 1024;
+    const METRICS_TOKEN: &str = "https-metrics-token";
+    const TIMEOUTS: &str = "mcp_harbor_http_write_timeouts";
     let dir = tempfile::tempdir().unwrap();
     let (app, cert) = https_app_with(dir.path(), "harbor test h2 write timeout", |c| {
         c.server.write_timeout_secs = 1.0;
         c.server.max_body_bytes = 16 * 1024 * 1024;
+        c.metrics.token = secrecy::SecretString::from(METRICS_TOKEN);
     })
     .await;
+    let metrics = client(&[&cert], false);
+    let timeouts = || async {
+        let text = metrics
+            .get(format!("https://localhost:{}/metrics", app.port))
+            .bearer_auth(METRICS_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        common::counter_in(&text, TIMEOUTS)
+    };
     let mut send = h2_connection(app.port, &cert).await;
 
     // The first 64 KiB (the stream's window) arrive; then nothing is read for three times the
@@ -455,6 +472,7 @@ async fn an_http2_stream_whose_client_stops_reading_is_reset_after_the_write_tim
         "{read} of {length} bytes read, then {error:?}"
     );
     assert!(read < length, "{read} of {length}");
+    assert_eq!(timeouts().await, 1.0);
 
     // The same connection: a client pausing 300 ms after each 512 KiB gets the whole answer.
     let mut send = send.ready().await.unwrap();
@@ -465,4 +483,5 @@ async fn an_http2_stream_whose_client_stops_reading_is_reset_after_the_write_tim
         "{read} of {length} bytes read, then {error:?}"
     );
     assert_eq!(read, length);
+    assert_eq!(timeouts().await, 1.0);
 }

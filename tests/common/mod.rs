@@ -111,6 +111,11 @@ impl TestApp {
     }
 
     /// The `/metrics` text, read with its token on the main port.
+    /// The value of the counter `name` (without `_total`) in `/metrics`, 0 when absent.
+    pub async fn counter(&self, token: &str, name: &str) -> f64 {
+        counter_in(&self.metrics_text(token).await, name)
+    }
+
     pub async fn metrics_text(&self, token: &str) -> String {
         self.http
             .get(format!("{}/metrics", self.base))
@@ -524,6 +529,15 @@ pub async fn post_form(
         .send()
         .await
         .unwrap()
+}
+
+/// The value of the counter `name` (without `_total`) in a `/metrics` text, 0 when absent.
+pub fn counter_in(metrics: &str, name: &str) -> f64 {
+    let prefix = format!("{name}_total ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// A stateless (2026-07-28) `tools/call` of `echo` with `text_len` bytes of text: an answer of

@@ -92,8 +92,13 @@ type ConnectCallback<IO> = dyn Fn(&IO, &mut Extensions);
 /// callback (`on_connect` in actix-web). Then, over HTTP/1, the connection is closed; over HTTP/2,
 /// the stream is reset (`CANCEL`) when the client grants it no window for that long. A
 /// connection without it waits as long as the client likes, as upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WriteTimeout(pub std::time::Duration);
+#[derive(Debug, Clone, Copy)]
+pub struct WriteTimeout {
+    /// How long the client has.
+    pub after: std::time::Duration,
+    /// Called whenever a response is given up for it (to count them, say).
+    pub expired: fn(),
+}
 
 /// Container for data that extract with ConnectCallback.
 ///

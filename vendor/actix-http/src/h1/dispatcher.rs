@@ -202,7 +202,7 @@ pin_project! {
         // mcp-harbor patch: how long buffered response bytes may wait for the client to take
         // any of them (`WriteTimeout` in the on-connect data; none: as upstream, for ever), and
         // the timer counting it while they wait.
-        write_timeout: Option<std::time::Duration>,
+        write_timeout: Option<crate::WriteTimeout>,
         write_timer: TimerState,
         graceful_shutdown: Option<crate::config::GracefulShutdownFuture>,
 
@@ -311,7 +311,7 @@ where
             .0
             .as_ref()
             .and_then(|data| data.get::<crate::WriteTimeout>())
-            .map(|timeout| timeout.0);
+            .copied();
         Dispatcher {
             inner: DispatcherState::Normal {
                 inner: InnerDispatcher {
@@ -1248,6 +1248,9 @@ where
             if timer.as_mut().poll(cx).is_ready() {
                 trace!("the client took no response bytes in time; closing connection");
                 this.write_timer.clear(line!());
+                if let Some(timeout) = this.write_timeout {
+                    (timeout.expired)();
+                }
                 this.flags.remove(Flags::LINGER | Flags::KEEP_ALIVE);
                 this.flags
                     .insert(Flags::SHUTDOWN | Flags::READ_DISCONNECT | Flags::WRITE_DISCONNECT);
@@ -1623,14 +1626,14 @@ where
 /// starts when they begin to wait, and starts again whenever the client took some (`progress`).
 fn wait_for_writes(
     timer: &mut TimerState,
-    timeout: Option<std::time::Duration>,
+    timeout: Option<crate::WriteTimeout>,
     progress: bool,
     cx: &mut Context<'_>,
 ) {
     let Some(timeout) = timeout else {
         return;
     };
-    let deadline = tokio::time::Instant::now() + timeout;
+    let deadline = tokio::time::Instant::now() + timeout.after;
     match timer {
         TimerState::Active { timer } if progress => {
             timer.as_mut().reset(deadline);

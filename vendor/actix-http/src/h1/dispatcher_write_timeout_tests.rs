@@ -87,10 +87,19 @@ fn large_answer() -> impl Service<Request, Response = Response<Bytes>, Error = E
     })
 }
 
+thread_local! {
+    /// Responses given up for their write timeout on this test's thread.
+    static EXPIRED: Cell<usize> = const { Cell::new(0) };
+}
+
+fn expired() {
+    EXPIRED.with(|n| n.set(n.get() + 1));
+}
+
 fn with_write_timeout(timeout: Option<Duration>) -> OnConnectData {
     let mut data = Extensions::new();
-    if let Some(timeout) = timeout {
-        data.insert(WriteTimeout(timeout));
+    if let Some(after) = timeout {
+        data.insert(WriteTimeout { after, expired });
     }
     OnConnectData(Some(data))
 }
@@ -127,8 +136,9 @@ async fn a_client_that_takes_nothing_for_the_write_timeout_loses_its_connection(
         matches!(ended, Ok(Ok(()))),
         "the connection was still open after 5 s"
     );
-    // It took the first 4 KiB, then nothing.
+    // It took the first 4 KiB, then nothing; the timeout's callback said so once.
     assert_eq!(taken.get(), 4096);
+    assert_eq!(EXPIRED.with(Cell::get), 1);
 }
 
 #[actix_rt::test]
@@ -168,6 +178,7 @@ async fn a_client_taking_bytes_more_often_than_the_timeout_gets_the_whole_answer
         }
     }
     assert!(taken.get() > BODY_LEN, "{} bytes", taken.get());
+    assert_eq!(EXPIRED.with(Cell::get), 0);
     assert!(started.elapsed() > timeout * 2);
     // The connection stays for the next request.
     let step = tokio::time::timeout(Duration::from_millis(300), h1.as_mut()).await;

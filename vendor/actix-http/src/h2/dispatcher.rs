@@ -135,7 +135,7 @@ where
                         .conn_data
                         .as_ref()
                         .and_then(|data| data.get::<crate::WriteTimeout>())
-                        .map(|timeout| timeout.0);
+                        .copied();
 
                     // multiplex request handling with spawn task
                     tokio::task::spawn_local(async move {
@@ -218,7 +218,7 @@ async fn handle_response<B>(
     mut tx: SendResponse<Bytes>,
     config: ServiceConfig,
     head_req: bool,
-    write_timeout: Option<std::time::Duration>,
+    write_timeout: Option<crate::WriteTimeout>,
 ) -> Result<(), DispatchError>
 where
     B: MessageBody,
@@ -256,10 +256,11 @@ where
             // connection's `WriteTimeout` has it reset, and its body dropped.
             let capacity = match write_timeout {
                 None => capacity.await,
-                Some(timeout) => match tokio::time::timeout(timeout, capacity).await {
+                Some(timeout) => match tokio::time::timeout(timeout.after, capacity).await {
                     Ok(capacity) => capacity,
                     Err(_) => {
                         tracing::trace!("the client took no response bytes in time; resetting");
+                        (timeout.expired)();
                         stream.send_reset(h2::Reason::CANCEL);
                         return Ok(());
                     }
