@@ -444,17 +444,12 @@ async fn an_http2_stream_whose_client_stops_reading_is_reset_after_the_write_tim
         c.metrics.token = secrecy::SecretString::from(METRICS_TOKEN);
     })
     .await;
-    let metrics = client(&[&cert], false);
+    let (metrics, base) = (
+        client(&[&cert], false),
+        format!("https://localhost:{}", app.port),
+    );
     let timeouts = || async {
-        let text = metrics
-            .get(format!("https://localhost:{}/metrics", app.port))
-            .bearer_auth(METRICS_TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = common::metrics_text_via(&metrics, &base, METRICS_TOKEN).await;
         common::counter_in(&text, TIMEOUTS)
     };
     let mut send = h2_connection(app.port, &cert).await;

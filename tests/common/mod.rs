@@ -110,22 +110,14 @@ impl TestApp {
             .bearer_auth(ADMIN_TOKEN)
     }
 
-    /// The `/metrics` text, read with its token on the main port.
     /// The value of the counter `name` (without `_total`) in `/metrics`, 0 when absent.
     pub async fn counter(&self, token: &str, name: &str) -> f64 {
         counter_in(&self.metrics_text(token).await, name)
     }
 
+    /// The `/metrics` text, read with its token on the main port.
     pub async fn metrics_text(&self, token: &str) -> String {
-        self.http
-            .get(format!("{}/metrics", self.base))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
+        metrics_text_via(&self.http, &self.base, token).await
     }
 
     pub fn mcp_url(&self, tenant: &str) -> String {
@@ -527,6 +519,19 @@ pub async fn post_form(
         .header("cookie", cookie)
         .body(body)
         .send()
+        .await
+        .unwrap()
+}
+
+/// The `/metrics` text of the server at `base` (`http://…` or `https://…`), read with `token`
+/// through `http`.
+pub async fn metrics_text_via(http: &reqwest::Client, base: &str, token: &str) -> String {
+    http.get(format!("{base}/metrics"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .text()
         .await
         .unwrap()
 }
