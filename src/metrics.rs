@@ -492,9 +492,6 @@ pub fn global() -> &'static Metrics {
     &METRICS
 }
 
-/// Counts an open SSE stream while it lives.
-pub struct StreamGauge(String);
-
 /// A response was given up for the write timeout (called by the vendored HTTP dispatchers).
 pub fn write_timed_out() {
     global().http_write_timeouts.inc();
@@ -502,6 +499,9 @@ pub fn write_timed_out() {
         o.http_write_timeouts.add(1, &[]);
     }
 }
+
+/// Counts an open SSE stream while it lives.
+pub struct StreamGauge(String);
 
 /// A stream went over its buffer (`session::channel`).
 pub fn stream_overflowed() {
