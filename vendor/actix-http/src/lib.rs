@@ -118,4 +118,9 @@ impl OnConnectData {
 
         Self(ext)
     }
+
+    /// mcp-harbor patch: the connection's [`WriteTimeout`], if the on-connect callback set one.
+    pub(crate) fn write_timeout(&self) -> Option<WriteTimeout> {
+        self.0.as_ref()?.get::<WriteTimeout>().copied()
+    }
 }

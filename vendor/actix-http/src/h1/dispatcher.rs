@@ -307,11 +307,7 @@ where
         peer_addr: Option<net::SocketAddr>,
         conn_data: OnConnectData,
     ) -> Self {
-        let write_timeout = conn_data
-            .0
-            .as_ref()
-            .and_then(|data| data.get::<crate::WriteTimeout>())
-            .copied();
+        let write_timeout = conn_data.write_timeout();
         Dispatcher {
             inner: DispatcherState::Normal {
                 inner: InnerDispatcher {
@@ -1242,23 +1238,22 @@ where
 
     /// mcp-harbor patch: a response the client has taken nothing of for `write_timeout` ends
     /// the connection at once (as a client that went away does), dropping what is buffered.
-    fn poll_write_timer(self: Pin<&mut Self>, cx: &mut Context<'_>) {
-        let this = self.project();
-        if let TimerState::Active { timer } = this.write_timer {
-            if timer.as_mut().poll(cx).is_ready() {
-                trace!("the client took no response bytes in time; closing connection");
-                this.write_timer.clear(line!());
-                if let Some(timeout) = this.write_timeout {
-                    (timeout.expired)();
-                }
-                this.flags.remove(Flags::LINGER | Flags::KEEP_ALIVE);
-                this.flags
-                    .insert(Flags::SHUTDOWN | Flags::READ_DISCONNECT | Flags::WRITE_DISCONNECT);
-                if let Some(mut payload) = this.payload.take() {
-                    payload.set_error(PayloadError::Incomplete(None));
-                }
-            }
+    fn poll_write_timer(mut self: Pin<&mut Self>, cx: &mut Context<'_>) {
+        let this = self.as_mut().project();
+        let TimerState::Active { timer } = this.write_timer else {
+            return;
+        };
+        if timer.as_mut().poll(cx).is_pending() {
+            return;
         }
+        trace!("the client took no response bytes in time; closing connection");
+        this.write_timer.clear(line!());
+        if let Some(timeout) = this.write_timeout {
+            (timeout.expired)();
+        }
+        this.flags.remove(Flags::LINGER | Flags::KEEP_ALIVE);
+        this.flags.insert(Flags::SHUTDOWN);
+        self.client_disconnected();
     }
 
     /// Poll head, keep-alive, and disconnect timer.

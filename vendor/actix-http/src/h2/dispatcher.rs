@@ -39,6 +39,8 @@ pin_project! {
         flow: Rc<HttpFlow<S, X, U>>,
         connection: Connection<T, Bytes>,
         conn_data: Option<Rc<Extensions>>,
+        // mcp-harbor patch: see `handle_response`.
+        write_timeout: Option<crate::WriteTimeout>,
         config: ServiceConfig,
         peer_addr: Option<net::SocketAddr>,
         ping_pong: Option<H2PingPong>,
@@ -75,6 +77,7 @@ where
             config,
             peer_addr,
             connection: conn,
+            write_timeout: conn_data.write_timeout(),
             conn_data: conn_data.0.map(Rc::new),
             ping_pong,
             _phantom: PhantomData,
@@ -130,12 +133,7 @@ where
 
                     let fut = this.flow.service.call(req);
                     let config = this.config.clone();
-                    // mcp-harbor patch: see `handle_response`.
-                    let write_timeout = this
-                        .conn_data
-                        .as_ref()
-                        .and_then(|data| data.get::<crate::WriteTimeout>())
-                        .copied();
+                    let write_timeout = this.write_timeout;
 
                     // multiplex request handling with spawn task
                     tokio::task::spawn_local(async move {
