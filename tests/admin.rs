@@ -195,6 +195,40 @@ async fn validation_errors_name_the_field() {
             json!({ "slug": "x", "catalogs": ["nope"] }),
             "catalogs[0]",
         ),
+        // Unknown fields are refused at every level (stored records are read leniently: the
+        // documented schema is what keeps them out).
+        (
+            Method::POST,
+            "/tenants",
+            json!({ "slug": "x", "limits": { "max_tools": 7 } }),
+            "limits.max_tools",
+        ),
+        (
+            Method::POST,
+            "/tenants",
+            json!({ "slug": "x", "auth": { "mode": "oauth", "token_ttl_secs": 600 } }),
+            "auth.token_ttl_secs",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/tools",
+            json!({ "name": "t", "description": "d", "webhook": { "url": "https://x.example/h", "headers": {} } }),
+            "webhook.headers",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/prompts",
+            json!({ "name": "p", "description": "d", "arguments": [{ "name": "a", "kind": "text" }],
+                    "messages": [{ "role": "user", "text": "x" }] }),
+            "arguments[0].kind",
+        ),
+        (
+            Method::POST,
+            "/tenants/acme/resource-templates",
+            json!({ "name": "rt", "uri_template": "docs://{id}", "mime_type": "text/plain",
+                    "resolver": { "type": "text", "text": "{id}", "escape": true } }),
+            "resolver.escape",
+        ),
         (
             Method::POST,
             "/tenants",
@@ -1091,4 +1125,165 @@ async fn writes_over_a_record_never_undo_each_other() {
     assert_eq!(put(&first, "Lost").await.unwrap().status(), 412);
     let (_, now) = send(&app, Method::GET, "/tenants/acme/tools/lookup", None).await;
     assert_eq!(now["description"], "Revised");
+}
+
+/// What a newer mcp-harbor writes (during a rolling upgrade, or before a rollback) is read by
+/// this one: stored tenants and catalog entries holding fields it does not know still serve, and
+/// an update this version writes back keeps those fields.
+#[actix_rt::test]
+async fn records_a_newer_version_wrote_are_read_and_kept() {
+    let first = spawn_app().await;
+    create_tenant(&first, "open", json!([])).await;
+    let (status, body) = send(
+        &first,
+        Method::POST,
+        "/tenants",
+        Some(
+            json!({ "slug": "guarded", "auth": { "mode": "oauth", "oidc": {
+            "issuer": "https://id.example", "client_id": "harbor" } } }),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    for (kind, entry) in [
+        (
+            "tools",
+            json!({ "name": "lookup", "description": "d", "webhook": { "url": "https://hooks.example/lookup" } }),
+        ),
+        ("prompts", prompt("greet")),
+        (
+            "resources",
+            json!({ "name": "handbook", "uri": "docs://handbook", "mime_type": "text/plain", "text": "Hello" }),
+        ),
+        (
+            "resource-templates",
+            json!({ "name": "page", "uri_template": "docs://pages/{id}", "mime_type": "text/plain",
+                    "resolver": { "type": "text", "text": "Page {id}" } }),
+        ),
+    ] {
+        let (status, body) = send(
+            &first,
+            Method::POST,
+            &format!("/tenants/open/{kind}"),
+            Some(entry),
+        )
+        .await;
+        assert_eq!(status, 201, "{kind}: {body}");
+    }
+
+    // What a newer version would store: one more field at every level of every record.
+    let db = first.database().await;
+    let edit = |sql: &'static str| sqlx::query(sql).execute(&db);
+    edit("UPDATE tenants SET limits = json_set(limits, '$.max_tools', 7) WHERE slug = 'open'")
+        .await
+        .unwrap();
+    edit(
+        "UPDATE tenants SET auth = json_set(auth, '$.token_ttl_secs', 600, \
+         '$.oidc.prompt', 'login') WHERE slug = 'guarded'",
+    )
+    .await
+    .unwrap();
+    edit(
+        "UPDATE catalog_entries SET body = json_set(body, '$.icons', json('[]')) \
+         WHERE tenant = 'open'",
+    )
+    .await
+    .unwrap();
+    edit(
+        "UPDATE catalog_entries SET body = json_set(body, '$.webhook.headers', json('{}')) \
+         WHERE tenant = 'open' AND kind = 'tool'",
+    )
+    .await
+    .unwrap();
+    edit(
+        "UPDATE catalog_entries SET body = json_set(body, '$.arguments[0].kind', 'text', \
+         '$.messages[0].audience', 'all') WHERE tenant = 'open' AND kind = 'prompt'",
+    )
+    .await
+    .unwrap();
+    edit(
+        "UPDATE catalog_entries SET body = json_set(body, '$.resolver.escape', true) \
+         WHERE tenant = 'open' AND kind = 'resource_template'",
+    )
+    .await
+    .unwrap();
+
+    // This version starts on that database (the first keeps its directory and sealing key).
+    first.handle.stop(false).await;
+    let data_dir = first
+        .data_dir
+        .as_ref()
+        .unwrap()
+        .path()
+        .display()
+        .to_string();
+    let app = common::spawn_app_with(move |c| c.storage.data_dir = data_dir).await;
+    let mut c = app.open_session("open", "2025-11-25", json!({})).await;
+    for (method, list, name) in [
+        ("tools/list", "tools", "lookup"),
+        ("prompts/list", "prompts", "greet"),
+        ("resources/list", "resources", "handbook"),
+        ("resources/templates/list", "resourceTemplates", "page"),
+    ] {
+        let listed = c.result(method, json!({})).await;
+        let names: Vec<&str> = listed[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["name"].as_str())
+            .collect();
+        assert_eq!(names, [name], "{method}: {listed}");
+    }
+    let page = c
+        .result("resources/read", json!({ "uri": "docs://pages/7" }))
+        .await;
+    assert_eq!(page["contents"][0]["text"], "Page 7");
+    let prompt = c
+        .result(
+            "prompts/get",
+            json!({ "name": "greet", "arguments": { "who": "Ada" } }),
+        )
+        .await;
+    assert_eq!(prompt["messages"][0]["content"]["text"], "Say hello to Ada");
+
+    // The protected tenant serves its metadata; both tenants read, update and keep the fields.
+    let metadata = app
+        .http
+        .get(format!(
+            "{}/.well-known/oauth-protected-resource/t/guarded/mcp",
+            app.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metadata.status(), 200);
+    for slug in ["open", "guarded"] {
+        let (status, got) = send(&app, Method::GET, &format!("/tenants/{slug}"), None).await;
+        assert_eq!(status, 200, "{got}");
+        assert!(got["limits"].get("max_tools").is_none(), "{got}");
+        let (status, got) = send(
+            &app,
+            Method::PATCH,
+            &format!("/tenants/{slug}"),
+            Some(json!({ "display_name": "Renamed" })),
+        )
+        .await;
+        assert_eq!((status, &got["display_name"]), (200, &json!("Renamed")));
+    }
+    // The file the second server runs on is the first's.
+    let db = first.database().await;
+    let kept: (String, String) = sqlx::query_as(
+        "SELECT (SELECT limits FROM tenants WHERE slug = 'open'), \
+         (SELECT auth FROM tenants WHERE slug = 'guarded')",
+    )
+    .fetch_one(&db)
+    .await
+    .unwrap();
+    let limits: Value = serde_json::from_str(&kept.0).unwrap();
+    let auth: Value = serde_json::from_str(&kept.1).unwrap();
+    assert_eq!(limits["max_tools"], 7, "{limits}");
+    assert_eq!(auth["token_ttl_secs"], 600, "{auth}");
+    assert_eq!(auth["oidc"]["prompt"], "login", "{auth}");
+    assert_eq!(auth["oidc"]["client_id"], "harbor", "{auth}");
+    drop(first);
 }

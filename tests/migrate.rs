@@ -5,6 +5,9 @@ mod db;
 
 use mcp_harbor::store::{SqlStore, TenantStore};
 
+/// A migration only a newer mcp-harbor knows (its version later than any this one embeds).
+const NEWER: i64 = 29_991_231_000_001;
+
 fn migrate(env: &[(&str, &str)]) -> std::process::Output {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-harbor"));
     cmd.arg("migrate").env_remove("MCP_HARBOR_CONFIG");
@@ -57,4 +60,56 @@ async fn migrate_refuses_a_bad_url_clearly() {
     let out = migrate(&[("MCP_HARBOR__STORAGE__DATABASE_URL", "mysql://localhost/x")]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("storage.database_url"));
+}
+
+/// What a newer version leaves behind (during a rolling upgrade, or before a rollback): a
+/// migration this one does not know. `migrate` and the server go on (warning about it), leaving
+/// it as it is.
+async fn newer_migrations_are_left_as_they_are(url: &str, env: (&str, &str)) {
+    assert!(migrate(&[env]).status.success());
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(url).await.unwrap();
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(NEWER)
+    .bind("added by a newer version")
+    .bind(true)
+    .bind(vec![7u8; 48])
+    .bind(1_i64)
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+
+    let out = migrate(&[env]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains(&NEWER.to_string()), "names it: {said}");
+    let store = SqlStore::connect(url, 1).await.unwrap();
+    assert_eq!(store.migrate().await.unwrap(), [NEWER]);
+    store.close().await;
+    check_migrated(url).await;
+}
+
+#[actix_rt::test]
+async fn newer_migrations_are_left_as_they_are_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().display().to_string();
+    let url = format!("sqlite://{data_dir}/mcp-harbor.db");
+    newer_migrations_are_left_as_they_are(&url, ("MCP_HARBOR__STORAGE__DATA_DIR", &data_dir)).await;
+}
+
+#[actix_rt::test]
+async fn newer_migrations_are_left_as_they_are_postgres() {
+    let Some(url) = db::postgres_url().await else {
+        return;
+    };
+    newer_migrations_are_left_as_they_are(&url, ("MCP_HARBOR__STORAGE__DATABASE_URL", &url)).await;
+    db::drop_postgres(&url).await;
 }

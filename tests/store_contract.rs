@@ -27,6 +27,7 @@ fn tenant(slug: &str) -> TenantRecord {
             max_message_bytes: None,
             max_sessions_per_principal: Some(2),
             requests_per_minute_per_principal: Some(60),
+            ..TenantLimits::default()
         },
         auth: TenantAuth::Oauth(OAuthSettings::default()),
         created_at: 1,

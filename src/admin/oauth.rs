@@ -127,6 +127,7 @@ impl AuthInput {
                     audience: e.audience,
                     jwks_uri: e.jwks_uri,
                     required_scopes: e.required_scopes,
+                    newer_fields: Default::default(),
                 })
             }
             AuthInput::Oauth(o) => {
@@ -195,6 +196,7 @@ impl AuthInput {
                             scopes,
                             subject_claim: u.subject_claim.unwrap_or_else(default_subject_claim),
                             name_claim: u.name_claim.unwrap_or_else(default_name_claim),
+                            newer_fields: Default::default(),
                         })
                     }
                 };
@@ -212,6 +214,7 @@ impl AuthInput {
                     login,
                     oidc,
                     required_scopes,
+                    newer_fields: Default::default(),
                 })
             }
         })

@@ -53,12 +53,18 @@ impl Documented for UpdateTenant {
 
 /// The API's view of a tenant.
 pub fn tenant_json(t: &TenantRecord) -> Value {
+    // Limits a newer version stored are kept in the record but not shown: the document
+    // describes this version's limits.
+    let limits = TenantLimits {
+        newer_fields: Default::default(),
+        ..t.limits.clone()
+    };
     json!({
         "slug": t.slug,
         "display_name": t.display_name,
         "status": t.status.as_str(),
         "catalogs": t.catalogs,
-        "limits": t.limits,
+        "limits": limits,
         "auth": crate::auth::public_view(&t.auth),
         "mcp_path": format!("/t/{}/mcp", t.slug),
         "created_at": t.created_at,

@@ -2,6 +2,11 @@
 //! static resources and resource templates, built from the tenant's stored entries. A webhook
 //! tool's signing secret is stored sealed (bound to the tenant and the tool) and opened once, when
 //! the catalog is built.
+//!
+//! Stored entries are read leniently: a field this version does not know (written by a newer
+//! one, during a rolling upgrade or after a rollback) is ignored rather than making the entry
+//! unreadable. What the admin API takes in is checked against its documented schema first,
+//! which admits no unknown field.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +23,6 @@ use crate::tools::webhook::{self, WebhookCall, WebhookTarget};
 
 /// A published tool (its stored form).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ToolDef {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -36,7 +40,6 @@ pub struct ToolDef {
 /// deployment's sealing keys and bound to the tenant and the tool, so a sealed value copied to
 /// another tenant's or tool's row does not open. `Debug` shows no secret (nor the sealed value).
 #[derive(Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct StoredWebhook {
     pub url: String,
     /// The sealed `whsec_…`; absent only in entries stored before secrets were sealed. During a
@@ -222,7 +225,6 @@ pub fn tool_body_in_clear(body: &Value) -> bool {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct PromptArgument {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -232,7 +234,6 @@ pub struct PromptArgument {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct PromptMessage {
     /// `user` or `assistant`.
     pub role: String,
@@ -242,7 +243,6 @@ pub struct PromptMessage {
 
 /// A published prompt template.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct PromptDef {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -255,7 +255,6 @@ pub struct PromptDef {
 
 /// A published static resource: text, or a base64 blob.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct ResourceDef {
     pub name: String,
     pub uri: String,
@@ -272,7 +271,6 @@ pub struct ResourceDef {
 
 /// A published resource template: an RFC 6570 level-1 URI template bound to a resolver.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct ResourceTemplateDef {
     pub name: String,
     pub uri_template: String,
@@ -286,7 +284,7 @@ pub struct ResourceTemplateDef {
 
 /// How a resource template produces content for a URI.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum TemplateResolver {
     /// Text with `{variable}` placeholders, filled from the URI.
     Text { text: String },

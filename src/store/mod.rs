@@ -11,7 +11,7 @@ mod sql;
 pub use sql::SqlStore;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -74,9 +74,10 @@ impl TenantStatus {
     }
 }
 
-/// Per-tenant limits; `None` means the server-wide default.
+/// Per-tenant limits; `None` means the server-wide default. Read leniently (see
+/// [`TenantLimits::newer_fields`]); the admin API's input is checked against its documented
+/// schema, which admits no unknown field.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct TenantLimits {
     /// Most live sessions of the tenant, across all replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,6 +105,10 @@ pub struct TenantLimits {
     /// Largest single JSON-RPC message in a request body (a batch's members each), in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_message_bytes: Option<u32>,
+    /// Fields a newer mcp-harbor wrote that this one does not know (a rolling upgrade, or a
+    /// rollback): kept as they are, so an update written back by this version loses none.
+    #[serde(flatten)]
+    pub newer_fields: Map<String, Value>,
 }
 
 /// How a tenant's MCP endpoint is protected (stored form: secrets sealed or hashed).
@@ -153,7 +158,6 @@ pub enum LoginMethod {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct OAuthSettings {
     #[serde(default)]
     pub registration: RegistrationPolicy,
@@ -167,6 +171,9 @@ pub struct OAuthSettings {
     /// Scopes an access token needs to reach the MCP endpoint.
     #[serde(default = "default_required_scopes")]
     pub required_scopes: Vec<String>,
+    /// As [`TenantLimits::newer_fields`].
+    #[serde(flatten)]
+    pub newer_fields: Map<String, Value>,
 }
 
 pub fn default_required_scopes() -> Vec<String> {
@@ -181,13 +188,13 @@ impl Default for OAuthSettings {
             login: LoginMethod::Local,
             oidc: None,
             required_scopes: default_required_scopes(),
+            newer_fields: Map::new(),
         }
     }
 }
 
 /// The tenant's OpenID provider, of which the platform is a client (code flow + PKCE + nonce).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct UpstreamOidc {
     pub issuer: String,
     pub client_id: String,
@@ -202,6 +209,9 @@ pub struct UpstreamOidc {
     /// The ID-token claim shown as the principal's name.
     #[serde(default = "default_name_claim")]
     pub name_claim: String,
+    /// As [`TenantLimits::newer_fields`].
+    #[serde(flatten)]
+    pub newer_fields: Map<String, Value>,
 }
 
 pub fn default_oidc_scopes() -> Vec<String> {
@@ -216,7 +226,6 @@ pub fn default_name_claim() -> String {
 
 /// An authorization server the tenant already runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ExternalIssuer {
     pub issuer: String,
     /// The `aud` its tokens carry for this tenant.
@@ -226,6 +235,9 @@ pub struct ExternalIssuer {
     pub jwks_uri: Option<String>,
     #[serde(default)]
     pub required_scopes: Vec<String>,
+    /// As [`TenantLimits::newer_fields`].
+    #[serde(flatten)]
+    pub newer_fields: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -841,4 +853,38 @@ pub fn now_millis() -> i64 {
 /// (two in the same millisecond, or a clock that stepped back).
 pub fn next_revision(previous: i64) -> i64 {
     now_millis().max(previous.saturating_add(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Settings a newer version stored, with fields this one does not know at every level,
+    /// read and written back: the known fields are read, the others come back as they were.
+    #[test]
+    fn fields_of_a_newer_version_are_read_past_and_written_back() {
+        let limits = json!({ "max_sessions": 5, "allowed_origins": [], "max_tools": 7 });
+        let read: TenantLimits = serde_json::from_value(limits.clone()).unwrap();
+        assert_eq!(read.max_sessions, Some(5));
+        assert_eq!(serde_json::to_value(&read).unwrap(), limits);
+
+        let auth = json!({ "mode": "oauth", "registration": "open", "login": "oidc",
+            "required_scopes": ["mcp"], "token_ttl_secs": 600,
+            "oidc": { "issuer": "https://id.example", "client_id": "harbor", "scopes": ["openid"],
+                      "subject_claim": "sub", "name_claim": "name", "prompt": "login" } });
+        let read: TenantAuth = serde_json::from_value(auth.clone()).unwrap();
+        let TenantAuth::Oauth(settings) = &read else {
+            panic!("{read:?}")
+        };
+        assert_eq!(settings.login, LoginMethod::Oidc);
+        assert_eq!(settings.newer_fields.len(), 1, "the tag is not kept as one");
+        assert_eq!(serde_json::to_value(&read).unwrap(), auth);
+
+        let auth = json!({ "mode": "external", "issuer": "https://as.example", "audience": "a",
+            "required_scopes": [], "leeway_secs": 30 });
+        let read: TenantAuth = serde_json::from_value(auth.clone()).unwrap();
+        assert!(matches!(&read, TenantAuth::External(e) if e.audience == "a"));
+        assert_eq!(serde_json::to_value(&read).unwrap(), auth);
+    }
 }

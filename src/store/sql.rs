@@ -99,14 +99,36 @@ impl SqlStore {
         self.backend
     }
 
-    /// Applies the embedded migrations of this backend.
-    pub async fn migrate(&self) -> Result<(), StoreError> {
-        let migrator = match self.backend {
+    /// Applies the embedded migrations of this backend. Migrations a newer mcp-harbor applied
+    /// (a rolling upgrade under way, or a rollback) are left as they are: this version runs on
+    /// the database they leave, since migrations only ever add to it (`migrations/README.md`).
+    /// Their versions are answered (and logged).
+    pub async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        let embedded = match self.backend {
             Backend::Postgres => &POSTGRES_MIGRATIONS,
             Backend::Sqlite => &SQLITE_MIGRATIONS,
         };
+        let mut migrator = Migrator::with_migrations(embedded.iter().cloned().collect());
+        migrator.set_ignore_missing(true);
         migrator.run(&self.pool).await?;
-        Ok(())
+        let applied = sqlx::query("SELECT version FROM _sqlx_migrations ORDER BY version")
+            .fetch_all(&self.pool)
+            .await?;
+        let mut newer = Vec::new();
+        for row in &applied {
+            let version: i64 = row.try_get("version")?;
+            if !embedded.version_exists(version) {
+                newer.push(version);
+            }
+        }
+        if !newer.is_empty() {
+            tracing::warn!(
+                migrations = ?newer,
+                "the database holds migrations of a newer mcp-harbor; this version runs on it \
+                 and leaves them as they are (a rolling upgrade or a rollback)"
+            );
+        }
+        Ok(newer)
     }
 
     /// Whether the database answers (for `/readyz`).
