@@ -1129,7 +1129,8 @@ async fn writes_over_a_record_never_undo_each_other() {
 
 /// What a newer mcp-harbor writes (during a rolling upgrade, or before a rollback) is read by
 /// this one: stored tenants and catalog entries holding fields it does not know still serve, and
-/// an update this version writes back keeps those fields.
+/// an update this version writes back keeps those fields; a built-in catalog it does not have is
+/// left out; a tenant it cannot read at all is not served, and does not keep it from starting.
 #[actix_rt::test]
 async fn records_a_newer_version_wrote_are_read_and_kept() {
     let first = spawn_app().await;
@@ -1171,10 +1172,19 @@ async fn records_a_newer_version_wrote_are_read_and_kept() {
         assert_eq!(status, 201, "{kind}: {body}");
     }
 
-    // What a newer version would store: one more field at every level of every record.
+    create_tenant(&first, "later", json!([])).await;
+
+    // What a newer version would store: one more field at every level of every record, a
+    // built-in catalog this version does not have, and an auth mode it does not know.
     let db = first.database().await;
     let edit = |sql: &'static str| sqlx::query(sql).execute(&db);
-    edit("UPDATE tenants SET limits = json_set(limits, '$.max_tools', 7) WHERE slug = 'open'")
+    edit(
+        "UPDATE tenants SET limits = json_set(limits, '$.max_tools', 7), \
+         catalogs = '[\"github\"]' WHERE slug = 'open'",
+    )
+    .await
+    .unwrap();
+    edit("UPDATE tenants SET auth = '{\"mode\":\"saml\"}' WHERE slug = 'later'")
         .await
         .unwrap();
     edit(
@@ -1246,6 +1256,10 @@ async fn records_a_newer_version_wrote_are_read_and_kept() {
         .await;
     assert_eq!(prompt["messages"][0]["content"]["text"], "Say hello to Ada");
 
+    // The tenant this version cannot read is not served (503), and nothing else is held up.
+    let resp = app.initialize("later", "2025-11-25", json!({})).await;
+    assert_eq!(resp.status(), 503);
+
     // The protected tenant serves its metadata; both tenants read, update and keep the fields.
     let metadata = app
         .http
@@ -1272,9 +1286,10 @@ async fn records_a_newer_version_wrote_are_read_and_kept() {
     }
     // The file the second server runs on is the first's.
     let db = first.database().await;
-    let kept: (String, String) = sqlx::query_as(
+    let kept: (String, String, String) = sqlx::query_as(
         "SELECT (SELECT limits FROM tenants WHERE slug = 'open'), \
-         (SELECT auth FROM tenants WHERE slug = 'guarded')",
+         (SELECT auth FROM tenants WHERE slug = 'guarded'), \
+         (SELECT catalogs FROM tenants WHERE slug = 'open')",
     )
     .fetch_one(&db)
     .await
@@ -1285,5 +1300,6 @@ async fn records_a_newer_version_wrote_are_read_and_kept() {
     assert_eq!(auth["token_ttl_secs"], 600, "{auth}");
     assert_eq!(auth["oidc"]["prompt"], "login", "{auth}");
     assert_eq!(auth["oidc"]["client_id"], "harbor", "{auth}");
+    assert_eq!(kept.2, r#"["github"]"#);
     drop(first);
 }

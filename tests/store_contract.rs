@@ -69,6 +69,11 @@ async fn contract(store: SqlStore) {
         page.iter().map(|t| t.slug.as_str()).collect::<Vec<_>>(),
         ["acme", "beta"]
     );
+    assert_eq!(
+        store.tenant_slugs(Some("acme"), 5).await.unwrap(),
+        ["beta", "core"]
+    );
+    assert_eq!(store.tenant_slugs(None, 1).await.unwrap(), ["acme"]);
     let page = store.list_tenants(Some("beta"), 2).await.unwrap();
     assert_eq!(
         page.iter().map(|t| t.slug.as_str()).collect::<Vec<_>>(),

@@ -88,6 +88,9 @@ pub trait Catalog: Send + Sync + 'static {
     }
 }
 
+/// The built-in catalogs there are (`TenantCatalog::builtin`).
+pub const BUILTIN_NAMES: [&str; 2] = ["reference", "demo"];
+
 /// The merged view of a tenant's enabled catalogs, with its lists computed once.
 pub struct TenantCatalog {
     catalogs: Vec<Arc<dyn Catalog>>,
@@ -156,6 +159,20 @@ impl TenantCatalog {
         Ok(Self::new(Self::builtin(names)?))
     }
 
+    /// The built-in catalogs a stored tenant enabled, and the names this version has no
+    /// catalog of (enabled through a newer version, during a rolling upgrade or before a
+    /// rollback): those are left out rather than making the tenant unservable.
+    pub fn stored_builtin(names: &[String]) -> (Vec<Arc<dyn Catalog>>, Vec<&str>) {
+        let (known, unknown): (Vec<&String>, Vec<&String>) = names
+            .iter()
+            .partition(|n| BUILTIN_NAMES.contains(&n.as_str()));
+        let known: Vec<String> = known.into_iter().cloned().collect();
+        (
+            Self::builtin(&known).unwrap_or_default(),
+            unknown.into_iter().map(String::as_str).collect(),
+        )
+    }
+
     /// The built-in catalogs of these names (`reference`, `demo`).
     pub fn builtin(names: &[String]) -> Result<Vec<Arc<dyn Catalog>>, String> {
         let mut catalogs: Vec<Arc<dyn Catalog>> = Vec::new();
@@ -170,7 +187,8 @@ impl TenantCatalog {
                 "demo" => Arc::new(demo::DemoCatalog::default()),
                 other => {
                     return Err(format!(
-                        "unknown built-in catalog {other:?} (known: reference, demo)"
+                        "unknown built-in catalog {other:?} (known: {})",
+                        BUILTIN_NAMES.join(", ")
                     ))
                 }
             });
@@ -315,6 +333,22 @@ pub fn str_arg<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every name in `BUILTIN_NAMES` is a catalog; a stored tenant's names this version has no
+    /// catalog of are left out and answered, the admin API's check refuses them.
+    #[test]
+    fn builtin_names_build_and_unknown_stored_ones_are_left_out() {
+        let all: Vec<String> = BUILTIN_NAMES.iter().map(|n| n.to_string()).collect();
+        assert_eq!(TenantCatalog::builtin(&all).map(|c| c.len()).ok(), Some(2));
+        let stored = vec!["github".to_string(), "demo".to_string()];
+        let (catalogs, unknown) = TenantCatalog::stored_builtin(&stored);
+        assert_eq!(
+            catalogs.iter().map(|c| c.name()).collect::<Vec<_>>(),
+            ["demo"]
+        );
+        assert_eq!(unknown, ["github"]);
+        assert!(TenantCatalog::builtin(&stored).is_err());
+    }
 
     /// A built-in catalog named twice (a record stored before the admin API refused repeats) is
     /// served once: its entries are listed once.

@@ -306,6 +306,12 @@ pub trait TenantStore {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<TenantRecord>, StoreError>;
+    /// The slugs of [`Self::list_tenants`], whether or not their records read.
+    async fn tenant_slugs(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError>;
     /// Writes `tenant` over the stored one if that is still the one read (its `updated_at` is
     /// `seen`): false when it changed since (another write came first; nothing is written), and
     /// `NotFound` when it is gone. Callers give a written record a newer `updated_at`

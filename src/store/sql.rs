@@ -283,6 +283,21 @@ impl TenantStore for SqlStore {
         rows.iter().map(tenant_from_row).collect()
     }
 
+    async fn tenant_slugs(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query("SELECT slug FROM tenants WHERE slug > $1 ORDER BY slug LIMIT $2")
+            .bind(after.unwrap_or(""))
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| row.try_get("slug").map_err(StoreError::from))
+            .collect()
+    }
+
     #[tracing::instrument(level = "debug", name = "db", skip(self, tenant), fields(otel.name = "db update_tenant", otel.kind = "client", db.operation.name = "update_tenant", tenant = %tenant.slug))]
     async fn update_tenant(&self, tenant: &TenantRecord, seen: i64) -> Result<bool, StoreError> {
         let done = sqlx::query(

@@ -160,25 +160,55 @@ impl TenantDirectory {
         &self.replica
     }
 
-    /// Starts every stored tenant (at boot).
+    /// Starts every stored tenant (at boot); how many started. A tenant whose record this
+    /// version cannot read (a value only a newer version knows, say) is left out with an error
+    /// in the log rather than keeping the replica from starting: requests for it are answered
+    /// 503 while every other tenant is served. The database being unreachable still fails.
     pub async fn load_all(&self) -> Result<usize, StoreError> {
-        let records = self.stored_tenants().await?;
+        let (records, unreadable) = self.stored_tenants().await?;
+        for (slug, e) in &unreadable {
+            tracing::error!(tenant = %slug, error = %e, "the stored tenant cannot be read by this version; not served here");
+        }
         for record in &records {
             self.start_tenant(record).await?;
         }
         Ok(records.len())
     }
 
-    /// Every stored tenant, read page by page.
-    async fn stored_tenants(&self) -> Result<Vec<TenantRecord>, StoreError> {
-        let mut all = Vec::new();
+    /// Every stored tenant, read page by page: the records, and the slugs of those that do not
+    /// read (`StoreError::Corrupt`) with why. A page holding one is read again one at a time.
+    async fn stored_tenants(
+        &self,
+    ) -> Result<(Vec<TenantRecord>, Vec<(String, StoreError)>), StoreError> {
+        const PAGE: u32 = 200;
+        let mut records = Vec::new();
+        let mut unreadable = Vec::new();
+        let mut after: Option<String> = None;
         loop {
-            let after = all.last().map(|r: &TenantRecord| r.slug.clone());
-            let page = self.store.list_tenants(after.as_deref(), 200).await?;
-            if page.is_empty() {
-                return Ok(all);
+            let last = match self.store.list_tenants(after.as_deref(), PAGE).await {
+                Ok(page) => {
+                    let last = page.last().map(|r| r.slug.clone());
+                    records.extend(page);
+                    last
+                }
+                Err(StoreError::Corrupt(_)) => {
+                    let slugs = self.store.tenant_slugs(after.as_deref(), PAGE).await?;
+                    for slug in &slugs {
+                        match self.store.get_tenant(slug).await {
+                            Ok(Some(record)) => records.push(record),
+                            Ok(None) => {}
+                            Err(e @ StoreError::Corrupt(_)) => unreadable.push((slug.clone(), e)),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    slugs.last().cloned()
+                }
+                Err(e) => return Err(e),
+            };
+            match last {
+                Some(last) => after = Some(last),
+                None => return Ok((records, unreadable)),
             }
-            all.extend(page);
         }
     }
 
@@ -221,8 +251,12 @@ impl TenantDirectory {
     }
 
     /// Fresh instances of the built-in catalogs a tenant enabled.
-    fn builtins(record: &TenantRecord) -> Result<Vec<Arc<dyn Catalog>>, StoreError> {
-        TenantCatalog::builtin(&record.catalogs).map_err(StoreError::Corrupt)
+    fn builtins(record: &TenantRecord) -> Vec<Arc<dyn Catalog>> {
+        let (catalogs, unknown) = TenantCatalog::stored_builtin(&record.catalogs);
+        if !unknown.is_empty() {
+            tracing::warn!(tenant = %record.slug, catalogs = ?unknown, "the tenant enables built-in catalogs this version does not have (enabled through a newer one?); served without them");
+        }
+        catalogs
     }
 
     /// The tenant's catalog: these built-ins plus what it published.
@@ -261,7 +295,7 @@ impl TenantDirectory {
     /// Starts serving a tenant here (its supervisor, catalog and policy).
     async fn start_tenant(&self, record: &TenantRecord) -> Result<TenantHandle, StoreError> {
         let catalog = CatalogHandle::new(
-            self.build_catalog(&record.slug, Self::builtins(record)?)
+            self.build_catalog(&record.slug, Self::builtins(record))
                 .await?,
         );
         let slug: Arc<str> = record.slug.as_str().into();
@@ -405,7 +439,7 @@ impl TenantDirectory {
         // resync to try again.
         let catalog = match catalogs_changed {
             true => Some(
-                self.build_catalog(&record.slug, Self::builtins(record)?)
+                self.build_catalog(&record.slug, Self::builtins(record))
                     .await?,
             ),
             false => None,
@@ -531,7 +565,8 @@ impl TenantDirectory {
         // Only tenants live before the store is read: one started meanwhile (just created here)
         // is not in what was read, and was built from the store as it is.
         let live = self.registry.slugs();
-        let records = self.stored_tenants().await?;
+        // A tenant whose record does not read any more goes on as it was applied here.
+        let (records, unreadable) = self.stored_tenants().await?;
         for record in &records {
             let Some(handle) = self.registry.get(&record.slug) else {
                 continue;
@@ -541,8 +576,11 @@ impl TenantDirectory {
                 self.apply_record_here(record, true).await?;
             }
         }
-        let stored: std::collections::HashSet<&str> =
-            records.iter().map(|r| r.slug.as_str()).collect();
+        let stored: std::collections::HashSet<&str> = records
+            .iter()
+            .map(|r| r.slug.as_str())
+            .chain(unreadable.iter().map(|(slug, _)| slug.as_str()))
+            .collect();
         let fingerprints = self.store.catalog_fingerprints().await?;
         for slug in live {
             if self.registry.get(&slug).is_none() {
