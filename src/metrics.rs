@@ -19,6 +19,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -124,6 +125,11 @@ impl Metrics {
             "MCP session lifetime on this replica (mcp.server.session.duration)",
             Unit::Seconds,
             session_duration.clone(),
+        );
+        registry.register(
+            "mcp_harbor_build",
+            "The version this replica runs (during a rolling upgrade, count the replicas of each)",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
         );
         let sessions_active = Family::<TenantLabels, Gauge>::default();
         registry.register(

@@ -107,6 +107,17 @@ async fn metrics_record_mcp_traffic_behind_their_token() {
     let stream = c.get_stream(None).await;
     let after = scrape().await;
 
+    // The replica's version, one series.
+    assert_eq!(
+        sample(
+            &after,
+            "mcp_harbor_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        1.0
+    );
+    assert_eq!(sample(&after, "mcp_harbor_build_info", &[]), 1.0);
+
     let ops = "mcp_server_operation_duration_seconds_count";
     let delta = |name: &str, want: &[(&str, &str)]| {
         sample(&after, name, want) - sample(&before, name, want)
