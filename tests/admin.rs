@@ -32,6 +32,27 @@ async fn create_tenant(app: &TestApp, slug: &str, catalogs: Value) -> Value {
     body
 }
 
+/// Every tenant's slug, as the admin listing gives them two to a page.
+async fn listed_slugs(app: &TestApp) -> Vec<String> {
+    let mut seen = Vec::new();
+    let mut path = "/tenants?limit=2".to_string();
+    loop {
+        let (status, page) = send(app, Method::GET, &path, None).await;
+        assert_eq!(status, 200, "{page}");
+        seen.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["slug"].as_str().unwrap().to_string()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(c) => path = format!("/tenants?limit=2&cursor={c}"),
+            None => return seen,
+        }
+    }
+}
+
 fn prompt(name: &str) -> Value {
     json!({ "name": name, "description": "Greets someone", "arguments": [{ "name": "who", "required": true }],
             "messages": [{ "role": "user", "text": "Say hello to {{who}}" }] })
@@ -104,28 +125,10 @@ async fn tenant_lifecycle() {
     for slug in ["t1", "t2", "t3"] {
         create_tenant(&app, slug, json!([])).await;
     }
-    let mut seen = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let path = match &cursor {
-            Some(c) => format!("/tenants?limit=2&cursor={c}"),
-            None => "/tenants?limit=2".into(),
-        };
-        let (status, page) = send(&app, Method::GET, &path, None).await;
-        assert_eq!(status, 200);
-        seen.extend(
-            page["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t["slug"].as_str().unwrap().to_string()),
-        );
-        match page["next_cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
-            None => break,
-        }
-    }
-    assert_eq!(seen, ["acme", "demo", "other", "t1", "t2", "t3"]);
+    assert_eq!(
+        listed_slugs(&app).await,
+        ["acme", "demo", "other", "t1", "t2", "t3"]
+    );
 
     let (status, updated) = send(
         &app,
@@ -1130,7 +1133,8 @@ async fn writes_over_a_record_never_undo_each_other() {
 /// What a newer mcp-harbor writes (during a rolling upgrade, or before a rollback) is read by
 /// this one: stored tenants and catalog entries holding fields it does not know still serve, and
 /// an update this version writes back keeps those fields; a built-in catalog it does not have is
-/// left out; a tenant it cannot read at all is not served, and does not keep it from starting.
+/// left out; a tenant it cannot read at all is not served or listed, and keeps neither the
+/// server from starting nor the others from being served and listed.
 #[actix_rt::test]
 async fn records_a_newer_version_wrote_are_read_and_kept() {
     let first = spawn_app().await;
@@ -1259,6 +1263,18 @@ async fn records_a_newer_version_wrote_are_read_and_kept() {
     // The tenant this version cannot read is not served (503), and nothing else is held up.
     let resp = app.initialize("later", "2025-11-25", json!({})).await;
     assert_eq!(resp.status(), 503);
+    let refused: Value = resp.json().await.unwrap();
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cannot serve the tenant")),
+        "{refused}"
+    );
+    // The admin listing leaves it out and goes on past it, page after page.
+    assert_eq!(
+        listed_slugs(&app).await,
+        ["demo", "guarded", "open", "other"]
+    );
 
     // The protected tenant serves its metadata; both tenants read, update and keep the fields.
     let metadata = app

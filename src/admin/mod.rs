@@ -463,10 +463,13 @@ fn key_of_cursor(cursor: &str) -> Option<String> {
 
 /// `{items, next_cursor}`: a next cursor when the page is full.
 pub fn page(items: Vec<Value>, last_key: Option<&str>, limit: u32) -> HttpResponse {
-    let next = (items.len() as u32 == limit)
-        .then(|| last_key.map(cursor_after))
-        .flatten();
-    HttpResponse::Ok().json(json!({ "items": items, "next_cursor": next }))
+    let full = items.len() as u32 == limit;
+    page_continuing(items, last_key.filter(|_| full))
+}
+
+/// A page whose next one starts after `next_after` (`None`: the last page).
+pub fn page_continuing(items: Vec<Value>, next_after: Option<&str>) -> HttpResponse {
+    HttpResponse::Ok().json(json!({ "items": items, "next_cursor": next_after.map(cursor_after) }))
 }
 
 /// After a committed write, applying it on this replica (and telling the others) failed: the

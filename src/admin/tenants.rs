@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use super::oauth::{default_auth, AuthInput};
 use super::precondition::{self, tagged, IfMatch};
 use super::{
-    page, parse_body, validate_display_name, Admin, AdminError, AdminState, Documented, JsonBody,
-    PageQuery,
+    page_continuing, parse_body, validate_display_name, Admin, AdminError, AdminState, Documented,
+    JsonBody, PageQuery,
 };
 use crate::auth::AuthService;
 use crate::catalog::TenantCatalog;
@@ -218,13 +218,15 @@ pub async fn list(
     let tenants = state
         .directory
         .store
-        .list_tenants(after.as_deref(), limit)
+        .tenants_page(after.as_deref(), limit)
         .await?;
-    let last = tenants.last().map(|t| t.slug.clone());
-    Ok(page(
-        tenants.iter().map(tenant_json).collect(),
-        last.as_deref(),
-        limit,
+    // A tenant this version cannot read is left out of the listing (the others are listed).
+    for (slug, e) in &tenants.unreadable {
+        tracing::error!(tenant = %slug, error = %e, "the stored tenant cannot be read by this version; not listed");
+    }
+    Ok(page_continuing(
+        tenants.records.iter().map(tenant_json).collect(),
+        tenants.last.as_deref().filter(|_| tenants.full),
     ))
 }
 

@@ -295,6 +295,18 @@ pub struct CatalogEntry {
     pub updated_at: i64,
 }
 
+/// A page of tenants ([`TenantStore::tenants_page`]).
+#[derive(Debug)]
+pub struct TenantsPage {
+    pub records: Vec<TenantRecord>,
+    /// The tenants whose records do not read, with why.
+    pub unreadable: Vec<(String, StoreError)>,
+    /// The last slug the page covers (readable or not): where the next page starts.
+    pub last: Option<String>,
+    /// Whether the page is full (more may follow).
+    pub full: bool,
+}
+
 /// Tenants.
 #[allow(async_fn_in_trait)]
 pub trait TenantStore {
@@ -312,6 +324,42 @@ pub trait TenantStore {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<String>, StoreError>;
+    /// [`Self::list_tenants`], except that a record this version cannot read (a value only a
+    /// newer version knows, say) is set apart with why instead of failing the page: the page
+    /// is then read again one tenant at a time.
+    async fn tenants_page(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<TenantsPage, StoreError> {
+        match self.list_tenants(after, limit).await {
+            Ok(records) => Ok(TenantsPage {
+                last: records.last().map(|r| r.slug.clone()),
+                full: records.len() == limit as usize,
+                records,
+                unreadable: Vec::new(),
+            }),
+            Err(StoreError::Corrupt(_)) => {
+                let slugs = self.tenant_slugs(after, limit).await?;
+                let mut page = TenantsPage {
+                    last: slugs.last().cloned(),
+                    full: slugs.len() == limit as usize,
+                    records: Vec::new(),
+                    unreadable: Vec::new(),
+                };
+                for slug in slugs {
+                    match self.get_tenant(&slug).await {
+                        Ok(Some(record)) => page.records.push(record),
+                        Ok(None) => {}
+                        Err(e @ StoreError::Corrupt(_)) => page.unreadable.push((slug, e)),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(page)
+            }
+            Err(e) => Err(e),
+        }
+    }
     /// Writes `tenant` over the stored one if that is still the one read (its `updated_at` is
     /// `seen`): false when it changed since (another write came first; nothing is written), and
     /// `NotFound` when it is gone. Callers give a written record a newer `updated_at`

@@ -176,38 +176,20 @@ impl TenantDirectory {
     }
 
     /// Every stored tenant, read page by page: the records, and the slugs of those that do not
-    /// read (`StoreError::Corrupt`) with why. A page holding one is read again one at a time.
+    /// read (`StoreError::Corrupt`) with why.
     async fn stored_tenants(
         &self,
     ) -> Result<(Vec<TenantRecord>, Vec<(String, StoreError)>), StoreError> {
-        const PAGE: u32 = 200;
         let mut records = Vec::new();
         let mut unreadable = Vec::new();
         let mut after: Option<String> = None;
         loop {
-            let last = match self.store.list_tenants(after.as_deref(), PAGE).await {
-                Ok(page) => {
-                    let last = page.last().map(|r| r.slug.clone());
-                    records.extend(page);
-                    last
-                }
-                Err(StoreError::Corrupt(_)) => {
-                    let slugs = self.store.tenant_slugs(after.as_deref(), PAGE).await?;
-                    for slug in &slugs {
-                        match self.store.get_tenant(slug).await {
-                            Ok(Some(record)) => records.push(record),
-                            Ok(None) => {}
-                            Err(e @ StoreError::Corrupt(_)) => unreadable.push((slug.clone(), e)),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    slugs.last().cloned()
-                }
-                Err(e) => return Err(e),
-            };
-            match last {
-                Some(last) => after = Some(last),
-                None => return Ok((records, unreadable)),
+            let page = self.store.tenants_page(after.as_deref(), 200).await?;
+            records.extend(page.records);
+            unreadable.extend(page.unreadable);
+            match page.last {
+                Some(last) if page.full => after = Some(last),
+                _ => return Ok((records, unreadable)),
             }
         }
     }

@@ -487,9 +487,12 @@ async fn admitted_tenant(
     let tenant = tenant
         .map_err(|e| {
             tracing::warn!(error = %e, "tenant lookup failed");
-            HttpError::unavailable(
-                "Service Unavailable: the tenant store is unreachable; retry shortly",
-            )
+            HttpError::unavailable(if e.is_unavailable() {
+                "Service Unavailable: the tenant store is unreachable; retry shortly"
+            } else {
+                // Its record does not read here (written by a newer version, say).
+                "Service Unavailable: this replica cannot serve the tenant right now"
+            })
         })?
         .ok_or_else(|| unknown_tenant(req, slug))?;
     admit_host_and_origin(req, &tenant)?;
