@@ -226,7 +226,7 @@ pub async fn list(
     }
     Ok(page_continuing(
         tenants.records.iter().map(tenant_json).collect(),
-        tenants.last.as_deref().filter(|_| tenants.full),
+        tenants.next_after.as_deref(),
     ))
 }
 

@@ -163,37 +163,34 @@ impl TenantCatalog {
     /// catalog of (enabled through a newer version, during a rolling upgrade or before a
     /// rollback): those are left out rather than making the tenant unservable.
     pub fn stored_builtin(names: &[String]) -> (Vec<Arc<dyn Catalog>>, Vec<&str>) {
-        let (known, unknown): (Vec<&String>, Vec<&String>) = names
-            .iter()
-            .partition(|n| BUILTIN_NAMES.contains(&n.as_str()));
-        let known: Vec<String> = known.into_iter().cloned().collect();
-        (
-            Self::builtin(&known).unwrap_or_default(),
-            unknown.into_iter().map(String::as_str).collect(),
-        )
-    }
-
-    /// The built-in catalogs of these names (`reference`, `demo`).
-    pub fn builtin(names: &[String]) -> Result<Vec<Arc<dyn Catalog>>, String> {
         let mut catalogs: Vec<Arc<dyn Catalog>> = Vec::new();
+        let mut unknown = Vec::new();
         for (i, name) in names.iter().enumerate() {
             // Served once however often named (twice would list every entry twice; the admin
             // API refuses a repeat, a record stored before it did is still served).
             if names[..i].contains(name) {
                 continue;
             }
-            catalogs.push(match name.as_str() {
-                "reference" => Arc::new(reference::ReferenceCatalog),
-                "demo" => Arc::new(demo::DemoCatalog::default()),
-                other => {
-                    return Err(format!(
-                        "unknown built-in catalog {other:?} (known: {})",
-                        BUILTIN_NAMES.join(", ")
-                    ))
-                }
-            });
+            match name.as_str() {
+                "reference" => catalogs.push(Arc::new(reference::ReferenceCatalog)),
+                "demo" => catalogs.push(Arc::new(demo::DemoCatalog::default())),
+                other => unknown.push(other),
+            }
         }
-        Ok(catalogs)
+        (catalogs, unknown)
+    }
+
+    /// The built-in catalogs of these names (`reference`, `demo`); an error naming the first
+    /// one there is no catalog of.
+    pub fn builtin(names: &[String]) -> Result<Vec<Arc<dyn Catalog>>, String> {
+        match Self::stored_builtin(names) {
+            (catalogs, unknown) if unknown.is_empty() => Ok(catalogs),
+            (_, unknown) => Err(format!(
+                "unknown built-in catalog {:?} (known: {})",
+                unknown[0],
+                BUILTIN_NAMES.join(", ")
+            )),
+        }
     }
 
     /// The catalogs other than the tenant's published one (kept across catalog rebuilds, so

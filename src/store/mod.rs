@@ -301,10 +301,9 @@ pub struct TenantsPage {
     pub records: Vec<TenantRecord>,
     /// The tenants whose records do not read, with why.
     pub unreadable: Vec<(String, StoreError)>,
-    /// The last slug the page covers (readable or not): where the next page starts.
-    pub last: Option<String>,
-    /// Whether the page is full (more may follow).
-    pub full: bool,
+    /// Where the next page starts (after this slug: the last the page covers, readable or
+    /// not); `None` when the page is not full, the last one.
+    pub next_after: Option<String>,
 }
 
 /// Tenants.
@@ -334,16 +333,18 @@ pub trait TenantStore {
     ) -> Result<TenantsPage, StoreError> {
         match self.list_tenants(after, limit).await {
             Ok(records) => Ok(TenantsPage {
-                last: records.last().map(|r| r.slug.clone()),
-                full: records.len() == limit as usize,
+                next_after: (records.len() == limit as usize)
+                    .then(|| records.last().map(|r| r.slug.clone()))
+                    .flatten(),
                 records,
                 unreadable: Vec::new(),
             }),
             Err(StoreError::Corrupt(_)) => {
                 let slugs = self.tenant_slugs(after, limit).await?;
                 let mut page = TenantsPage {
-                    last: slugs.last().cloned(),
-                    full: slugs.len() == limit as usize,
+                    next_after: (slugs.len() == limit as usize)
+                        .then(|| slugs.last().cloned())
+                        .flatten(),
                     records: Vec::new(),
                     unreadable: Vec::new(),
                 };

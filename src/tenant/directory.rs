@@ -187,9 +187,9 @@ impl TenantDirectory {
             let page = self.store.tenants_page(after.as_deref(), 200).await?;
             records.extend(page.records);
             unreadable.extend(page.unreadable);
-            match page.last {
-                Some(last) if page.full => after = Some(last),
-                _ => return Ok((records, unreadable)),
+            match page.next_after {
+                Some(next) => after = Some(next),
+                None => return Ok((records, unreadable)),
             }
         }
     }
