@@ -282,11 +282,8 @@ pub fn check_elicited(requested_schema: &Value, answer: &Value) -> Result<(), Rp
     if !requested_schema.is_object() {
         return Ok(());
     }
-    let validator = jsonschema::validator_for(requested_schema).map_err(|e| {
-        RpcError::internal(format!(
-            "the requested schema is not a valid JSON Schema: {e}"
-        ))
-    })?;
+    let validator = crate::protocol::schema::compile(requested_schema)
+        .map_err(|e| RpcError::internal(format!("the requested schema {e}")))?;
     let first = validator.iter_errors(content).next().map(|e| {
         let path = e.instance_path().to_string();
         let at = if path.is_empty() {

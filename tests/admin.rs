@@ -32,6 +32,20 @@ async fn create_tenant(app: &TestApp, slug: &str, catalogs: Value) -> Value {
     body
 }
 
+/// A server started on `first`'s database once `first` has stopped (`first` keeps the directory
+/// and the sealing key).
+async fn restarted_on(first: &TestApp) -> TestApp {
+    first.handle.stop(false).await;
+    let data_dir = first
+        .data_dir
+        .as_ref()
+        .unwrap()
+        .path()
+        .display()
+        .to_string();
+    common::spawn_app_with(move |c| c.storage.data_dir = data_dir).await
+}
+
 /// Every tenant's slug, as the admin listing gives them two to a page.
 async fn listed_slugs(app: &TestApp) -> Vec<String> {
     let mut seen = Vec::new();
@@ -1223,15 +1237,7 @@ async fn records_a_newer_version_wrote_are_read_and_kept() {
     .unwrap();
 
     // This version starts on that database (the first keeps its directory and sealing key).
-    first.handle.stop(false).await;
-    let data_dir = first
-        .data_dir
-        .as_ref()
-        .unwrap()
-        .path()
-        .display()
-        .to_string();
-    let app = common::spawn_app_with(move |c| c.storage.data_dir = data_dir).await;
+    let app = restarted_on(&first).await;
     let mut c = app.open_session("open", "2025-11-25", json!({})).await;
     for (method, list, name) in [
         ("tools/list", "tools", "lookup"),
@@ -1275,6 +1281,13 @@ async fn records_a_newer_version_wrote_are_read_and_kept() {
         listed_slugs(&app).await,
         ["demo", "guarded", "open", "other"]
     );
+    // Reading or changing it through the admin API says so (503, `unreadable`) and changes nothing.
+    let patch = json!({ "display_name": "Renamed" });
+    for (method, body) in [(Method::GET, None), (Method::PATCH, Some(patch))] {
+        let (status, got) = send(&app, method, "/tenants/later", body).await;
+        assert_eq!(status, 503, "{got}");
+        assert_eq!(got["error"]["code"], "unreadable", "{got}");
+    }
 
     // The protected tenant serves its metadata; both tenants read, update and keep the fields.
     let metadata = app
@@ -1317,5 +1330,96 @@ async fn records_a_newer_version_wrote_are_read_and_kept() {
     assert_eq!(auth["oidc"]["prompt"], "login", "{auth}");
     assert_eq!(auth["oidc"]["client_id"], "harbor", "{auth}");
     assert_eq!(kept.2, r#"["github"]"#);
+    let later: (String, String) =
+        sqlx::query_as("SELECT display_name, auth FROM tenants WHERE slug = 'later'")
+            .fetch_one(&db)
+            .await
+            .unwrap();
+    assert_eq!(later.1, r#"{"mode":"saml"}"#);
+    assert_ne!(later.0, "Renamed");
+
+    // Deleting it works: the remedy after a rollback.
+    let (status, got) = send(&app, Method::DELETE, "/tenants/later", None).await;
+    assert_eq!(status, 204, "{got}");
+    let (status, _) = send(&app, Method::GET, "/tenants/later", None).await;
+    assert_eq!(status, 404);
+    let left: (i64,) = sqlx::query_as("SELECT count(*) FROM tenants WHERE slug = 'later'")
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    assert_eq!(left.0, 0);
+    drop(first);
+}
+
+/// JSON Schemas whose validation could cost without bound (basic/index.mdx, "Composition-Keyword
+/// Resource Use": thirty doubling definitions validate for hours): the admin API refuses them
+/// (422 naming the field), and a tool stored with one all the same (before this check, or
+/// written into the database) fails its calls at once with a tool error saying why.
+#[actix_rt::test]
+async fn schemas_that_could_validate_without_bound_are_refused() {
+    let first = spawn_app().await;
+    create_tenant(&first, "acme", json!([])).await;
+    let doubling = common::doubling_schema(30);
+    let recursive = json!({ "type": "object", "properties": { "next": { "$ref": "#" } } });
+    for (field, schema, why) in [
+        (
+            "input_schema",
+            &doubling,
+            "expands to more than 2000 subschemas",
+        ),
+        (
+            "output_schema",
+            &doubling,
+            "expands to more than 2000 subschemas",
+        ),
+        (
+            "input_schema",
+            &recursive,
+            "recursive schemas are not accepted",
+        ),
+    ] {
+        let tool = json!({ "name": "t", "description": "d", field: schema,
+                           "webhook": { "url": "https://x.example/h" } });
+        let (status, got) = send(&first, Method::POST, "/tenants/acme/tools", Some(tool)).await;
+        assert_eq!(
+            (status, &got["error"]["field"]),
+            (422, &json!(field)),
+            "{got}"
+        );
+        let message = got["error"]["message"].as_str().unwrap();
+        assert!(message.contains(why), "{message}");
+    }
+    // What stays within the bound is published.
+    let fine = json!({ "name": "lookup", "description": "d", "input_schema": common::doubling_schema(8),
+                       "webhook": { "url": "https://x.example/h" } });
+    let (status, got) = send(&first, Method::POST, "/tenants/acme/tools", Some(fine)).await;
+    assert_eq!(status, 201, "{got}");
+
+    // The same tool stored with the doubling schema, and a server started on that database.
+    let db = first.database().await;
+    sqlx::query(
+        "UPDATE catalog_entries SET body = json_set(body, '$.input_schema', json(?)) \
+         WHERE tenant = 'acme' AND kind = 'tool'",
+    )
+    .bind(doubling.to_string())
+    .execute(&db)
+    .await
+    .unwrap();
+    let app = restarted_on(&first).await;
+    let mut c = app.open_session("acme", "2025-11-25", json!({})).await;
+    let listed = c.result("tools/list", json!({})).await;
+    assert_eq!(listed["tools"][0]["inputSchema"], doubling);
+    let called = c
+        .result(
+            "tools/call",
+            json!({ "name": "lookup", "arguments": { "x": 1 } }),
+        )
+        .await;
+    assert_eq!(called["isError"], true, "{called}");
+    let text = called["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("its inputSchema expands to more than 2000 subschemas"),
+        "{text}"
+    );
     drop(first);
 }

@@ -978,6 +978,8 @@ async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>
                 "tools": [{ "name": "get_weather", "inputSchema": { "type": "object" } }] } } }),
         "/bad_schema" => json!({
             "input_request": { "type": "elicitation", "message": "Name?", "requested_schema": { "type": "string" } } }),
+        "/bad_size" => json!({
+            "input_request": { "type": "elicitation", "message": "Name?", "requested_schema": common::doubling_schema(30) } }),
         "/bad_types" => json!({
             "input_request": { "type": "elicitation", "message": "Name?", "requested_schema": { "type": "object", "properties": { "name": { "type": "nonsense" } } } } }),
         // The same question twice, in rounds 1 and 2.
@@ -1118,6 +1120,7 @@ async fn input_requests_need_the_sub_capability_and_shape_they_use() {
         ("tool_sample", "/tool_sample"),
         ("bad_schema", "/bad_schema"),
         ("bad_types", "/bad_types"),
+        ("bad_size", "/bad_size"),
     ] {
         let tool = json!({ "name": name, "description": "d",
             "input_schema": { "type": "object", "properties": {} },
@@ -1157,8 +1160,9 @@ async fn input_requests_need_the_sub_capability_and_shape_they_use() {
         .unwrap();
     assert_eq!(request["params"]["tools"][0]["name"], "get_weather");
 
-    // Not an object schema, or not a JSON Schema at all (an unknown type).
-    for (id, name) in [(3, "bad_schema"), (4, "bad_types")] {
+    // Not an object schema, not a JSON Schema at all (an unknown type), or one whose validation
+    // could cost without bound (2^30 subschemas once its references are expanded).
+    for (id, name) in [(3, "bad_schema"), (4, "bad_types"), (5, "bad_size")] {
         let bad = result(
             &app,
             "demo",
@@ -1173,6 +1177,9 @@ async fn input_requests_need_the_sub_capability_and_shape_they_use() {
         assert_eq!(bad["isError"], true, "{name}: {bad}");
         let text = bad["content"][0]["text"].as_str().unwrap();
         assert!(text.contains("requested_schema"), "{name}: {text}");
+        if name == "bad_size" {
+            assert!(text.contains("expands to more than 2000"), "{text}");
+        }
     }
 }
 

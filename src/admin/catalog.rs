@@ -82,8 +82,8 @@ fn validate_object_schema(field: &str, schema: &Value) -> Result<(), AdminError>
             "must be a JSON Schema object with \"type\": \"object\"",
         ));
     }
-    jsonschema::validator_for(schema)
-        .map_err(|e| AdminError::invalid(field, format!("is not a valid JSON Schema: {e}")))?;
+    crate::protocol::schema::compile(schema)
+        .map_err(|e| AdminError::invalid(field, e.to_string()))?;
     Ok(())
 }
 

@@ -227,6 +227,24 @@ impl AdminError {
         }
     }
 
+    /// 503 with `Retry-After`: a stored record this version cannot read (one a newer version
+    /// wrote, during a rolling upgrade or after a rollback); nothing was changed. Another replica
+    /// may read it; the log names what did not read.
+    pub fn unreadable() -> Self {
+        AdminError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "unreadable",
+            message: concat!(
+                "this replica (mcp-harbor ",
+                env!("CARGO_PKG_VERSION"),
+                ") cannot read the stored record, perhaps written by a newer version; ",
+                "nothing was changed: retry on an upgraded replica, or delete the tenant"
+            )
+            .into(),
+            field: None,
+        }
+    }
+
     /// 408: the body did not arrive within `patience` of the request's head.
     pub fn body_timed_out(patience: std::time::Duration) -> Self {
         AdminError {
@@ -293,6 +311,10 @@ impl From<StoreError> for AdminError {
             e if e.is_unavailable() => {
                 tracing::warn!(error = %e, "admin API: the database is unavailable");
                 AdminError::unavailable()
+            }
+            StoreError::Corrupt(why) => {
+                tracing::error!(error = %why, "admin API: a stored record does not read");
+                AdminError::unreadable()
             }
             other => {
                 tracing::error!(error = %other, "admin API store failure");

@@ -18,6 +18,7 @@ use serde_json::{json, Map, Value};
 use super::{CallFuture, Catalog, RequestContext};
 use crate::auth::seal::{purpose, SealError, Sealer};
 use crate::protocol::jsonrpc::RpcError;
+use crate::protocol::schema::{self, SchemaError};
 use crate::store::{CatalogEntry, CatalogKind, PendingInput, PendingInputStore, SqlStore};
 use crate::tools::webhook::{self, WebhookCall, WebhookTarget};
 
@@ -368,33 +369,13 @@ impl UriTemplate {
                     if raw.is_empty() || raw.contains('/') {
                         return None;
                     }
-                    vars.insert(name.clone(), percent_decode(raw)?);
+                    vars.insert(name.clone(), crate::protocol::percent_decode(raw)?);
                     rest = &rest[end..];
                 }
             }
         }
         rest.is_empty().then_some(vars)
     }
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            // Two hex digits: `from_str_radix` alone would also take a sign ("%+f").
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?)
-                .ok()
-                .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// Fills `{{name}}` placeholders.
@@ -540,9 +521,9 @@ fn webhook_call<'a>(
 struct LiveTool {
     def: ToolDef,
     target: Result<WebhookTarget, String>,
-    /// Its `inputSchema`, compiled once (the admin API checked it compiles when it was
-    /// published).
-    input: Result<jsonschema::Validator, String>,
+    /// Its `inputSchema`, compiled once (the admin API checked it compiles, within the bounds
+    /// of `protocol::schema`, when it was published; one stored earlier may not).
+    input: Result<jsonschema::Validator, SchemaError>,
 }
 
 /// At most this many schema errors are quoted in a tool error.
@@ -554,7 +535,10 @@ impl LiveTool {
             tracing::error!(tenant, tool = %def.name, error = %e, "the webhook tool's signing secret does not open; its calls fail until the tool is published again or the sealing key is configured");
             e.to_string()
         });
-        let input = jsonschema::validator_for(&def.input_schema).map_err(|e| e.to_string());
+        let input = schema::compile(&def.input_schema);
+        if let Err(e) = &input {
+            tracing::warn!(tenant, tool = %def.name, error = %e, "the webhook tool's inputSchema is not used; its calls fail until the tool is published again");
+        }
         LiveTool { def, target, input }
     }
 
@@ -568,7 +552,7 @@ impl LiveTool {
         let name = &self.def.name;
         let validator = self.input.as_ref().map_err(|e| {
             Ok(crate::protocol::mcp::tool_error(format!(
-                "The `{name}` tool failed: its inputSchema is not a valid JSON Schema ({e})"
+                "The `{name}` tool failed: its inputSchema {e}"
             )))
         })?;
         let arguments = Value::Object(arguments);

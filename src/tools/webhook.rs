@@ -649,13 +649,19 @@ fn parse_answer(answer: Value) -> Result<Answer, String> {
                         && s["properties"]
                             .as_object()
                             .is_some_and(|p| p.values().all(Value::is_object))
-                        && jsonschema::validator_for(s).is_ok()
                 });
-                match (message, schema) {
-                    (Some(message), Some(schema)) => InputRequest::Elicitation {
+                let compiled = schema.map(|s| crate::protocol::schema::compile(s).map(|_| s));
+                match (message, compiled) {
+                    (Some(message), Some(Ok(schema))) => InputRequest::Elicitation {
                         message: message.to_string(),
                         schema: schema.clone(),
                     },
+                    (Some(_), Some(Err(e))) => {
+                        return Err(format!(
+                            "its endpoint sent an elicitation input request whose \
+                             `requested_schema` {e}"
+                        ))
+                    }
                     _ => {
                         return Err("its endpoint sent an elicitation input request without a \
                                     string `message` and a `requested_schema` of type object \
@@ -812,8 +818,8 @@ fn check_output(schema: &Value, result: &Value) -> Result<(), String> {
                 .to_string(),
         );
     };
-    let validator = jsonschema::validator_for(schema)
-        .map_err(|e| format!("the tool's outputSchema is not a valid JSON Schema: {e}"))?;
+    let validator = crate::protocol::schema::compile(schema)
+        .map_err(|e| format!("the tool's outputSchema {e}"))?;
     let errors: Vec<String> = validator
         .iter_errors(structured)
         .take(100)

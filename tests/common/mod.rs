@@ -562,3 +562,18 @@ pub fn large_echo_body(text_len: usize) -> String {
     })
     .to_string()
 }
+
+/// A JSON Schema of a few KB whose property `name` expands to 2^n subschemas: `n` definitions,
+/// each `anyOf` two references to the next.
+pub fn doubling_schema(n: usize) -> Value {
+    let mut defs = serde_json::Map::new();
+    for i in 0..n {
+        let next = format!("#/$defs/d{}", i + 1);
+        defs.insert(
+            format!("d{i}"),
+            json!({ "anyOf": [{ "$ref": next }, { "$ref": next }] }),
+        );
+    }
+    defs.insert(format!("d{n}"), json!({ "type": "string" }));
+    json!({ "type": "object", "$defs": defs, "properties": { "name": { "$ref": "#/$defs/d0" } } })
+}
