@@ -420,7 +420,7 @@ fn webhook_call(tool: &str, arguments: Value, output_schema: Option<Value>) -> W
         tool: tool.into(),
         arguments,
         principal: Some(json!({ "sub": "user-1" })),
-        output_schema,
+        output_schema: output_schema.map(|s| Arc::new(mcp_harbor::protocol::schema::compile(&s))),
         slots: None,
     }
 }

@@ -212,6 +212,26 @@ async fn webhook_tools_answer_over_mcp() {
         let text = r["content"][0]["text"].as_str().unwrap();
         assert!(text.contains(expect), "{name}: {text}");
     }
+    // A tool declaring an outputSchema: its results must carry conforming structuredContent.
+    let typed = json!({ "name": "typed", "description": "d",
+        "output_schema": { "type": "object", "properties": { "n": { "type": "integer" } } },
+        "webhook": { "url": format!("{base}/echo"), "secret": SECRET, "timeout_ms": 2000 } });
+    let resp = app
+        .admin(Method::POST, "/tenants/acme/tools")
+        .json(&typed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let r = c
+        .result(
+            "tools/call",
+            json!({ "name": "typed", "arguments": { "text": "hi" } }),
+        )
+        .await;
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("no `structuredContent`"), "{text}");
     publish(&app, "acme", "down", "http://127.0.0.1:9/hook".into(), 1000).await;
     let r = c
         .result("tools/call", json!({ "name": "down", "arguments": {} }))

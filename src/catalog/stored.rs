@@ -510,7 +510,7 @@ fn webhook_call<'a>(
         tool: tool.name.clone(),
         arguments,
         principal: ctx.principal.as_deref().cloned(),
-        output_schema: tool.output_schema.clone(),
+        output_schema: live.output.clone(),
         slots: Some(runtime.slots.clone()),
     };
     Ok((target, call))
@@ -524,6 +524,8 @@ struct LiveTool {
     /// Its `inputSchema`, compiled once (the admin API checked it compiles, within the bounds
     /// of `protocol::schema`, when it was published; one stored earlier may not).
     input: Result<jsonschema::Validator, SchemaError>,
+    /// Its `outputSchema`, compiled once: each result is checked against it.
+    output: Option<Arc<Result<jsonschema::Validator, SchemaError>>>,
 }
 
 /// At most this many schema errors are quoted in a tool error.
@@ -539,7 +541,16 @@ impl LiveTool {
         if let Err(e) = &input {
             tracing::warn!(tenant, tool = %def.name, error = %e, "the webhook tool's inputSchema is not used; its calls fail until the tool is published again");
         }
-        LiveTool { def, target, input }
+        let output = def
+            .output_schema
+            .as_ref()
+            .map(|s| Arc::new(schema::compile(s)));
+        LiveTool {
+            def,
+            target,
+            input,
+            output,
+        }
     }
 
     /// The arguments of a call when they match the tool's `inputSchema`; else Invalid Params
@@ -556,16 +567,21 @@ impl LiveTool {
             )))
         })?;
         let arguments = Value::Object(arguments);
-        let errors: Vec<String> = validator
-            .iter_errors(&arguments)
-            .take(INPUT_ERRORS_SHOWN + 1)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                let at = if path.is_empty() { "(root)" } else { &path };
-                let what: String = e.to_string().chars().take(200).collect();
-                format!("at {at}: {what}")
-            })
-            .collect();
+        // Valid arguments (the usual case) are told apart without collecting errors.
+        let errors: Vec<String> = if validator.is_valid(&arguments) {
+            Vec::new()
+        } else {
+            validator
+                .iter_errors(&arguments)
+                .take(INPUT_ERRORS_SHOWN + 1)
+                .map(|e| {
+                    let path = e.instance_path().to_string();
+                    let at = if path.is_empty() { "(root)" } else { &path };
+                    let what: String = e.to_string().chars().take(200).collect();
+                    format!("at {at}: {what}")
+                })
+                .collect()
+        };
         if !errors.is_empty() {
             let more = if errors.len() > INPUT_ERRORS_SHOWN {
                 " (and more)"

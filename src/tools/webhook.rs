@@ -148,6 +148,7 @@ use tracing::Instrument;
 pub use crate::egress::validate_url;
 use crate::elicitation::{ElicitationError, Outcome, Prepared, SecretRequest};
 use crate::protocol::mcp::{text_content, tool_error, CONTENT_TYPES};
+use crate::protocol::schema::SchemaError;
 use crate::protocol::RpcError;
 use crate::request::RequestContext;
 use crate::store::ElicitationStatus;
@@ -197,9 +198,9 @@ pub struct WebhookCall {
     pub arguments: Map<String, Value>,
     /// Who is calling, when known; sent as `principal` (`null` when `None`).
     pub principal: Option<Value>,
-    /// The tool's `outputSchema`; when set, non-error results must carry conforming
-    /// `structuredContent`.
-    pub output_schema: Option<Value>,
+    /// The tool's `outputSchema`, compiled once per catalog (`protocol::schema::compile`); when
+    /// set, non-error results must carry conforming `structuredContent`.
+    pub output_schema: Option<Arc<Result<jsonschema::Validator, SchemaError>>>,
     /// The tenant's webhook requests that may be open at once on this replica: each round holds
     /// a permit while its request is sent and its answer read and parsed (not while the client
     /// is asked for input); none free within the round's timeout, the call ends with a tool
@@ -810,7 +811,10 @@ pub fn tool_result(mut object: Map<String, Value>) -> Result<Value, String> {
 }
 
 /// Validates `structuredContent` against the tool's output schema.
-fn check_output(schema: &Value, result: &Value) -> Result<(), String> {
+fn check_output(
+    schema: &Result<jsonschema::Validator, SchemaError>,
+    result: &Value,
+) -> Result<(), String> {
     let Some(structured) = result.get("structuredContent") else {
         return Err(
             "its result has no `structuredContent`, but the tool declares an \
@@ -818,7 +822,8 @@ fn check_output(schema: &Value, result: &Value) -> Result<(), String> {
                 .to_string(),
         );
     };
-    let validator = crate::protocol::schema::compile(schema)
+    let validator = schema
+        .as_ref()
         .map_err(|e| format!("the tool's outputSchema {e}"))?;
     let errors: Vec<String> = validator
         .iter_errors(structured)
