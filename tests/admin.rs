@@ -1423,3 +1423,68 @@ async fn schemas_that_could_validate_without_bound_are_refused() {
     );
     drop(first);
 }
+
+/// A client's prompt arguments and template variables fill placeholders once: a value holding
+/// another placeholder stays as sent (chained, `a` = 200,000 x `{{b}}` and a 1 MB `b` would
+/// build 200 GB and take the replica down), and a text that repeats a placeholder renders up to
+/// 8 MiB, past which the request is Invalid Params.
+#[actix_rt::test]
+async fn prompt_and_template_values_fill_placeholders_once_and_within_a_cap() {
+    let app = spawn_app().await;
+    create_tenant(&app, "acme", json!([])).await;
+    let prompt = json!({ "name": "pair", "description": "d",
+        "arguments": [{ "name": "a", "required": true }, { "name": "b" }],
+        "messages": [{ "role": "user", "text": "a={{a}}" }, { "role": "user", "text": "{{b}}{{b}}{{b}}{{b}}{{b}}{{b}}{{b}}{{b}}{{b}}" }] });
+    let template = json!({ "name": "page", "uri_template": "docs://pages/{a}/{b}", "mime_type": "text/plain",
+        "resolver": { "type": "text", "text": "{a} then {b}" } });
+    for (kind, entry) in [("prompts", prompt), ("resource-templates", template)] {
+        let path = format!("/tenants/acme/{kind}");
+        let (status, body) = send(&app, Method::POST, &path, Some(entry)).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let mut c = app.open_session("acme", "2025-11-25", json!({})).await;
+
+    let chained = "{{b}}".repeat(1000);
+    let got = c
+        .result(
+            "prompts/get",
+            json!({ "name": "pair", "arguments": { "a": chained, "b": "xyz" } }),
+        )
+        .await;
+    assert_eq!(
+        got["messages"][0]["content"]["text"],
+        format!("a={chained}")
+    );
+    assert_eq!(got["messages"][1]["content"]["text"], "xyz".repeat(9));
+    let read = c
+        .result(
+            "resources/read",
+            json!({ "uri": "docs://pages/%7Bb%7D%7Bb%7D/zz" }),
+        )
+        .await;
+    assert_eq!(read["contents"][0]["text"], "{b}{b} then zz");
+
+    // Nine copies of a 1 MiB argument: over the cap, refused; eight fit.
+    let big = "z".repeat(1024 * 1024);
+    let (refused, _) = c
+        .call(
+            "prompts/get",
+            json!({ "name": "pair", "arguments": { "a": "", "b": big } }),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{}", refused["error"]);
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("would exceed 8 MiB"), "{message}");
+    let (fits, _) = c
+        .call(
+            "prompts/get",
+            json!({ "name": "pair", "arguments": { "a": "", "b": "z".repeat(900 * 1024) } }),
+        )
+        .await;
+    assert_eq!(
+        fits["result"]["messages"][1]["content"]["text"]
+            .as_str()
+            .map(str::len),
+        Some(9 * 900 * 1024)
+    );
+}

@@ -8,6 +8,7 @@
 //! unreadable. What the admin API takes in is checked against its documented schema first,
 //! which admits no unknown field.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -378,26 +379,80 @@ impl UriTemplate {
     }
 }
 
-/// Fills `{{name}}` placeholders.
-fn render_prompt_text(text: &str, args: &Map<String, Value>) -> String {
-    let mut out = text.to_string();
-    for (k, v) in args {
-        let value = v
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| v.to_string());
-        out = out.replace(&format!("{{{{{k}}}}}"), &value);
+/// The most one `prompts/get` (all its messages) or one templated `resources/read` renders to,
+/// in bytes. A client's values fill the placeholders, and a text may repeat one: without a cap,
+/// a 4 MB argument in a prompt naming it a thousand times would build 4 GB.
+pub const MAX_RENDERED_BYTES: usize = 8 * 1024 * 1024;
+
+/// `text` with each `open name close` placeholder whose name `value` knows replaced by its value,
+/// in one pass: a value is never read for placeholders (a client's `{{b}}` in argument `a`
+/// stays as sent), and a placeholder it does not know stays as written. `None` when the result
+/// would take more than `room` bytes; else `room` is what is left.
+fn render<'v>(
+    text: &str,
+    (open, close): (&str, &str),
+    value: impl Fn(&str) -> Option<Cow<'v, str>>,
+    room: &mut usize,
+) -> Option<String> {
+    let mut out = String::with_capacity(text.len().min(*room));
+    let mut rest = text;
+    while let Some(at) = rest.find(open) {
+        let filled = rest[at + open.len()..].find(close).and_then(|len| {
+            let name = &rest[at + open.len()..at + open.len() + len];
+            value(name).map(|v| (v, at + open.len() + len + close.len()))
+        });
+        match filled {
+            Some((v, end)) => {
+                push(&mut out, &rest[..at], room)?;
+                push(&mut out, &v, room)?;
+                rest = &rest[end..];
+            }
+            // Unknown, or not closed: its first character (ASCII `{`) is text, and the scan
+            // goes on after it (so `{{{a}}}` still fills `{{a}}`).
+            None => {
+                push(&mut out, &rest[..at + 1], room)?;
+                rest = &rest[at + 1..];
+            }
+        }
     }
-    out
+    push(&mut out, rest, room)?;
+    Some(out)
 }
 
-/// Fills `{name}` placeholders.
-fn render_template_text(text: &str, vars: &HashMap<String, String>) -> String {
-    let mut out = text.to_string();
-    for (k, v) in vars {
-        out = out.replace(&format!("{{{k}}}"), v);
-    }
-    out
+fn push(out: &mut String, piece: &str, room: &mut usize) -> Option<()> {
+    *room = room.checked_sub(piece.len())?;
+    out.push_str(piece);
+    Some(())
+}
+
+/// Invalid Params: what `what` (`name`) renders to with the request's values is over the cap.
+fn too_large(what: &str, name: &str) -> RpcError {
+    RpcError::invalid_params(format!(
+        "{what} {name:?} rendered with these values would exceed {} MiB",
+        MAX_RENDERED_BYTES / (1024 * 1024)
+    ))
+}
+
+/// Fills a prompt's `{{name}}` placeholders with the call's arguments (strings as they are,
+/// other values as JSON).
+fn render_prompt_text(text: &str, args: &Map<String, Value>, room: &mut usize) -> Option<String> {
+    let value = |name: &str| {
+        args.get(name).map(|v| match v {
+            Value::String(s) => Cow::Borrowed(s.as_str()),
+            v => Cow::Owned(v.to_string()),
+        })
+    };
+    render(text, ("{{", "}}"), value, room)
+}
+
+/// Fills a resource template's `{name}` placeholders with the URI's variables.
+fn render_template_text(
+    text: &str,
+    vars: &HashMap<String, String>,
+    room: &mut usize,
+) -> Option<String> {
+    let value = |name: &str| vars.get(name).map(|v| Cow::Borrowed(v.as_str()));
+    render(text, ("{", "}"), value, room)
 }
 
 /// Where a webhook tool's calls go, shared by the tenant's tools.
@@ -815,7 +870,13 @@ impl Catalog for StoredCatalog {
         self.templates.iter().find_map(|(t, parsed)| {
             let vars = parsed.matches(uri)?;
             let TemplateResolver::Text { text } = &t.resolver;
-            Some(Ok(json!({ "contents": [{ "uri": uri, "mimeType": t.mime_type, "text": render_template_text(text, &vars) }] })))
+            let mut room = MAX_RENDERED_BYTES;
+            let Some(text) = render_template_text(text, &vars, &mut room) else {
+                return Some(Err(too_large("the resource", uri)));
+            };
+            Some(Ok(
+                json!({ "contents": [{ "uri": uri, "mimeType": t.mime_type, "text": text }] }),
+            ))
         })
     }
 
@@ -852,11 +913,14 @@ impl Catalog for StoredCatalog {
                 missing.name
             ))));
         }
-        let messages: Vec<Value> = p
-            .messages
-            .iter()
-            .map(|m| json!({ "role": m.role, "content": { "type": "text", "text": render_prompt_text(&m.text, args) } }))
-            .collect();
+        let mut room = MAX_RENDERED_BYTES;
+        let mut messages = Vec::with_capacity(p.messages.len());
+        for m in &p.messages {
+            let Some(text) = render_prompt_text(&m.text, args, &mut room) else {
+                return Some(Err(too_large("the prompt", name)));
+            };
+            messages.push(json!({ "role": m.role, "content": { "type": "text", "text": text } }));
+        }
         Some(Ok(
             json!({ "description": p.description, "messages": messages }),
         ))
@@ -887,11 +951,56 @@ mod tests {
     fn prompt_and_template_rendering() {
         let args: Map<String, Value> =
             serde_json::from_value(json!({ "topic": "rust", "n": 3 })).unwrap();
+        let mut room = MAX_RENDERED_BYTES;
+        let prompt = |text: &str, room: &mut usize| render_prompt_text(text, &args, room);
         assert_eq!(
-            render_prompt_text("About {{topic}} x{{n}} {{missing}}", &args),
-            "About rust x3 {{missing}}"
+            prompt("About {{topic}} x{{n}} {{missing}}", &mut room).as_deref(),
+            Some("About rust x3 {{missing}}")
         );
+        assert_eq!(room, MAX_RENDERED_BYTES - "About rust x3 {{missing}}".len());
+        for (text, rendered) in [
+            ("{{{topic}}}", "{rust}"),
+            ("{{topic}", "{{topic}"),
+            ("{{ {{topic}}", "{{ rust"),
+            ("}}{{n}}{{", "}}3{{"),
+            ("", ""),
+        ] {
+            assert_eq!(prompt(text, &mut room).as_deref(), Some(rendered), "{text}");
+        }
         let vars = HashMap::from([("id".to_string(), "7".to_string())]);
-        assert_eq!(render_template_text("item {id}", &vars), "item 7");
+        assert_eq!(
+            render_template_text("item {id} {other}", &vars, &mut room).as_deref(),
+            Some("item 7 {other}")
+        );
+    }
+
+    #[test]
+    fn values_are_not_read_for_placeholders_and_rendering_is_capped() {
+        // A value naming another placeholder stays as sent: chained, each argument would
+        // multiply the text by the last one's repetitions.
+        let args: Map<String, Value> =
+            serde_json::from_value(json!({ "a": "{{b}}{{b}}", "b": "{{c}}{{c}}", "c": "x" }))
+                .unwrap();
+        let mut room = MAX_RENDERED_BYTES;
+        assert_eq!(
+            render_prompt_text("<{{a}}>", &args, &mut room).as_deref(),
+            Some("<{{b}}{{b}}>")
+        );
+        let vars = HashMap::from([
+            ("a".to_string(), "{b}".to_string()),
+            ("b".to_string(), "y".to_string()),
+        ]);
+        assert_eq!(
+            render_template_text("{a}{b}", &vars, &mut room).as_deref(),
+            Some("{b}y")
+        );
+        // A text repeating a placeholder fills up to the cap, and not past it.
+        let big: Map<String, Value> =
+            serde_json::from_value(json!({ "a": "z".repeat(1024 * 1024) })).unwrap();
+        let mut room = MAX_RENDERED_BYTES;
+        assert!(render_prompt_text(&"{{a}}".repeat(8), &big, &mut room).is_some());
+        assert_eq!(room, 0);
+        let mut room = MAX_RENDERED_BYTES;
+        assert!(render_prompt_text(&"{{a}}".repeat(9), &big, &mut room).is_none());
     }
 }
