@@ -1599,3 +1599,47 @@ async fn next_json(sse: &mut SseReader) -> Value {
         }
     }
 }
+
+/// A `subscriptions/listen` stream follows at most 256 resources, each URI at most 4096 bytes:
+/// past either, the request is Invalid Params and no stream opens.
+#[actix_rt::test]
+async fn listen_follows_a_bounded_number_of_resources() {
+    let app = spawn_app().await;
+    let many: Vec<String> = (0..257).map(|i| format!("demo://r/{i}")).collect();
+    let long = format!("demo://{}", "x".repeat(4096));
+    for (uris, why) in [
+        (json!(many), "at most 256 resources"),
+        (json!([long]), "at most 4096 bytes"),
+    ] {
+        let listen = body(
+            9,
+            "subscriptions/listen",
+            json!({ "notifications": { "resourceSubscriptions": uris } }),
+            json!({}),
+        );
+        let (_, answer, _) = send(&app, "demo", &listen).await;
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(why), "{message}");
+    }
+    // 256, the same one named twice among them, are followed.
+    let mut fits: Vec<String> = (0..256).map(|i| format!("demo://r/{i}")).collect();
+    fits.push("demo://r/0".into());
+    let listen = body(
+        9,
+        "subscriptions/listen",
+        json!({ "notifications": { "resourceSubscriptions": fits } }),
+        json!({}),
+    );
+    let resp = post(&app, "demo", &listen).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = SseReader::new(resp);
+    let ack = sse
+        .next_event(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json()
+        .unwrap();
+    let agreed = &ack["params"]["notifications"]["resourceSubscriptions"];
+    assert_eq!(agreed.as_array().map(Vec::len), Some(256), "{ack}");
+}

@@ -447,3 +447,48 @@ async fn sessions_and_catalogs_do_not_cross_tenants() {
         .await;
     assert_eq!(r["contents"][0]["text"], "");
 }
+
+/// What a client can make a session keep for as long as it likes is bounded: at most 256
+/// resources subscribed at once, each URI at most 4096 bytes (Invalid Params past either);
+/// subscribing again to one it follows, or to another after unsubscribing, works.
+#[actix_rt::test]
+async fn a_session_follows_a_bounded_number_of_resources() {
+    let app = spawn_app().await;
+    let mut c = app.open_session("demo", "2025-11-25", json!({})).await;
+    for i in 0..256 {
+        c.result(
+            "resources/subscribe",
+            json!({ "uri": format!("demo://r/{i}") }),
+        )
+        .await;
+    }
+    let (refused, _) = c
+        .call("resources/subscribe", json!({ "uri": "demo://r/256" }))
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("at most 256 resources"), "{message}");
+    c.result("resources/subscribe", json!({ "uri": "demo://r/0" }))
+        .await;
+    c.result("resources/unsubscribe", json!({ "uri": "demo://r/0" }))
+        .await;
+    c.result("resources/subscribe", json!({ "uri": "demo://r/256" }))
+        .await;
+    c.result("resources/unsubscribe", json!({ "uri": "demo://r/1" }))
+        .await;
+    let long = format!("demo://{}", "x".repeat(4096));
+    let (refused, _) = c.call("resources/subscribe", json!({ "uri": long })).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    // Still a working session that hears of the resources it follows.
+    c.result("resources/subscribe", json!({ "uri": "demo://note" }))
+        .await;
+    let mut stream = SseReader::new(c.get_stream(None).await);
+    let mut writer = app.open_session("demo", "2025-11-25", json!({})).await;
+    writer
+        .result(
+            "tools/call",
+            json!({ "name": "set_note", "arguments": { "text": "bounded" } }),
+        )
+        .await;
+    assert!(hears_resource_updated(&mut stream).await);
+}

@@ -11,8 +11,8 @@ use serde_json::{json, Map, Value};
 use tokio::sync::broadcast;
 
 use super::{stamp_server_info, Env};
-use crate::protocol::jsonrpc;
 use crate::protocol::modern::META_SUBSCRIPTION_ID;
+use crate::protocol::{jsonrpc, mcp};
 use crate::protocol::{RequestId, RpcError};
 use crate::session::supervisor::TenantBroadcast;
 
@@ -49,15 +49,19 @@ impl Listener {
         };
         let uris = match filter.get("resourceSubscriptions") {
             None | Some(Value::Null) => HashSet::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|u| u.as_str().map(str::to_string))
-                .collect::<Option<HashSet<String>>>()
-                .ok_or_else(|| {
-                    RpcError::invalid_params(
-                        "notifications.resourceSubscriptions must be an array of resource URIs",
-                    )
-                })?,
+            Some(Value::Array(items)) => {
+                let mut uris = HashSet::new();
+                for item in items {
+                    let uri = item.as_str().ok_or_else(|| {
+                        RpcError::invalid_params(
+                            "notifications.resourceSubscriptions must be an array of resource URIs",
+                        )
+                    })?;
+                    mcp::may_follow(uri, uris.contains(uri), uris.len())?;
+                    uris.insert(uri.to_string());
+                }
+                uris
+            }
             Some(_) => {
                 return Err(RpcError::invalid_params(
                     "notifications.resourceSubscriptions must be an array of resource URIs",

@@ -113,6 +113,29 @@ fn decode_cursor(list: &str, cursor: &str) -> Option<(usize, String)> {
 }
 
 /// The content block types a tool result may hold (those of the newest schema).
+/// The most resources one session, or one `subscriptions/listen` stream, follows at once: what
+/// a client can make the server keep for as long as it stays connected.
+pub const MAX_SUBSCRIPTIONS: usize = 256;
+/// The longest resource URI (bytes) a client may follow.
+pub const MAX_SUBSCRIBED_URI_BYTES: usize = 4096;
+
+/// Whether a client may follow `uri` as well as the `following` it follows already
+/// (`followed`: whether `uri` is one of them): Invalid Params saying which bound it would pass.
+pub fn may_follow(uri: &str, followed: bool, following: usize) -> Result<(), RpcError> {
+    if uri.len() > MAX_SUBSCRIBED_URI_BYTES {
+        return Err(RpcError::invalid_params(format!(
+            "a resource URI to subscribe to is at most {MAX_SUBSCRIBED_URI_BYTES} bytes"
+        )));
+    }
+    if !followed && following >= MAX_SUBSCRIPTIONS {
+        return Err(RpcError::invalid_params(format!(
+            "at most {MAX_SUBSCRIPTIONS} resources are subscribed to at once; unsubscribe from \
+             one first"
+        )));
+    }
+    Ok(())
+}
+
 pub const CONTENT_TYPES: [&str; 5] = ["text", "image", "audio", "resource", "resource_link"];
 
 /// Whether revision `version`'s schema has content blocks of type `kind`.

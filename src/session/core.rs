@@ -21,7 +21,7 @@ use crate::catalog::{CallFuture, CatalogHandle, RequestContext, SessionPort, Ten
 use crate::cluster::{EventId, StoredEvent, StreamId};
 use crate::methods::{self, Handled, RequestScope};
 use crate::protocol::jsonrpc;
-use crate::protocol::mcp::{server_capabilities, LogLevel};
+use crate::protocol::mcp::{self, server_capabilities, LogLevel};
 use crate::protocol::{
     Message, Notification, Payload, ProtocolVersion, Request, RequestId, Response, RpcError,
 };
@@ -1088,9 +1088,14 @@ impl Session {
             "resources/subscribe" => {
                 return Handled::Done(match uri() {
                     Some(uri) => {
-                        self.subscriptions.insert(uri.to_string());
-                        self.dirty = true;
-                        Ok(json!({}))
+                        let followed = self.subscriptions.contains(uri);
+                        mcp::may_follow(uri, followed, self.subscriptions.len()).map(|()| {
+                            if !followed {
+                                self.subscriptions.insert(uri.to_string());
+                                self.dirty = true;
+                            }
+                            json!({})
+                        })
                     }
                     None => Err(RpcError::invalid_params(
                         "resources/subscribe needs a string \"uri\"",
