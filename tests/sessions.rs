@@ -492,3 +492,44 @@ async fn a_session_follows_a_bounded_number_of_resources() {
         .await;
     assert!(hears_resource_updated(&mut stream).await);
 }
+
+/// A session keeps its client's `capabilities` and `clientInfo` for its life: together they may
+/// take at most 64 KiB; past that, `initialize` is Invalid Params and no session is left.
+#[actix_rt::test]
+async fn initialize_keeps_a_bounded_client_description() {
+    let app = spawn_app().await;
+    let initialize = |capabilities: Value, icon: &str| {
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "clientInfo": { "name": "host", "version": "1", "icons": [{ "src": icon }] } } })
+    };
+    let bulky = json!({ "experimental": { "blob": "x".repeat(64 * 1024) } });
+    let resp = app
+        .post(
+            "demo",
+            None,
+            &initialize(bulky, "https://host.example/icon.png"),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.headers().get("mcp-session-id").is_none());
+    let (answer, _) = common::read_answer(resp, 1).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("at most 64 KiB"), "{message}");
+    assert_eq!(app.tenants.get("demo").unwrap().sessions.len(), 0);
+    // A host's icon given as a data: URI fits.
+    let icon = format!("data:image/png;base64,{}", "A".repeat(32 * 1024));
+    let resp = app
+        .post("demo", None, &initialize(json!({ "sampling": {} }), &icon))
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.headers().get("mcp-session-id").is_some());
+    let (answer, _) = common::read_answer(resp, 1).await;
+    assert_eq!(
+        answer["result"]["protocolVersion"], "2025-11-25",
+        "{answer}"
+    );
+}

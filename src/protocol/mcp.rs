@@ -119,6 +119,11 @@ pub const MAX_SUBSCRIPTIONS: usize = 256;
 /// The longest resource URI (bytes) a client may follow.
 pub const MAX_SUBSCRIBED_URI_BYTES: usize = 4096;
 
+/// The most an `initialize`'s `capabilities` and `clientInfo` may take together (bytes of JSON):
+/// a session keeps both for its life. Hosts send a few hundred bytes; an icon given as a
+/// `data:` URI fits.
+pub const MAX_CLIENT_DESCRIPTION_BYTES: usize = 64 * 1024;
+
 /// Whether a client may follow `uri` as well as the `following` it follows already
 /// (`followed`: whether `uri` is one of them): Invalid Params saying which bound it would pass.
 pub fn may_follow(uri: &str, followed: bool, following: usize) -> Result<(), RpcError> {

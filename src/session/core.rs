@@ -1183,17 +1183,26 @@ impl Session {
             ));
         }
         let version = ProtocolVersion::negotiate(requested);
-        self.version = Some(version);
-        self.client_capabilities = Arc::new(
-            params
-                .remove("capabilities")
-                .filter(Value::is_object)
-                .unwrap_or_else(|| json!({})),
-        );
-        self.client_info = params
+        let capabilities = params
+            .remove("capabilities")
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({}));
+        let client_info = params
             .get("clientInfo")
             .and_then(|info| serde_json::value::to_raw_value(info).ok())
             .unwrap_or_else(|| RawValue::NULL.to_owned());
+        // Both are kept for the session's life (and in each of its snapshots).
+        let kept = client_info.get().len()
+            + serde_json::to_vec(&capabilities).map_or(usize::MAX, |c| c.len());
+        if kept > mcp::MAX_CLIENT_DESCRIPTION_BYTES {
+            return Err(RpcError::invalid_params(format!(
+                "initialize: \"capabilities\" and \"clientInfo\" take at most {} KiB together",
+                mcp::MAX_CLIENT_DESCRIPTION_BYTES / 1024
+            )));
+        }
+        self.version = Some(version);
+        self.client_capabilities = Arc::new(capabilities);
+        self.client_info = client_info;
         self.publish_view();
         self.dirty = true;
         tracing::debug!(session = %self.id, tenant = %self.tenant, version = %version, "session initialized");
