@@ -386,8 +386,9 @@ pub const MAX_RENDERED_BYTES: usize = 8 * 1024 * 1024;
 
 /// `text` with each `open name close` placeholder whose name `value` knows replaced by its value,
 /// in one pass: a value is never read for placeholders (a client's `{{b}}` in argument `a`
-/// stays as sent), and a placeholder it does not know stays as written. `None` when the result
-/// would take more than `room` bytes; else `room` is what is left.
+/// stays as sent), and a placeholder it does not know stays as written. A name holds no `{`
+/// (`{{{a}}}` fills `{{a}}`). `None` when the result would take more than `room` bytes; else
+/// `room` is what is left. Each character of `text` is looked at a bounded number of times.
 fn render<'v>(
     text: &str,
     (open, close): (&str, &str),
@@ -397,23 +398,30 @@ fn render<'v>(
     let mut out = String::with_capacity(text.len().min(*room));
     let mut rest = text;
     while let Some(at) = rest.find(open) {
-        let filled = rest[at + open.len()..].find(close).and_then(|len| {
-            let name = &rest[at + open.len()..at + open.len() + len];
-            value(name).map(|v| (v, at + open.len() + len + close.len()))
-        });
-        match filled {
-            Some((v, end)) => {
+        let after = &rest[at + open.len()..];
+        // Nothing closes past here: the rest is text.
+        let Some(len) = after.find(close) else { break };
+        let name = &after[..len];
+        if let Some(inner) = name.rfind('{') {
+            // A placeholder opens nearer the close: what comes before it is text.
+            let brace = at + open.len() + inner;
+            let next = (brace + 1)
+                .checked_sub(open.len())
+                .filter(|&n| n > at && rest.get(n..).is_some_and(|r| r.starts_with(open)))
+                .unwrap_or(brace);
+            push(&mut out, &rest[..next], room)?;
+            rest = &rest[next..];
+            continue;
+        }
+        let end = at + open.len() + len + close.len();
+        match value(name) {
+            Some(v) => {
                 push(&mut out, &rest[..at], room)?;
                 push(&mut out, &v, room)?;
-                rest = &rest[end..];
             }
-            // Unknown, or not closed: its first character (ASCII `{`) is text, and the scan
-            // goes on after it (so `{{{a}}}` still fills `{{a}}`).
-            None => {
-                push(&mut out, &rest[..at + 1], room)?;
-                rest = &rest[at + 1..];
-            }
+            None => push(&mut out, &rest[..end], room)?,
         }
+        rest = &rest[end..];
     }
     push(&mut out, rest, room)?;
     Some(out)
@@ -963,6 +971,9 @@ mod tests {
             ("{{topic}", "{{topic}"),
             ("{{ {{topic}}", "{{ rust"),
             ("}}{{n}}{{", "}}3{{"),
+            ("é{{topic}} ü{{{topic}}}", "érust ü{rust}"),
+            ("{{to{pic}}", "{{to{pic}}"),
+            ("{{{{{{{{", "{{{{{{{{"),
             ("", ""),
         ] {
             assert_eq!(prompt(text, &mut room).as_deref(), Some(rendered), "{text}");
@@ -971,6 +982,18 @@ mod tests {
         assert_eq!(
             render_template_text("item {id} {other}", &vars, &mut room).as_deref(),
             Some("item 7 {other}")
+        );
+        // Texts that keep opening: what they hold comes back as it was.
+        let opens = "{".repeat(10_000) + "}";
+        let mut room = MAX_RENDERED_BYTES;
+        assert_eq!(
+            render_template_text(&opens, &vars, &mut room).as_deref(),
+            Some(opens.as_str())
+        );
+        let nested = "{{x".repeat(5_000) + "}}";
+        assert_eq!(
+            render_prompt_text(&nested, &args, &mut room).as_deref(),
+            Some(nested.as_str())
         );
     }
 

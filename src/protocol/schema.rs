@@ -100,21 +100,21 @@ const DEFINITIONS: &[&str] = &["$defs", "definitions"];
 /// Keywords that apply another schema by reference.
 const REFERENCES: &[&str] = &["$ref", "$dynamicRef", "$recursiveRef"];
 
-/// The subschemas `schema` holds under `keywords` (with the keyword they are under).
+/// The subschemas `schema` holds under `keywords` (one, or a list of them).
 fn subschemas<'a>(
     schema: &'a Map<String, Value>,
     keywords: &'static [&'static str],
 ) -> impl Iterator<Item = &'a Value> {
-    keywords.iter().filter_map(|k| schema.get(*k)).flat_map(
-        |v| -> Box<dyn Iterator<Item = &'a Value>> {
-            match v {
-                Value::Array(list) => Box::new(list.iter()),
-                v => Box::new(std::iter::once(v)),
-            }
-        },
-    )
+    keywords
+        .iter()
+        .filter_map(|k| schema.get(*k))
+        .flat_map(|v| match v {
+            Value::Array(list) => list.as_slice(),
+            v => std::slice::from_ref(v),
+        })
 }
 
+/// The subschemas `schema` holds by name under `keywords`.
 fn named_subschemas<'a>(
     schema: &'a Map<String, Value>,
     keywords: &'static [&'static str],
@@ -127,6 +127,7 @@ fn named_subschemas<'a>(
 
 fn check_bounds(schema: &Value) -> Result<(), SchemaError> {
     let mut expansion = Expansion {
+        root: schema,
         ids: Vec::new(),
         anchors: Vec::new(),
         resource_of: HashMap::new(),
@@ -142,11 +143,13 @@ type Key = *const Value;
 /// The expansion of one schema document: what its references can name, and the size of each
 /// subschema reached so far (each computed once, so the count costs one pass over the schema).
 struct Expansion<'a> {
+    root: &'a Value,
     /// Every `$id` naming a resource, and that resource.
     ids: Vec<(&'a str, &'a Value)>,
     /// Every `$anchor` and `$dynamicAnchor` (and `$id: "#name"` of earlier drafts) with its schema.
     anchors: Vec<(&'a str, &'a Value)>,
-    /// The resource (the nearest schema with an `$id`, else the document) of each subschema.
+    /// The resource (the nearest schema with an `$id`, else the document) of each subschema
+    /// (of each place where a subschema is expected; a `$ref` may name any other place).
     resource_of: HashMap<Key, &'a Value>,
     sizes: HashMap<Key, usize>,
     /// The subschemas being expanded, outermost first.
@@ -168,7 +171,7 @@ impl<'a> Expansion<'a> {
             }
             None => {}
         }
-        for key in ["$anchor", "$dynamicAnchor", "$recursiveAnchor"] {
+        for key in ["$anchor", "$dynamicAnchor"] {
             if let Some(name) = map.get(key).and_then(Value::as_str) {
                 self.anchors.push((name, node));
             }
@@ -231,7 +234,7 @@ impl<'a> Expansion<'a> {
             self.resource_of
                 .get(&(from as Key))
                 .copied()
-                .unwrap_or(from)
+                .unwrap_or(self.root)
         } else {
             let relative = !base.contains(':');
             self.ids
