@@ -112,7 +112,6 @@ fn decode_cursor(list: &str, cursor: &str) -> Option<(usize, String)> {
     Some((offset.parse().ok()?, key.to_string()))
 }
 
-/// The content block types a tool result may hold (those of the newest schema).
 /// The most resources one session, or one `subscriptions/listen` stream, follows at once: what
 /// a client can make the server keep for as long as it stays connected.
 pub const MAX_SUBSCRIPTIONS: usize = 256;
@@ -141,6 +140,7 @@ pub fn may_follow(uri: &str, followed: bool, following: usize) -> Result<(), Rpc
     Ok(())
 }
 
+/// The content block types a tool result may hold (those of the newest schema).
 pub const CONTENT_TYPES: [&str; 5] = ["text", "image", "audio", "resource", "resource_link"];
 
 /// Whether revision `version`'s schema has content blocks of type `kind`.
