@@ -1633,13 +1633,7 @@ async fn listen_follows_a_bounded_number_of_resources() {
     );
     let resp = post(&app, "demo", &listen).send().await.unwrap();
     assert_eq!(resp.status(), 200);
-    let mut sse = SseReader::new(resp);
-    let ack = sse
-        .next_event(Duration::from_secs(5))
-        .await
-        .unwrap()
-        .json()
-        .unwrap();
+    let ack = next_json(&mut SseReader::new(resp)).await;
     let agreed = &ack["params"]["notifications"]["resourceSubscriptions"];
     assert_eq!(agreed.as_array().map(Vec::len), Some(256), "{ack}");
 }
