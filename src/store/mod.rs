@@ -306,6 +306,12 @@ pub struct TenantsPage {
     pub next_after: Option<String>,
 }
 
+/// Where the page after one of `len` entries ending at `last` starts: after `last` when the
+/// page is full (`limit` entries), else nowhere (it was the last page).
+fn page_end(last: Option<&str>, len: usize, limit: u32) -> Option<String> {
+    last.filter(|_| len == limit as usize).map(str::to_string)
+}
+
 /// Tenants.
 #[allow(async_fn_in_trait)]
 pub trait TenantStore {
@@ -333,18 +339,18 @@ pub trait TenantStore {
     ) -> Result<TenantsPage, StoreError> {
         match self.list_tenants(after, limit).await {
             Ok(records) => Ok(TenantsPage {
-                next_after: (records.len() == limit as usize)
-                    .then(|| records.last().map(|r| r.slug.clone()))
-                    .flatten(),
+                next_after: page_end(
+                    records.last().map(|r| r.slug.as_str()),
+                    records.len(),
+                    limit,
+                ),
                 records,
                 unreadable: Vec::new(),
             }),
             Err(StoreError::Corrupt(_)) => {
                 let slugs = self.tenant_slugs(after, limit).await?;
                 let mut page = TenantsPage {
-                    next_after: (slugs.len() == limit as usize)
-                        .then(|| slugs.last().cloned())
-                        .flatten(),
+                    next_after: page_end(slugs.last().map(String::as_str), slugs.len(), limit),
                     records: Vec::new(),
                     unreadable: Vec::new(),
                 };
