@@ -266,6 +266,7 @@ BAD_VALUES: dict[str, dict] = {
     "ingress enabled without a host": {"ingress": {"enabled": True, "host": ""}},
     "allowedHosts entry with a port": {"allowedHosts": ["mcp.example.com:443"]},
     "allowedOrigins entry without a scheme": {"allowedOrigins": ["inspector.example.com"]},
+    "trustedProxies entry that is a host name": {"trustedProxies": ["ingress.internal"]},
     "allowedOrigins entry with a path": {"allowedOrigins": ["https://inspector.example.com/app"]},
     "config is not a string": {"config": 8080},
     "storage.databaseUrl that is not postgres://": {"storage": {"databaseUrl": "mysql://db/x"}},
@@ -710,6 +711,15 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
                 f"got {origins_env!r}")
     else:
         r.check("no MCP_HARBOR__SERVER__ALLOWED_ORIGINS without allowedOrigins", origins_env is None)
+
+    # Trusted proxies: the listed ones, else the private ranges behind the ingress, else none.
+    proxies_env = env.get("MCP_HARBOR__SERVER__TRUSTED_PROXIES")
+    want_proxies = merged["trustedProxies"] or (
+        ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"]
+        if merged["ingress"]["enabled"] else [])
+    r.check("MCP_HARBOR__SERVER__TRUSTED_PROXIES: trustedProxies, or the private ranges behind the ingress",
+            (json.loads(proxies_env) if proxies_env is not None else []) == want_proxies,
+            f"got {proxies_env!r}")
 
     for extra in merged["extraEnv"]:
         r.check(f"extraEnv {extra['name']} reaches the container",

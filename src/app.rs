@@ -202,6 +202,10 @@ impl Application {
                     sealer,
                     config.auth.clone(),
                     config.admin.allow_http_loopback_webhooks,
+                    config
+                        .server
+                        .trusted_proxy_nets()
+                        .map_err(StartError::Auth)?,
                 )
                 .map_err(|e| StartError::Auth(e.to_string()))?,
             )

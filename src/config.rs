@@ -137,6 +137,17 @@ pub struct AuthConfig {
     pub default_mode: String,
     /// Failed sign-ins allowed per user and per client address per minute.
     pub login_attempts_per_minute: u32,
+    /// Clients a client address may register by Dynamic Client Registration per tenant and
+    /// hour (the address as `server.trusted_proxies` says); past it, 429 with `Retry-After`.
+    pub registrations_per_hour_per_address: u32,
+    /// Clients a tenant's Dynamic Client Registration endpoint registers per hour in all: what
+    /// bounds the clients nobody uses that anyone can make it store (with
+    /// `unused_client_ttl_secs`).
+    pub registrations_per_hour: u32,
+    /// A client registered by Dynamic Client Registration that has not been issued a token
+    /// this long after it registered is deleted (registered under the initial access token,
+    /// by the admin API or before this version: kept).
+    pub unused_client_ttl_secs: u64,
     /// How long a user has to complete a URL-mode elicitation (enter a secret a tool asked for
     /// on the elicitation page).
     pub elicitation_ttl_secs: u64,
@@ -230,6 +241,11 @@ pub struct ServerConfig {
     pub allowed_hosts: Vec<String>,
     /// Origins (`scheme://host[:port]`) accepted in the `Origin` header, besides loopback ones.
     pub allowed_origins: Vec<String>,
+    /// Proxies (addresses or CIDR ranges) in front of this server whose `X-Forwarded-For`
+    /// names the client: the limits counted per client address (failed sign-ins, client
+    /// registrations) count by the last address the header names that is not one of them.
+    /// Empty: the connection's own peer address (a header anyone can write is not believed).
+    pub trusted_proxies: Vec<String>,
     /// Seconds between SSE keep-alive comments.
     pub sse_keepalive_secs: u64,
     /// Transparent huge pages for the process's memory (Linux). Off by default: with them, the
@@ -300,6 +316,7 @@ impl Default for Config {
                 write_timeout_secs: 60.0,
                 allowed_hosts: Vec::new(),
                 allowed_origins: Vec::new(),
+                trusted_proxies: Vec::new(),
                 sse_keepalive_secs: 15,
                 transparent_huge_pages: false,
             },
@@ -356,6 +373,9 @@ impl Default for Config {
                 code_ttl_secs: 60,
                 default_mode: "oauth".into(),
                 login_attempts_per_minute: 10,
+                registrations_per_hour_per_address: 20,
+                registrations_per_hour: 600,
+                unused_client_ttl_secs: 86_400,
                 elicitation_ttl_secs: 600,
                 tenant_hosts: Default::default(),
             },
@@ -392,6 +412,26 @@ pub enum ConfigError {
     Load(#[from] Box<figment::Error>),
     #[error("invalid configuration: {0}")]
     Invalid(String),
+}
+
+impl ServerConfig {
+    /// `trusted_proxies` as address ranges (a bare address is a range of one).
+    pub fn trusted_proxy_nets(&self) -> Result<Vec<ipnet::IpNet>, String> {
+        self.trusted_proxies
+            .iter()
+            .map(|entry| {
+                entry
+                    .parse::<ipnet::IpNet>()
+                    .or_else(|_| entry.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| {
+                        format!(
+                            "server.trusted_proxies entry {entry:?} is not an IP address or \
+                             CIDR range (10.0.0.0/8, fd00::/8, 192.0.2.7)"
+                        )
+                    })
+            })
+            .collect()
+    }
 }
 
 impl Config {
@@ -484,6 +524,9 @@ impl Config {
                      without scheme, port or trailing dot (or \"*\")"
                 ));
             }
+        }
+        if let Err(e) = self.server.trusted_proxy_nets() {
+            return bad(e);
         }
         for origin in &self.server.allowed_origins {
             if !(origin.starts_with("http://") || origin.starts_with("https://")) {
@@ -607,6 +650,21 @@ impl Config {
             || self.auth.code_ttl_secs == 0
         {
             return bad("auth token lifetimes must be at least 1 second".into());
+        }
+        if self.auth.registrations_per_hour_per_address == 0
+            || self.auth.registrations_per_hour == 0
+        {
+            return bad(
+                "auth.registrations_per_hour and auth.registrations_per_hour_per_address must be \
+                 at least 1 (a tenant's `registration` policy turns registration off)"
+                    .into(),
+            );
+        }
+        if self.auth.unused_client_ttl_secs < 600 {
+            return bad(format!(
+                "auth.unused_client_ttl_secs {} is less than 600 (a user needs time to sign in)",
+                self.auth.unused_client_ttl_secs
+            ));
         }
         if !matches!(self.log.format.as_str(), "plain" | "json") {
             return bad(format!(
@@ -737,6 +795,21 @@ mod tests {
         ] {
             let e = check(bad).unwrap_err();
             assert!(e.contains("server.allowed_hosts"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_or_ranges() {
+        let mut c = Config::default();
+        c.server.trusted_proxies = vec!["10.0.0.0/8".into(), "192.0.2.7".into(), "fd00::/8".into()];
+        let nets = c.server.trusted_proxy_nets().unwrap();
+        assert!(nets[1].contains(&"192.0.2.7".parse::<std::net::IpAddr>().unwrap()));
+        assert_eq!(nets[1].prefix_len(), 32);
+        c.validate().unwrap();
+        for bad in ["10.0.0.0/33", "proxy.internal", "10.0.0.1:80", ""] {
+            c.server.trusted_proxies = vec![bad.into()];
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("server.trusted_proxies"), "{bad}: {e}");
         }
     }
 

@@ -854,7 +854,8 @@ async fn contract_sign_in_attempts(backend: Backend) {
     let fx = Fixture::new(&backend, retention(100, LONG)).await;
     let q = &fx.backends.quotas;
     let count = |tenant: &'static str, keys: [&'static str; 2], window: Duration| async move {
-        q.count_attempt(tenant, keys, 2, window).await.unwrap()
+        let keys = keys.map(|k| (k, 2));
+        q.count_attempt(tenant, &keys, window).await.unwrap() == Quota::Allowed
     };
     // Two attempts under a user (from two addresses), then the user is full: a third is not
     // counted, not even under its fresh address.
@@ -891,6 +892,32 @@ async fn contract_sign_in_attempts(backend: Backend) {
     assert!(!count("t4", ["dave", "ip1"], short).await);
     tokio::time::sleep(short + Duration::from_millis(100)).await;
     assert!(count("t4", ["dave", "ip1"], short).await);
+    // Each key has its own limit; a refusal says when the full key's window ends.
+    let keys = [("ip9", 1), ("everyone", 3)];
+    assert_eq!(
+        q.count_attempt("t5", &keys, LONG).await.unwrap(),
+        Quota::Allowed
+    );
+    let Quota::Exceeded { retry_after } = q.count_attempt("t5", &keys, LONG).await.unwrap() else {
+        panic!("ip9 holds its one attempt");
+    };
+    assert!(
+        retry_after <= LONG && retry_after > LONG - Duration::from_secs(5),
+        "{retry_after:?}"
+    );
+    for ip in ["ip10", "ip11"] {
+        let keys = [(ip, 1), ("everyone", 3)];
+        assert_eq!(
+            q.count_attempt("t5", &keys, LONG).await.unwrap(),
+            Quota::Allowed
+        );
+    }
+    assert!(matches!(
+        q.count_attempt("t5", &[("ip12", 1), ("everyone", 3)], LONG)
+            .await
+            .unwrap(),
+        Quota::Exceeded { .. }
+    ));
     fx.cleanup().await;
 }
 

@@ -1416,6 +1416,268 @@ async fn registration_policies_and_client_management() {
     );
 }
 
+/// `client_credentials` needs no user: a client anyone could register must not get it, or a
+/// tenant with open registration (the default) would hand an access token to whoever asks.
+#[actix_rt::test]
+async fn a_client_anyone_may_register_gets_no_machine_access() {
+    let app = spawn_app().await;
+    create_tenant(&app, "open", json!({ "mode": "oauth" })).await;
+    create_tenant(
+        &app,
+        "gated",
+        json!({ "mode": "oauth", "registration": "token",
+        "initial_access_token": "initial-access-token-0123456789" }),
+    )
+    .await;
+    let post = |tenant: &str, token: Option<&str>, body: Value| {
+        let mut r = app
+            .http
+            .post(format!("{}/oauth/register", issuer(&app, tenant)))
+            .json(&body);
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send()
+    };
+    let machine = json!({ "client_name": "Batch", "grant_types": ["client_credentials"],
+                          "token_endpoint_auth_method": "client_secret_post" });
+    let both = json!({ "client_name": "Both", "redirect_uris": ["https://h.example/cb"],
+                       "grant_types": ["authorization_code", "client_credentials"] });
+    for body in [&machine, &both] {
+        let r = post("open", None, body.clone()).await.unwrap();
+        assert_eq!(r.status(), 400);
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"], "invalid_client_metadata");
+        let why = e["error_description"].as_str().unwrap();
+        assert!(
+            why.contains("client_credentials") && why.contains("admin API"),
+            "{why}"
+        );
+    }
+    // Nor can a client registered for users add it through RFC 7592.
+    let r = post(
+        "open",
+        None,
+        json!({ "client_name": "Host", "redirect_uris": ["https://h.example/cb"] }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 201);
+    let host: Value = r.json().await.unwrap();
+    let mut wider = host.clone();
+    wider["grant_types"] = json!(["authorization_code", "client_credentials"]);
+    let r = app
+        .http
+        .put(host["registration_client_uri"].as_str().unwrap())
+        .bearer_auth(host["registration_access_token"].as_str().unwrap())
+        .json(&wider)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"],
+        "invalid_client_metadata"
+    );
+    let read: Value = app
+        .http
+        .get(host["registration_client_uri"].as_str().unwrap())
+        .bearer_auth(host["registration_access_token"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        read["grant_types"],
+        json!(["authorization_code", "refresh_token"])
+    );
+
+    // Holders of the initial access token are trusted with it.
+    let r = post("gated", Some("initial-access-token-0123456789"), machine)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let batch: Value = r.json().await.unwrap();
+    let form = [
+        ("grant_type", "client_credentials"),
+        ("client_id", batch["client_id"].as_str().unwrap()),
+        ("client_secret", batch["client_secret"].as_str().unwrap()),
+    ];
+    let cc = || token_request(&app, "gated", &form);
+    let (status, tokens) = cc().await;
+    assert_eq!(status, StatusCode::OK, "{tokens}");
+    assert_eq!(
+        initialize(&app, "gated", Some(&access(&tokens))).await.0,
+        200
+    );
+    // Registered while registration was gated, asking once it is open (as a client registered
+    // by anyone before this rule would): refused, while the admin API's clients keep it.
+    let r = app
+        .admin(Method::PATCH, "/tenants/gated")
+        .json(&json!({ "auth": { "mode": "oauth", "registration": "open" } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let (status, e) = cc().await;
+    assert_eq!(
+        (status, e["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("unauthorized_client")),
+        "{e}"
+    );
+    let r = app
+        .admin(Method::POST, "/tenants/gated/oauth-clients")
+        .json(&json!({ "grant_types": ["client_credentials"],
+                       "token_endpoint_auth_method": "client_secret_post" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let admin_client: Value = r.json().await.unwrap();
+    let (status, tokens) = token_request(
+        &app,
+        "gated",
+        &[
+            ("grant_type", "client_credentials"),
+            ("client_id", admin_client["client_id"].as_str().unwrap()),
+            (
+                "client_secret",
+                admin_client["client_secret"].as_str().unwrap(),
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{tokens}");
+}
+
+/// Anyone may register a client, and each is a stored row: registrations are counted per client
+/// address and per tenant in an hour. The address is the connection's unless it comes through a
+/// trusted proxy; then the last address that proxy's `X-Forwarded-For` names.
+#[actix_rt::test]
+async fn registrations_are_limited_per_address_and_per_tenant() {
+    let limits = |c: &mut mcp_harbor::config::Config| {
+        c.auth.registrations_per_hour_per_address = 2;
+        c.auth.registrations_per_hour = 3;
+    };
+    let register_from = |app: &TestApp, tenant: &str, forwarded: &str| {
+        app.http
+            .post(format!("{}/oauth/register", issuer(app, tenant)))
+            .header("x-forwarded-for", forwarded)
+            .json(&json!({ "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none" }))
+            .send()
+    };
+    let refused = |r: reqwest::Response| async move {
+        assert_eq!(r.status(), 429);
+        let wait: u64 = r.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((3590..=3600).contains(&wait), "{wait}");
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"], "temporarily_unavailable");
+    };
+
+    // Directly connected: a header anyone can write changes nothing.
+    let app = spawn_app_with(limits).await;
+    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    create_tenant(&app, "beta", json!({ "mode": "oauth" })).await;
+    for spoofed in ["198.51.100.1", "198.51.100.2"] {
+        let r = register_from(&app, "acme", spoofed).await.unwrap();
+        assert_eq!(r.status(), 201);
+    }
+    refused(register_from(&app, "acme", "198.51.100.3").await.unwrap()).await;
+    // Counted per tenant.
+    let r = register_from(&app, "beta", "198.51.100.1").await.unwrap();
+    assert_eq!(r.status(), 201);
+
+    // Behind a trusted proxy (loopback here): the address it appended counts, what the client
+    // wrote left of it does not; and the tenant as a whole takes 3.
+    let app = spawn_app_with(|c| {
+        limits(c);
+        c.server.trusted_proxies = vec!["127.0.0.0/8".into()];
+    })
+    .await;
+    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    for forwarded in ["203.0.113.1", "198.51.100.7, 203.0.113.1"] {
+        let r = register_from(&app, "acme", forwarded).await.unwrap();
+        assert_eq!(r.status(), 201);
+    }
+    refused(
+        register_from(&app, "acme", "198.51.100.8, 203.0.113.1")
+            .await
+            .unwrap(),
+    )
+    .await;
+    let r = register_from(&app, "acme", "203.0.113.2").await.unwrap();
+    assert_eq!(r.status(), 201);
+    refused(register_from(&app, "acme", "203.0.113.3").await.unwrap()).await;
+}
+
+/// A client anyone registered and nobody used is deleted after `auth.unused_client_ttl_secs`
+/// (the sweep is run here with a cutoff in the future); one that was issued a token, one
+/// registered with the initial access token, and one the admin API registered are kept.
+#[actix_rt::test]
+async fn clients_anyone_registered_and_nobody_used_are_swept() {
+    use mcp_harbor::store::{OAuthStore, SqlStore};
+    let app = oauth_app().await;
+    create_tenant(
+        &app,
+        "gated",
+        json!({ "mode": "oauth", "registration": "token",
+        "initial_access_token": "initial-access-token-0123456789" }),
+    )
+    .await;
+    let unused = public_client(&app, "acme").await;
+    let (used, tokens) = tokens_for(&app, "acme", "alice").await;
+    let public = json!({ "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none" });
+    let created = |r: reqwest::RequestBuilder| {
+        let r = r.json(&public).send();
+        async move {
+            let r = r.await.unwrap();
+            assert_eq!(r.status(), 201);
+            let client: Value = r.json().await.unwrap();
+            client["client_id"].as_str().unwrap().to_string()
+        }
+    };
+    let vouched = created(
+        app.http
+            .post(format!("{}/oauth/register", issuer(&app, "gated")))
+            .bearer_auth("initial-access-token-0123456789"),
+    )
+    .await;
+    let admin = created(app.admin(Method::POST, "/tenants/acme/oauth-clients")).await;
+
+    let dir = app.data_dir.as_ref().unwrap().path();
+    let store = SqlStore::connect(&format!("sqlite://{}/mcp-harbor.db", dir.display()), 1)
+        .await
+        .unwrap();
+    let later = mcp_harbor::store::now_millis() + 1000;
+    assert_eq!(store.sweep_oauth(0, 0, later).await.unwrap(), 1);
+    assert_eq!(store.get_client("acme", &unused).await.unwrap(), None);
+    for (tenant, id) in [("acme", &used), ("gated", &vouched), ("acme", &admin)] {
+        assert!(
+            store.get_client(tenant, id).await.unwrap().is_some(),
+            "{id}"
+        );
+    }
+    // Over HTTP: the swept client is unknown, the used one goes on refreshing.
+    let (status, _, html) =
+        login_page(&app, "acme", &authorize_params(&unused, &pkce(), REDIRECT)).await;
+    assert_eq!(status, 400);
+    assert!(html.contains("Unknown client"));
+    let (status, e) = refresh(
+        &app,
+        "acme",
+        &used,
+        tokens["refresh_token"].as_str().unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{e}");
+}
+
 #[actix_rt::test]
 async fn key_rotation_keeps_unexpired_tokens_valid() {
     let app = oauth_app().await;

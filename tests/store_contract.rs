@@ -620,6 +620,7 @@ async fn oauth_contract(store: &SqlStore) {
         source: "dcr".into(),
         metadata: json!({ "client_name": format!("client of {tenant}") }),
         created_at: 1,
+        confirmed_at: None,
     };
     store.insert_client(&client("acme")).await.unwrap();
     store.insert_client(&client("beta")).await.unwrap();
@@ -773,8 +774,38 @@ async fn oauth_contract(store: &SqlStore) {
         .insert_refresh("acme", &grant("old-r", "f", 50))
         .await
         .unwrap();
-    let removed = store.sweep_oauth(60, 250).await.unwrap();
-    assert_eq!(removed, 3, "one code, one refresh token, one key");
+    // Clients anyone registered go when never confirmed: beta's c1 is confirmed (once: the
+    // first time stays), acme's is not; one pre-registered, one registered after the cutoff.
+    store.confirm_client("beta", "c1", 20).await.unwrap();
+    store.confirm_client("beta", "c1", 30).await.unwrap();
+    let confirmed = store.get_client("beta", "c1").await.unwrap().unwrap();
+    assert_eq!(confirmed.confirmed_at, Some(20));
+    let kept = [("pre", "admin", 1), ("late", "dcr", 300)];
+    for (id, source, created_at) in kept {
+        let c = OAuthClient {
+            client_id: id.into(),
+            source: source.into(),
+            created_at,
+            ..client("acme")
+        };
+        store.insert_client(&c).await.unwrap();
+    }
+    let removed = store.sweep_oauth(60, 250, 100).await.unwrap();
+    assert_eq!(
+        removed, 4,
+        "one code, one refresh token, one key, one unconfirmed client"
+    );
+    assert_eq!(store.get_client("acme", "c1").await.unwrap(), None);
+    assert_eq!(
+        store.get_client("beta", "c1").await.unwrap(),
+        Some(confirmed)
+    );
+    for (id, ..) in kept {
+        assert!(
+            store.get_client("acme", id).await.unwrap().is_some(),
+            "{id}"
+        );
+    }
     assert_eq!(
         store.redeem_code("acme", "old-code", 61).await.unwrap(),
         Redeemed::Unknown

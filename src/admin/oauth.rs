@@ -482,6 +482,7 @@ pub async fn create_client(
         source: "admin".into(),
         metadata,
         created_at: now_millis(),
+        confirmed_at: Some(now_millis()),
     };
     state.directory.store.insert_client(&client).await?;
     tracing::info!(tenant = %slug, client_id = %client.client_id, "OAuth client pre-registered");

@@ -5,6 +5,7 @@
 //! issuing and verification — and the resource-server check every MCP request passes
 //! (`AuthService::authenticate`), whose refusals carry the `WWW-Authenticate` challenge.
 
+pub mod address;
 pub mod keys;
 pub mod password;
 pub mod seal;
@@ -193,6 +194,8 @@ pub struct AuthService {
     /// Outside fetches (JWKS, issuer metadata, client metadata documents) may reach loopback and
     /// private addresses (development; `admin.allow_http_loopback_webhooks`).
     pub allow_private_egress: bool,
+    /// `server.trusted_proxies`: whose `X-Forwarded-For` names the client address.
+    trusted_proxies: Vec<ipnet::IpNet>,
     metadata: Mutex<HashMap<String, (Instant, Value)>>,
     metadata_failures: tokens::RecentFailures,
     /// Tokens already verified on this replica (a signature check costs far more than a
@@ -220,6 +223,7 @@ impl AuthService {
         sealer: Arc<Sealer>,
         config: AuthConfig,
         allow_private_egress: bool,
+        trusted_proxies: Vec<ipnet::IpNet>,
     ) -> Result<AuthService, AuthError> {
         let http = if allow_private_egress {
             reqwest::Client::builder()
@@ -238,10 +242,18 @@ impl AuthService {
             jwks: JwksCache::new(http),
             config,
             allow_private_egress,
+            trusted_proxies,
             metadata: Mutex::new(HashMap::new()),
             metadata_failures: tokens::RecentFailures::default(),
             verified: parking_lot::RwLock::new(crate::FastMap::default()),
         })
+    }
+
+    /// The address limits counted per client address count `req` under (see
+    /// [`address::client_address`]), as text.
+    pub fn client_address(&self, req: &actix_web::HttpRequest) -> String {
+        address::client_address(req, &self.trusted_proxies)
+            .map_or_else(|| "unknown".to_string(), |ip| ip.to_string())
     }
 
     /// Checks an outside URL before fetching it: https (http only to loopback in development),
@@ -551,8 +563,8 @@ impl AuthService {
         Ok((tokens::external_principal(&claims, settings), until))
     }
 
-    /// Periodically deletes expired codes and refresh tokens, and keys retired long enough that
-    /// no token they signed is still valid.
+    /// Periodically deletes expired codes and refresh tokens, keys retired long enough that no
+    /// token they signed is still valid, and clients anyone registered that were never used.
     pub fn spawn_sweeper(self: &Arc<Self>) {
         let this = self.clone();
         actix_rt::spawn(async move {
@@ -562,7 +574,12 @@ impl AuthService {
                 let now = crate::store::now_millis();
                 let keep = (this.config.access_token_ttl_secs as i64 + 300) * 1000;
                 use crate::store::OAuthStore;
-                match this.store.sweep_oauth(now, now - keep).await {
+                let unused = (this.config.unused_client_ttl_secs as i64).saturating_mul(1000);
+                match this
+                    .store
+                    .sweep_oauth(now, now - keep, now.saturating_sub(unused))
+                    .await
+                {
                     Ok(0) => {}
                     Ok(n) => tracing::debug!(removed = n, "swept expired OAuth rows"),
                     Err(e) => tracing::warn!(error = %e, "OAuth sweep failed"),

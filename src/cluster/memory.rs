@@ -145,7 +145,7 @@ pub struct MemoryCluster {
     attempts: Attempts,
 }
 
-/// Sign-in attempts per key in fixed windows: the in-process counterpart of the Redis counters,
+/// Attempts (sign-ins, client registrations) per key in fixed windows: the in-process counterpart of the Redis counters,
 /// and what a replica counts on while Redis is unreachable. A std `HashMap` (SipHash): its keys
 /// come from anyone who opens a sign-in page.
 #[derive(Default)]
@@ -163,28 +163,33 @@ impl Attempts {
     }
 
     /// See [`Quotas::count_attempt`].
-    pub fn count(&self, tenant: &str, keys: [&str; 2], limit: u32, window: Duration) -> bool {
-        let keys = keys.map(|k| Self::key(tenant, k));
+    pub fn count(&self, tenant: &str, keys: &[(&str, u32)], window: Duration) -> Quota {
         let mut counts = self.counts.lock();
         if counts.len() > Self::SWEEP_ABOVE {
             counts.retain(|_, (first, _)| first.elapsed() < window);
         }
-        let full = |key: &str| {
-            counts
-                .get(key)
-                .is_some_and(|(first, n)| first.elapsed() < window && *n >= limit)
-        };
-        if keys.iter().any(|k| full(k)) {
-            return false;
+        let keys: Vec<(String, u32)> = keys
+            .iter()
+            .map(|(k, limit)| (Self::key(tenant, k), *limit))
+            .collect();
+        for (key, limit) in &keys {
+            if let Some((first, n)) = counts.get(key) {
+                let age = first.elapsed();
+                if age < window && n >= limit {
+                    return Quota::Exceeded {
+                        retry_after: window - age,
+                    };
+                }
+            }
         }
-        for key in keys {
+        for (key, _) in keys {
             let entry = counts.entry(key).or_insert((Instant::now(), 0));
             if entry.0.elapsed() >= window {
                 *entry = (Instant::now(), 0);
             }
             entry.1 += 1;
         }
-        true
+        Quota::Allowed
     }
 
     /// See [`Quotas::forgive_attempt`].
@@ -405,11 +410,10 @@ impl Quotas for MemoryCluster {
     async fn count_attempt(
         &self,
         tenant: &str,
-        keys: [&str; 2],
-        limit: u32,
+        keys: &[(&str, u32)],
         window: Duration,
-    ) -> Result<bool, BackendError> {
-        Ok(self.attempts.count(tenant, keys, limit, window))
+    ) -> Result<Quota, BackendError> {
+        Ok(self.attempts.count(tenant, keys, window))
     }
 
     async fn forgive_attempt(

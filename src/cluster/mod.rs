@@ -290,7 +290,7 @@ pub enum SessionAdmission {
 /// rate, one atomic step per request. Live sessions are a per-tenant set of session ids, each
 /// with an expiry renewed by [`SnapshotStore::touch`] and removed by [`SnapshotStore::delete`];
 /// the sessions of a replica that died without deleting them lapse on their own. Failed sign-ins
-/// are counters in fixed windows that start with their first attempt.
+/// and client registrations are counters in fixed windows that start with their first attempt.
 #[async_trait]
 pub trait Quotas: Send + Sync + 'static {
     /// Counts `cost` requests of `tenant` (as a whole, or of one principal; a JSON-RPC batch
@@ -313,16 +313,16 @@ pub trait Quotas: Send + Sync + 'static {
         caps: SessionCaps,
         ttl: Duration,
     ) -> Result<SessionAdmission, BackendError>;
-    /// Counts a sign-in attempt of `tenant` under each of `keys` (opaque ids: a user, a client
-    /// address) for `window` from the first attempt, unless one of them holds `limit` already
-    /// (then none is counted). Whether it was counted.
+    /// Counts an attempt of `tenant` (a sign-in, a client registration) under each of `keys`
+    /// (opaque ids: a user, a client address), each against its own limit, in a window of
+    /// `window` from that key's first attempt; unless one of them holds its limit already (then
+    /// none is counted, and the answer says when that key's window ends).
     async fn count_attempt(
         &self,
         tenant: &str,
-        keys: [&str; 2],
-        limit: u32,
+        keys: &[(&str, u32)],
         window: Duration,
-    ) -> Result<bool, BackendError>;
+    ) -> Result<Quota, BackendError>;
     /// Takes back one attempt counted under `key` (it succeeded, or was never checked); `all`:
     /// every attempt counted under it.
     async fn forgive_attempt(&self, tenant: &str, key: &str, all: bool)

@@ -144,17 +144,21 @@ redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', math.ceil((tat - now)
 return 0
 ";
 
-/// Counts a sign-in attempt under every key, unless one holds the limit already. KEYS: the
-/// counters. ARGV: limit, window (ms). Returns 1 when counted, 0 when not.
+/// Counts an attempt under every key, unless one holds its limit already. KEYS: the counters.
+/// ARGV: window (ms), then each key's limit. Returns 0 when counted, else how long (ms) until
+/// the full counter's window ends.
 const COUNT_ATTEMPT: &str = r"
-local limit = tonumber(ARGV[1])
-for _, key in ipairs(KEYS) do
-  if tonumber(redis.call('GET', key) or '0') >= limit then return 0 end
+for i, key in ipairs(KEYS) do
+  if tonumber(redis.call('GET', key) or '0') >= tonumber(ARGV[i + 1]) then
+    local left = redis.call('PTTL', key)
+    if left < 1 then left = 1 end
+    return left
+  end
 end
 for _, key in ipairs(KEYS) do
-  if redis.call('INCR', key) == 1 then redis.call('PEXPIRE', key, ARGV[2]) end
+  if redis.call('INCR', key) == 1 then redis.call('PEXPIRE', key, ARGV[1]) end
 end
-return 1
+return 0
 ";
 
 /// Takes one attempt back from a counter (never below 0; its window is kept). KEYS: the counter.
@@ -655,24 +659,28 @@ impl Quotas for RedisCluster {
         })
     }
 
-    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis count_attempt", otel.kind = "client", db.system.name = "redis", db.operation.name = "sign-in count"))]
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis count_attempt", otel.kind = "client", db.system.name = "redis", db.operation.name = "attempt count"))]
     async fn count_attempt(
         &self,
         tenant: &str,
-        keys: [&str; 2],
-        limit: u32,
+        keys: &[(&str, u32)],
         window: Duration,
-    ) -> Result<bool, BackendError> {
+    ) -> Result<Quota, BackendError> {
         let mut call = self.count_attempt.prepare_invoke();
-        for key in keys {
-            call.key(self.attempt_key(tenant, key));
+        call.arg(millis(window).max(1));
+        for (key, limit) in keys {
+            call.key(self.attempt_key(tenant, key)).arg(*limit);
         }
-        call.arg(limit).arg(millis(window).max(1));
         let mut conn = self.conn();
-        Ok(bounded(call.invoke_async::<i64>(&mut conn)).await? == 1)
+        Ok(match bounded(call.invoke_async::<u64>(&mut conn)).await? {
+            0 => Quota::Allowed,
+            ms => Quota::Exceeded {
+                retry_after: Duration::from_millis(ms),
+            },
+        })
     }
 
-    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis forgive_attempt", otel.kind = "client", db.system.name = "redis", db.operation.name = "sign-in forgive"))]
+    #[tracing::instrument(level = "debug", name = "redis", skip_all, fields(otel.name = "redis forgive_attempt", otel.kind = "client", db.system.name = "redis", db.operation.name = "attempt forgive"))]
     async fn forgive_attempt(
         &self,
         tenant: &str,

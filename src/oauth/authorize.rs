@@ -5,7 +5,6 @@
 //! single-use code, `state` and `iss` (RFC 9207).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::cookie::{Cookie, SameSite};
@@ -13,14 +12,13 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::json;
 
+use super::attempts::AttemptLimiter;
 use super::clients::{find, Client};
 use super::discovery::supported_scopes;
 use super::page::{self, Consent};
 use super::{as_tenant, same, AsTenant, OAuthState, INVALID_TARGET};
 use crate::auth::password::verify_password;
 use crate::auth::{hash_secret, random_token, AuthService};
-use crate::cluster::memory::Attempts;
-use crate::cluster::{Backoff, Quotas};
 use crate::store::{now_millis, GrantRecord, LoginMethod, OAuthStore, UserRecord};
 
 const CSRF_COOKIE: &str = "harbor_csrf";
@@ -36,69 +34,8 @@ const CARRIED: [&str; 9] = [
     "nonce",
 ];
 
-/// Failed sign-ins per key (a user, a client address) in the current minute, counted across
-/// replicas (the cluster's quotas: Redis when configured, so N replicas do not allow N times the
-/// attempts); while those cannot be reached, on this replica alone.
-pub struct LoginLimiter {
-    shared: Arc<dyn Quotas>,
-    local: Attempts,
-    /// After the shared counters failed: left alone for a while.
-    shared_backoff: Backoff,
-}
-
-impl LoginLimiter {
-    pub fn new(shared: Arc<dyn Quotas>) -> Self {
-        LoginLimiter {
-            shared,
-            local: Attempts::default(),
-            shared_backoff: Backoff::new(SHARED_BACKOFF),
-        }
-    }
-
-    /// Counts an attempt under each of `keys` unless one of them had `limit` in the last
-    /// minute (`false`: none is counted). Counted before the password is checked, so attempts
-    /// sent at once cannot all pass the check before any of them fails; one that succeeds (or
-    /// is never checked) gives its count back ([`Self::forgive`]).
-    async fn attempt(&self, tenant: &str, keys: [&str; 2], limit: u32) -> bool {
-        if self.shared_backoff.ready() {
-            match self
-                .shared
-                .count_attempt(tenant, keys, limit, LOGIN_WINDOW)
-                .await
-            {
-                Ok(counted) => return counted,
-                Err(e) => self.shared_failed(&e),
-            }
-        }
-        self.local.count(tenant, keys, limit, LOGIN_WINDOW)
-    }
-
-    fn shared_failed(&self, e: &crate::cluster::BackendError) {
-        self.shared_backoff.failed();
-        if SHARED_UNREACHABLE.ready() {
-            tracing::warn!(error = %e, "sign-in attempts counted on this replica only: the shared quotas are unreachable");
-        }
-    }
-
-    /// An attempt counted under `key` succeeded (or was never checked): it does not count;
-    /// `all`: none counted under it does.
-    async fn forgive(&self, tenant: &str, key: &str, all: bool) {
-        if self.shared_backoff.ready() {
-            if let Err(e) = self.shared.forgive_attempt(tenant, key, all).await {
-                self.shared_failed(&e);
-            }
-        }
-        self.local.forgive(tenant, key, all);
-    }
-}
-
-/// How long sign-ins count on this replica alone after the shared counters failed.
-const SHARED_BACKOFF: Duration = Duration::from_secs(10);
-/// At most one warning per 10 s that the shared sign-in counters are unreachable.
-static SHARED_UNREACHABLE: crate::telemetry::Throttled = crate::telemetry::Throttled::every(10_000);
-
 /// The window sign-in attempts are counted in.
-const LOGIN_WINDOW: Duration = Duration::from_secs(60);
+pub const LOGIN_WINDOW: Duration = Duration::from_secs(60);
 
 /// Password checks running at once on this replica: each takes argon2's memory (19 MiB by
 /// default) on the blocking pool, and sign-in forms are open to anyone.
@@ -491,21 +428,21 @@ impl SignInRefused {
 pub async fn sign_in(
     req: &HttpRequest,
     auth: &AuthService,
-    limiter: &LoginLimiter,
+    limiter: &AttemptLimiter,
     tenant: &str,
     username: &str,
     password: String,
 ) -> Result<UserRecord, SignInRefused> {
-    let peer = req
-        .connection_info()
-        .realip_remote_addr()
-        .unwrap_or("unknown")
-        .to_string();
+    let peer = auth.client_address(req);
     // Opaque and short (a username can be long): what the shared counters are named by.
     let user_key = crate::auth::quota_id(&format!("user/{}", username.to_lowercase()));
     let ip_key = crate::auth::quota_id(&format!("ip/{peer}"));
     let limit = auth.config.login_attempts_per_minute.max(1);
-    if !limiter.attempt(tenant, [&user_key, &ip_key], limit).await {
+    if limiter
+        .attempt(tenant, &[(&user_key, limit), (&ip_key, limit)])
+        .await
+        .is_err()
+    {
         tracing::warn!(tenant, "sign-in rate limited");
         return Err(SignInRefused::RateLimited);
     }

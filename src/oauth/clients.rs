@@ -16,7 +16,9 @@ use serde_json::{json, Value};
 
 use super::{as_tenant, same, OAuthError};
 use crate::auth::{hash_secret, random_token, AuthService};
-use crate::store::{now_millis, OAuthClient, OAuthStore, RegistrationPolicy, StoreError};
+use crate::store::{
+    now_millis, OAuthClient, OAuthStore, RegistrationPolicy, StoreError, DCR_SOURCE,
+};
 
 /// Client metadata as a client or the admin API sends it (unknown fields are ignored, as RFC
 /// 7591 asks).
@@ -198,6 +200,10 @@ pub struct Client {
     pub client_id: String,
     pub secret_hash: Option<String>,
     pub metadata: Value,
+    /// Registered by Dynamic Client Registration (not the admin API, not a metadata document).
+    pub self_registered: bool,
+    /// Issued a token before, or vouched for when it registered (see `OAuthClient`).
+    pub confirmed: bool,
 }
 
 impl Client {
@@ -216,10 +222,7 @@ impl Client {
             .unwrap_or_default()
     }
     pub fn allows_grant(&self, grant: &str) -> bool {
-        self.metadata
-            .get("grant_types")
-            .and_then(Value::as_array)
-            .is_some_and(|a| a.iter().any(|g| g.as_str() == Some(grant)))
+        has_grant(&self.metadata, grant)
     }
     pub fn auth_method(&self) -> &str {
         self.metadata
@@ -302,6 +305,8 @@ pub async fn find(
         .get_client(tenant, client_id)
         .await?
         .map(|c| Client {
+            self_registered: c.source == DCR_SOURCE,
+            confirmed: c.confirmed_at.is_some(),
             client_id: c.client_id,
             secret_hash: c.secret_hash,
             metadata: c.metadata,
@@ -374,6 +379,8 @@ async fn metadata_document(
         client_id: url.to_string(),
         secret_hash: None,
         metadata,
+        self_registered: false,
+        confirmed: true,
     };
     let ttl = lifetime.unwrap_or(CIMD_TTL).min(CIMD_MAX_TTL);
     documents.remember(key, ttl, &client);
@@ -529,11 +536,35 @@ fn parse_metadata(body: &[u8], auth: &AuthService) -> Result<Value, OAuthError> 
     })
 }
 
+/// The window client registrations are counted in.
+pub const REGISTRATION_WINDOW: Duration = Duration::from_secs(3600);
+/// The counter of a tenant's registrations from every address.
+const REGISTRATIONS_KEY: &str = "register/all";
+
+/// Why a client that anyone could have registered may not use `client_credentials`: that grant
+/// needs no user, so on a tenant with open registration it would hand an access token to anyone
+/// who asks.
+pub const MACHINE_CLIENTS: &str = "client_credentials is not for clients anyone may register (this tenant's registration is open); register a machine client through the admin API or with the tenant's initial access token";
+
+/// Whether client metadata asks for the `client_credentials` grant.
+fn grants_machine_access(metadata: &Value) -> bool {
+    has_grant(metadata, "client_credentials")
+}
+
+/// Whether client metadata lists `grant` among its `grant_types`.
+fn has_grant(metadata: &Value, grant: &str) -> bool {
+    metadata
+        .get("grant_types")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|g| g.as_str() == Some(grant)))
+}
+
 /// `POST /t/{tenant}/oauth/register` (RFC 7591).
 pub async fn register(
     req: HttpRequest,
     slug: web::Path<String>,
     auth: web::Data<AuthService>,
+    state: web::Data<super::OAuthState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, OAuthError> {
     let t = as_tenant(&req, &slug, &auth).await?;
@@ -561,6 +592,27 @@ pub async fn register(
         }
     }
     let metadata = parse_metadata(&body, &auth)?;
+    if t.settings.registration == RegistrationPolicy::Open && grants_machine_access(&metadata) {
+        return Err(OAuthError::bad(
+            "invalid_client_metadata",
+            format!("grant_types: {MACHINE_CLIENTS}"),
+        ));
+    }
+    // Anyone may send this; each client is a row kept until it is deleted or goes unused:
+    // bounded per client address and per tenant.
+    let limits = &auth.config;
+    let address = crate::auth::quota_id(&format!("register/ip/{}", auth.client_address(&req)));
+    let keys = [
+        (address.as_str(), limits.registrations_per_hour_per_address),
+        (REGISTRATIONS_KEY, limits.registrations_per_hour),
+    ];
+    if let Err(wait) = state.registrations.attempt(&t.handle.slug, &keys).await {
+        tracing::warn!(tenant = %t.handle.slug, "client registration rate limited");
+        return Err(OAuthError::too_many(
+            "too many clients registered from this address or at this tenant in the last hour; retry later",
+            wait,
+        ));
+    }
     let confidential = metadata
         .get("token_endpoint_auth_method")
         .and_then(Value::as_str)
@@ -572,9 +624,11 @@ pub async fn register(
         client_id: format!("hc_{}", uuid::Uuid::new_v4().simple()),
         secret_hash: secret.as_deref().map(hash_secret),
         registration_token_hash: Some(hash_secret(&registration_token)),
-        source: "dcr".into(),
+        source: DCR_SOURCE.into(),
         metadata,
         created_at: now_millis(),
+        // Vouched for by the initial access token; otherwise kept once it is used.
+        confirmed_at: (t.settings.registration == RegistrationPolicy::Token).then(now_millis),
     };
     auth.store.insert_client(&client).await?;
     tracing::info!(tenant = %client.tenant, client_id = %client.client_id, "client registered");
@@ -653,6 +707,13 @@ pub async fn update(
         return Err(OAuthError::bad(
             "invalid_client_metadata",
             "token_endpoint_auth_method cannot switch between public and confidential",
+        ));
+    }
+    // The registration access token manages what the client is; it does not grant more.
+    if grants_machine_access(&metadata) && !grants_machine_access(&client.metadata) {
+        return Err(OAuthError::bad(
+            "invalid_client_metadata",
+            "grant_types: client_credentials cannot be added to a registered client; register a machine client through the admin API or with the tenant's initial access token",
         ));
     }
     client.metadata = metadata;
@@ -737,6 +798,8 @@ mod tests {
             client_id: "https://app.example/client".into(),
             secret_hash: None,
             metadata: json!({}),
+            self_registered: false,
+            confirmed: true,
         };
         // The first entry asks to be kept longest, and is still the first a full cache drops;
         // then the next stored.

@@ -75,10 +75,11 @@ pub async fn token(
 pub async fn register(
     req: HttpRequest,
     auth: web::Data<AuthService>,
+    state: web::Data<OAuthState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, OAuthError> {
     let slug = host_tenant(&req, &auth)?;
-    clients::register(req, web::Path::from(slug), auth, body).await
+    clients::register(req, web::Path::from(slug), auth, state, body).await
 }
 
 /// A root endpoint asked with a method it does not serve: a browser's preflight is answered;

@@ -6,6 +6,7 @@
 //! are OAuth error JSON (`error`, `error_description`); the page shows its errors rather than
 //! redirecting anywhere it cannot trust.
 
+pub mod attempts;
 pub mod authorize;
 pub mod clients;
 pub mod discovery;
@@ -189,15 +190,19 @@ fn document_methods(rest: &str) -> Option<&'static str> {
 /// What the authorization server keeps in memory on each replica.
 pub struct OAuthState {
     pub documents: clients::MetadataDocuments,
-    pub limiter: authorize::LoginLimiter,
+    /// Failed sign-ins per user and per client address, a minute at a time.
+    pub limiter: attempts::AttemptLimiter,
+    /// Client registrations per client address and per tenant, an hour at a time.
+    pub registrations: attempts::AttemptLimiter,
 }
 
 impl OAuthState {
-    /// `quotas`: where failed sign-ins are counted (the cluster's, shared by the replicas).
+    /// `quotas`: where attempts are counted (the cluster's, shared by the replicas).
     pub fn new(quotas: std::sync::Arc<dyn crate::cluster::Quotas>) -> Self {
         OAuthState {
             documents: clients::MetadataDocuments::default(),
-            limiter: authorize::LoginLimiter::new(quotas),
+            limiter: attempts::AttemptLimiter::new(quotas.clone(), authorize::LOGIN_WINDOW),
+            registrations: attempts::AttemptLimiter::new(quotas, clients::REGISTRATION_WINDOW),
         }
     }
 }
@@ -210,6 +215,8 @@ pub struct OAuthError {
     pub description: String,
     /// `WWW-Authenticate` (401 on client authentication or registration tokens).
     pub challenge: Option<String>,
+    /// `Retry-After` on a 429 (a 503 always says 1 s).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl OAuthError {
@@ -219,6 +226,7 @@ impl OAuthError {
             error,
             description: description.into(),
             challenge: None,
+            retry_after: None,
         }
     }
     pub fn bad(error: &'static str, description: impl Into<String>) -> Self {
@@ -228,6 +236,17 @@ impl OAuthError {
         OAuthError {
             challenge: basic.then(|| "Basic realm=\"mcp-harbor\"".to_string()),
             ..Self::new(StatusCode::UNAUTHORIZED, "invalid_client", description)
+        }
+    }
+    /// 429 with `Retry-After`: an attempt over its limit.
+    pub fn too_many(description: impl Into<String>, retry_after: std::time::Duration) -> Self {
+        OAuthError {
+            retry_after: Some(retry_after),
+            ..Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "temporarily_unavailable",
+                description,
+            )
         }
     }
     pub fn not_found(description: impl Into<String>) -> Self {
@@ -265,7 +284,11 @@ impl ResponseError for OAuthError {
         if let Some(c) = &self.challenge {
             b.insert_header((header::WWW_AUTHENTICATE, c.as_str()));
         }
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        if let Some(wait) = self.retry_after {
+            // Whole seconds, rounded up: asking again sooner is refused again.
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            b.insert_header((header::RETRY_AFTER, secs.max(1).to_string()));
+        } else if self.status == StatusCode::SERVICE_UNAVAILABLE {
             b.insert_header((header::RETRY_AFTER, "1"));
         }
         b.json(json!({ "error": self.error, "error_description": self.description }))

@@ -12,12 +12,12 @@ use base64::Engine;
 use serde_json::{json, Value};
 use sha2::Digest;
 
-use super::clients::{authenticate, Client};
+use super::clients::{authenticate, Client, MACHINE_CLIENTS};
 use super::discovery::supported_scopes;
 use super::{as_tenant, same, AsTenant, OAuthError, OAuthState, INVALID_TARGET};
 use crate::auth::tokens::{now_secs, sign, AccessClaims};
 use crate::auth::{hash_secret, random_token, AuthService};
-use crate::store::{now_millis, GrantRecord, OAuthStore, Redeemed};
+use crate::store::{now_millis, GrantRecord, OAuthStore, Redeemed, RegistrationPolicy};
 
 /// The parameters of an `application/x-www-form-urlencoded` body; a repeated parameter is an
 /// `invalid_request` (RFC 6749 §3.1). Public for the fuzz targets.
@@ -345,6 +345,10 @@ async fn client_credentials(
             "client_credentials needs a confidential client",
         ));
     }
+    // Registered by anyone (possibly before registration refused this grant): no user, no token.
+    if client.self_registered && t.settings.registration == RegistrationPolicy::Open {
+        return Err(OAuthError::bad("unauthorized_client", MACHINE_CLIENTS));
+    }
     let supported = supported_scopes(&t.settings.required_scopes);
     let scope = match form
         .get("scope")
@@ -385,6 +389,12 @@ async fn issue(
         .keys
         .signing(&auth.store, &auth.sealer, &t.handle.slug)
         .await?;
+    // A client anyone registered is kept from its first token on (unused ones are swept).
+    if client.self_registered && !client.confirmed {
+        auth.store
+            .confirm_client(&t.handle.slug, &client.client_id, now_millis())
+            .await?;
+    }
     let text = |k: &str| {
         grant
             .get(k)

@@ -510,6 +510,9 @@ pub trait RoundStore {
     async fn sweep_rounds(&self, now: i64) -> Result<u64, StoreError>;
 }
 
+/// `OAuthClient::source` of a client registered by Dynamic Client Registration.
+pub const DCR_SOURCE: &str = "dcr";
+
 /// A client registered with a tenant's authorization server.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OAuthClient {
@@ -524,6 +527,9 @@ pub struct OAuthClient {
     /// RFC 7591 client metadata as accepted.
     pub metadata: Value,
     pub created_at: i64,
+    /// When it was first issued a token or its registration was vouched for (`None`: a client
+    /// anyone registered that nobody has used yet; deleted after a while).
+    pub confirmed_at: Option<i64>,
 }
 
 /// A single-use authorization code or a refresh token (stored hashed).
@@ -583,6 +589,13 @@ pub trait OAuthStore {
         client_id: &str,
     ) -> Result<Option<OAuthClient>, StoreError>;
     async fn update_client(&self, client: &OAuthClient) -> Result<(), StoreError>;
+    /// Records that a client was confirmed (first issued a token) at `at`, unless it was before.
+    async fn confirm_client(
+        &self,
+        tenant: &str,
+        client_id: &str,
+        at: i64,
+    ) -> Result<(), StoreError>;
     async fn delete_client(&self, tenant: &str, client_id: &str) -> Result<bool, StoreError>;
     async fn list_clients(
         &self,
@@ -653,8 +666,15 @@ pub trait OAuthStore {
         limit: u32,
     ) -> Result<Vec<UserRecord>, StoreError>;
 
-    /// Deletes expired codes and refresh tokens, and keys retired before `retired_before`.
-    async fn sweep_oauth(&self, now: i64, retired_before: i64) -> Result<u64, StoreError>;
+    /// Deletes expired codes and refresh tokens, keys retired before `retired_before`, and
+    /// clients registered by Dynamic Client Registration before `unconfirmed_before` that were
+    /// never confirmed.
+    async fn sweep_oauth(
+        &self,
+        now: i64,
+        retired_before: i64,
+        unconfirmed_before: i64,
+    ) -> Result<u64, StoreError>;
 }
 
 /// Where a URL-mode elicitation is.

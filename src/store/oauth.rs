@@ -25,6 +25,7 @@ fn client_from_row(row: &AnyRow) -> Result<OAuthClient, StoreError> {
         source: row.try_get("source")?,
         metadata: parse_json(&metadata, "client metadata")?,
         created_at: row.try_get("created_at")?,
+        confirmed_at: row.try_get("confirmed_at")?,
     })
 }
 
@@ -81,7 +82,7 @@ impl OAuthStore for SqlStore {
     async fn insert_client(&self, c: &OAuthClient) -> Result<(), StoreError> {
         let result = sqlx::query(
             "INSERT INTO oauth_clients (tenant, client_id, secret_hash, registration_token_hash, \
-             source, metadata, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+             source, metadata, created_at, confirmed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(&c.tenant)
         .bind(&c.client_id)
@@ -90,6 +91,7 @@ impl OAuthStore for SqlStore {
         .bind(&c.source)
         .bind(json(&c.metadata))
         .bind(c.created_at)
+        .bind(c.confirmed_at)
         .execute(&self.pool)
         .await;
         inserted(result)
@@ -103,7 +105,7 @@ impl OAuthStore for SqlStore {
     ) -> Result<Option<OAuthClient>, StoreError> {
         let row = sqlx::query(
             "SELECT tenant, client_id, secret_hash, registration_token_hash, source, metadata, \
-             created_at FROM oauth_clients WHERE tenant = $1 AND client_id = $2",
+             created_at, confirmed_at FROM oauth_clients WHERE tenant = $1 AND client_id = $2",
         )
         .bind(tenant)
         .bind(client_id)
@@ -128,6 +130,25 @@ impl OAuthStore for SqlStore {
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db confirm_client", otel.kind = "client", db.operation.name = "confirm_client"))]
+    async fn confirm_client(
+        &self,
+        tenant: &str,
+        client_id: &str,
+        at: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE oauth_clients SET confirmed_at = $3 \
+             WHERE tenant = $1 AND client_id = $2 AND confirmed_at IS NULL",
+        )
+        .bind(tenant)
+        .bind(client_id)
+        .bind(at)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -163,7 +184,7 @@ impl OAuthStore for SqlStore {
     ) -> Result<Vec<OAuthClient>, StoreError> {
         let rows = sqlx::query(
             "SELECT tenant, client_id, secret_hash, registration_token_hash, source, metadata, \
-             created_at FROM oauth_clients WHERE tenant = $1 AND client_id > $2 \
+             created_at, confirmed_at FROM oauth_clients WHERE tenant = $1 AND client_id > $2 \
              ORDER BY client_id LIMIT $3",
         )
         .bind(tenant)
@@ -438,7 +459,12 @@ impl OAuthStore for SqlStore {
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db sweep_oauth", otel.kind = "client", db.operation.name = "sweep_oauth"))]
-    async fn sweep_oauth(&self, now: i64, retired_before: i64) -> Result<u64, StoreError> {
+    async fn sweep_oauth(
+        &self,
+        now: i64,
+        retired_before: i64,
+        unconfirmed_before: i64,
+    ) -> Result<u64, StoreError> {
         let mut removed = 0;
         removed += sqlx::query("DELETE FROM oauth_codes WHERE expires_at < $1")
             .bind(now)
@@ -454,6 +480,17 @@ impl OAuthStore for SqlStore {
             "DELETE FROM oauth_signing_keys WHERE retired_at IS NOT NULL AND retired_at < $1",
         )
         .bind(retired_before)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        // Registered by anyone, never used: nothing refers to them but unredeemed codes, which
+        // expire on their own.
+        removed += sqlx::query(
+            "DELETE FROM oauth_clients \
+             WHERE source = $1 AND confirmed_at IS NULL AND created_at < $2",
+        )
+        .bind(super::DCR_SOURCE)
+        .bind(unconfirmed_before)
         .execute(&self.pool)
         .await?
         .rows_affected();

@@ -104,6 +104,14 @@ Call with (dict "root" $ "resources" <name of the ConfigMap/Secret to read> "mig
 - name: MCP_HARBOR__SERVER__ALLOWED_ORIGINS
   value: {{ toJson . | quote }}
 {{- end }}
+{{- $proxies := $v.trustedProxies }}
+{{- if and (not $proxies) $v.ingress.enabled }}
+{{- $proxies = list "10.0.0.0/8" "172.16.0.0/12" "192.168.0.0/16" "fc00::/7" }}
+{{- end }}
+{{- with $proxies }}
+- name: MCP_HARBOR__SERVER__TRUSTED_PROXIES
+  value: {{ toJson . | quote }}
+{{- end }}
 {{- if include "mcp-harbor.postgres" .root }}
 - name: MCP_HARBOR__STORAGE__DATABASE_URL
   valueFrom:
