@@ -210,6 +210,36 @@ async fn a_dead_owners_session_is_taken_over_and_its_stream_resumes_exactly_once
     served_by(&b, &c.session, tools, &b).await;
 }
 
+/// A session keeps at most 1 MiB of its calls' arguments to run them again after a failover
+/// (each snapshot carries them): a call past that is answered as interrupted when its replica
+/// dies, not re-run.
+#[actix_rt::test]
+async fn a_call_past_the_sessions_replay_budget_is_answered_as_interrupted() {
+    let Some((a, b, _db)) = two_replicas().await else {
+        return;
+    };
+    let c = a.open_session("demo", "2025-11-25", json!({})).await;
+    let call = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "slow_count",
+        "arguments": { "steps": 6, "interval_ms": 150, "pad": "x".repeat(1 << 20) } } });
+    let resp = c.send(&call).await;
+    assert_eq!(resp.status(), 200);
+    let mut sse = SseReader::new(resp);
+    let primed = sse
+        .next_event(Duration::from_secs(5))
+        .await
+        .expect("the priming event");
+    let last = primed.id.clone().expect("events have ids");
+    // Its snapshot is saved before the stream is primed; then the owner dies.
+    a.handle.stop(false).await;
+    drop(sse);
+    let resumed = resume_at(&b, &c.session, &last).await;
+    assert_eq!(resumed.status(), 200);
+    let mut sse = SseReader::new(resumed);
+    let response = read_until_response(&mut sse, 7, &mut Vec::new()).await;
+    assert_eq!(response["error"]["data"]["interrupted"], true, "{response}");
+}
+
 /// A call that was waiting for the client's answer when its replica died, and cannot go on
 /// from there (a built-in tool): the replica that takes the session over tells the client the
 /// old question is cancelled, on the call's stream, before the call's outcome.

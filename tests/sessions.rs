@@ -493,6 +493,32 @@ async fn a_session_follows_a_bounded_number_of_resources() {
     assert!(hears_resource_updated(&mut stream).await);
 }
 
+/// A session runs at most 256 requests at once (each holds its arguments, and goes on without
+/// its POST's stream): the next is refused (-32000) until one of them ends.
+#[actix_rt::test]
+async fn a_session_runs_a_bounded_number_of_requests_at_once() {
+    let app = spawn_app().await;
+    let mut c = app.open_session("demo", "2025-11-25", json!({})).await;
+    let slow = |id: u64| {
+        json!({ "jsonrpc": "2.0", "id": format!("slow-{id}"), "method": "tools/call", "params": {
+            "name": "slow_count", "arguments": { "steps": 1, "interval_ms": 10000 } } })
+    };
+    for id in 0..256 {
+        // Its stream is dropped: the call runs on.
+        assert_eq!(c.send(&slow(id)).await.status(), 200);
+    }
+    let quick = json!({ "name": "slow_count", "arguments": { "steps": 1, "interval_ms": 0 } });
+    let (refused, _) = c.call("tools/call", quick.clone()).await;
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert_eq!(refused["error"]["data"]["maxInFlight"], 256, "{refused}");
+    // One ended (cancelled here): room for one more.
+    let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": { "requestId": "slow-0" } });
+    assert_eq!(c.send(&cancel).await.status(), 202);
+    let done = c.result("tools/call", quick).await;
+    assert_eq!(done["content"][0]["text"], "counted 1", "{done}");
+}
+
 /// A session keeps its client's `capabilities` and `clientInfo` for its life: together they may
 /// take at most 64 KiB; past that, `initialize` is Invalid Params and no session is left.
 #[actix_rt::test]

@@ -123,6 +123,34 @@ pub const MAX_SUBSCRIBED_URI_BYTES: usize = 4096;
 /// `data:` URI fits.
 pub const MAX_CLIENT_DESCRIPTION_BYTES: usize = 64 * 1024;
 
+/// The most requests one session has running at once (its tool calls, and any request waiting
+/// in it): each holds its arguments, and goes on after its client disconnects.
+pub const MAX_IN_FLIGHT: usize = 256;
+/// Bytes of tool-call arguments one session keeps to run its calls again on another replica
+/// after a failover (every snapshot of the session carries them); a call past it is answered as
+/// interrupted instead, should its replica stop.
+pub const MAX_REPLAY_BYTES: usize = 1 << 20;
+
+/// The length of `v` as compact JSON, counted without writing it anywhere.
+pub fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail, and a `Value` always serialises.
+    match serde_json::to_writer(&mut count, v) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
+}
+
 /// Whether a client may follow `uri` as well as the `following` it follows already
 /// (`followed`: whether `uri` is one of them): Invalid Params saying which bound it would pass.
 pub fn may_follow(uri: &str, followed: bool, following: usize) -> Result<(), RpcError> {

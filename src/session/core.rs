@@ -332,6 +332,8 @@ struct InFlight {
     abort: Option<AbortHandle>,
     /// Kept while the call runs on its own, so a snapshot can hand it to another replica.
     record: Option<(String, Value, bool)>,
+    /// Bytes of `record`'s arguments counted against [`mcp::MAX_REPLAY_BYTES`].
+    replay_bytes: usize,
     /// Its server span (ended with the answer); disabled when not tracing.
     span: tracing::Span,
 }
@@ -356,6 +358,8 @@ pub struct Session {
     log_level: LogLevel,
     subscriptions: FastSet<String>,
     inflight: FastMap<RequestId, InFlight>,
+    /// What the in-flight calls' records hold of arguments (see [`mcp::MAX_REPLAY_BYTES`]).
+    replay_bytes: usize,
     pending: FastMap<RequestId, PendingRequest>,
     next_server_request: i64,
     streams: FastMap<StreamKey, Stream>,
@@ -399,6 +403,7 @@ impl Session {
             log_level: LogLevel::Info,
             subscriptions: FastSet::default(),
             inflight: FastMap::default(),
+            replay_bytes: 0,
             pending: FastMap::default(),
             next_server_request: 0,
             streams: FastMap::default(),
@@ -576,6 +581,7 @@ impl Session {
                         started: std::time::Instant::now(),
                         abort: None,
                         record: None,
+                        replay_bytes: 0,
                         span: tracing::Span::none(),
                     },
                 );
@@ -634,6 +640,8 @@ impl Session {
                     record.params.clone(),
                     record.rerunnable,
                 )),
+                // Restored: counted with the snapshot it came in, not against this budget.
+                replay_bytes: 0,
                 span: tracing::Span::none(),
             },
         );
@@ -996,11 +1004,27 @@ impl Session {
         port: &Arc<dyn SessionPort>,
         jobs: &mut Vec<Invocation>,
     ) {
-        if self.inflight.contains_key(&req.id) {
-            let e = RpcError::invalid_request(format!(
+        let refused = if self.inflight.contains_key(&req.id) {
+            Some(RpcError::invalid_request(format!(
                 "Request id {} is already in use by a request in flight",
                 req.id
-            ));
+            )))
+        } else if self.inflight.len() >= mcp::MAX_IN_FLIGHT {
+            Some(
+                RpcError::new(
+                    jsonrpc::SERVER_REFUSED,
+                    format!(
+                        "this session has {} requests running, the most it runs at once; send \
+                         this one again when one of them has finished",
+                        mcp::MAX_IN_FLIGHT
+                    ),
+                )
+                .with_data(json!({ "maxInFlight": mcp::MAX_IN_FLIGHT })),
+            )
+        } else {
+            None
+        };
+        if let Some(e) = refused {
             self.emit(
                 stream,
                 to_bytes(&jsonrpc::error_message(Some(&req.id), &e)),
@@ -1023,6 +1047,7 @@ impl Session {
                 started: std::time::Instant::now(),
                 abort: None,
                 record: None,
+                replay_bytes: 0,
                 span: span.clone(),
             },
         );
@@ -1045,7 +1070,15 @@ impl Session {
             } => {
                 if let Some(f) = self.inflight.get_mut(&req.id) {
                     let params = replay.flatten().unwrap_or(Value::Null);
-                    f.record = Some((req.method.clone(), params, rerunnable));
+                    let bytes = mcp::json_len(&params);
+                    f.record = Some(if self.replay_bytes + bytes <= mcp::MAX_REPLAY_BYTES {
+                        self.replay_bytes += bytes;
+                        f.replay_bytes = bytes;
+                        (req.method.clone(), params, rerunnable)
+                    } else {
+                        // Not kept to run again: a failover answers it as interrupted.
+                        (req.method.clone(), Value::Null, false)
+                    });
                 }
                 jobs.push(Invocation {
                     id: req.id,
@@ -1255,6 +1288,7 @@ impl Session {
         let Some(inflight) = self.inflight.remove(id) else {
             return;
         };
+        self.replay_bytes -= inflight.replay_bytes;
         if let Some(abort) = inflight.abort {
             abort.abort();
         }
@@ -1314,6 +1348,7 @@ impl Session {
     /// (`None`: it was cancelled, and is not answered).
     fn conclude(&mut self, id: &RequestId, outcome: &Result<Value, RpcError>) -> Option<StreamKey> {
         let inflight = self.inflight.remove(id)?;
+        self.replay_bytes -= inflight.replay_bytes;
         if inflight.abort.is_some() {
             self.dirty = true;
         }
@@ -1550,6 +1585,7 @@ impl Session {
 
     /// Stops local work without touching shared state (the session lives on elsewhere).
     pub fn stop_local(&mut self) {
+        self.replay_bytes = 0;
         for (_, f) in self.inflight.drain() {
             if let Some(abort) = f.abort {
                 abort.abort();
