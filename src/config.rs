@@ -137,10 +137,11 @@ pub struct AuthConfig {
     pub default_mode: String,
     /// Failed sign-ins allowed per user and per client address per minute.
     pub login_attempts_per_minute: u32,
-    /// Clients a client address may register by Dynamic Client Registration per tenant and
-    /// hour (the address as `server.trusted_proxies` says); past it, 429 with `Retry-After`.
+    /// Clients a client address may register by open Dynamic Client Registration per tenant
+    /// and hour (the address as `server.trusted_proxies` says); past it, 429 with
+    /// `Retry-After`. Registrations with an initial access token are not counted.
     pub registrations_per_hour_per_address: u32,
-    /// Clients a tenant's Dynamic Client Registration endpoint registers per hour in all: what
+    /// Clients a tenant's open Dynamic Client Registration endpoint registers per hour in all: what
     /// bounds the clients nobody uses that anyone can make it store (with
     /// `unused_client_ttl_secs`).
     pub registrations_per_hour: u32,

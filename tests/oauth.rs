@@ -33,6 +33,19 @@ async fn create_tenant(app: &TestApp, slug: &str, auth: Value) {
         .await;
 }
 
+const INITIAL_ACCESS_TOKEN: &str = "initial-access-token-0123456789";
+
+/// The tenant `gated`: OAuth, clients registered only with `INITIAL_ACCESS_TOKEN`.
+async fn create_gated(app: &TestApp) {
+    create_tenant(
+        app,
+        "gated",
+        json!({ "mode": "oauth", "registration": "token",
+                "initial_access_token": INITIAL_ACCESS_TOKEN }),
+    )
+    .await;
+}
+
 async fn create_user(app: &TestApp, tenant: &str, username: &str) {
     let r = app
         .admin(Method::POST, &format!("/tenants/{tenant}/users"))
@@ -1268,13 +1281,7 @@ async fn registration_policies_and_client_management() {
         json!({ "mode": "oauth", "registration": "disabled" }),
     )
     .await;
-    create_tenant(
-        &app,
-        "gated",
-        json!({ "mode": "oauth", "registration": "token",
-        "initial_access_token": "initial-access-token-0123456789" }),
-    )
-    .await;
+    create_gated(&app).await;
     let meta = json!({ "client_name": "Host", "redirect_uris": ["https://host.example/cb"], "token_endpoint_auth_method": "none" });
     let post = |tenant: &str, token: Option<&str>, body: &Value| {
         let mut r = app
@@ -1306,7 +1313,7 @@ async fn registration_policies_and_client_management() {
     );
     assert!(wrong.contains("error=\"invalid_token\""), "{wrong}");
     assert_eq!(
-        post("gated", Some("initial-access-token-0123456789"), &meta)
+        post("gated", Some(INITIAL_ACCESS_TOKEN), &meta)
             .await
             .unwrap()
             .status(),
@@ -1422,13 +1429,7 @@ async fn registration_policies_and_client_management() {
 async fn a_client_anyone_may_register_gets_no_machine_access() {
     let app = spawn_app().await;
     create_tenant(&app, "open", json!({ "mode": "oauth" })).await;
-    create_tenant(
-        &app,
-        "gated",
-        json!({ "mode": "oauth", "registration": "token",
-        "initial_access_token": "initial-access-token-0123456789" }),
-    )
-    .await;
+    create_gated(&app).await;
     let post = |tenant: &str, token: Option<&str>, body: Value| {
         let mut r = app
             .http
@@ -1495,7 +1496,7 @@ async fn a_client_anyone_may_register_gets_no_machine_access() {
     );
 
     // Holders of the initial access token are trusted with it.
-    let r = post("gated", Some("initial-access-token-0123456789"), machine)
+    let r = post("gated", Some(INITIAL_ACCESS_TOKEN), machine)
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
@@ -1592,6 +1593,19 @@ async fn registrations_are_limited_per_address_and_per_tenant() {
     // Counted per tenant.
     let r = register_from(&app, "beta", "198.51.100.1").await.unwrap();
     assert_eq!(r.status(), 201);
+    // Holders of an initial access token are not counted.
+    create_gated(&app).await;
+    for _ in 0..4 {
+        let r = app
+            .http
+            .post(format!("{}/oauth/register", issuer(&app, "gated")))
+            .bearer_auth(INITIAL_ACCESS_TOKEN)
+            .json(&json!({ "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+    }
 
     // Behind a trusted proxy (loopback here): the address it appended counts, what the client
     // wrote left of it does not; and the tenant as a whole takes 3.
@@ -1623,13 +1637,7 @@ async fn registrations_are_limited_per_address_and_per_tenant() {
 async fn clients_anyone_registered_and_nobody_used_are_swept() {
     use mcp_harbor::store::{OAuthStore, SqlStore};
     let app = oauth_app().await;
-    create_tenant(
-        &app,
-        "gated",
-        json!({ "mode": "oauth", "registration": "token",
-        "initial_access_token": "initial-access-token-0123456789" }),
-    )
-    .await;
+    create_gated(&app).await;
     let unused = public_client(&app, "acme").await;
     let (used, tokens) = tokens_for(&app, "acme", "alice").await;
     let public = json!({ "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none" });
@@ -1645,7 +1653,7 @@ async fn clients_anyone_registered_and_nobody_used_are_swept() {
     let vouched = created(
         app.http
             .post(format!("{}/oauth/register", issuer(&app, "gated")))
-            .bearer_auth("initial-access-token-0123456789"),
+            .bearer_auth(INITIAL_ACCESS_TOKEN),
     )
     .await;
     let admin = created(app.admin(Method::POST, "/tenants/acme/oauth-clients")).await;

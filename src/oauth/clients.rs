@@ -598,20 +598,22 @@ pub async fn register(
             format!("grant_types: {MACHINE_CLIENTS}"),
         ));
     }
-    // Anyone may send this; each client is a row kept until it is deleted or goes unused:
-    // bounded per client address and per tenant.
-    let limits = &auth.config;
-    let address = crate::auth::quota_id(&format!("register/ip/{}", auth.client_address(&req)));
-    let keys = [
-        (address.as_str(), limits.registrations_per_hour_per_address),
-        (REGISTRATIONS_KEY, limits.registrations_per_hour),
-    ];
-    if let Err(wait) = state.registrations.attempt(&t.handle.slug, &keys).await {
-        tracing::warn!(tenant = %t.handle.slug, "client registration rate limited");
-        return Err(OAuthError::too_many(
-            "too many clients registered from this address or at this tenant in the last hour; retry later",
-            wait,
-        ));
+    if t.settings.registration == RegistrationPolicy::Open {
+        // Anyone may send this; each client is a row kept until it is deleted or goes unused:
+        // bounded per client address and per tenant.
+        let limits = &auth.config;
+        let address = crate::auth::quota_id(&format!("register/ip/{}", auth.client_address(&req)));
+        let keys = [
+            (address.as_str(), limits.registrations_per_hour_per_address),
+            (REGISTRATIONS_KEY, limits.registrations_per_hour),
+        ];
+        if let Err(wait) = state.registrations.attempt(&t.handle.slug, &keys).await {
+            tracing::warn!(tenant = %t.handle.slug, "client registration rate limited");
+            return Err(OAuthError::too_many(
+                "too many clients registered from this address or at this tenant in the last hour; retry later",
+                wait,
+            ));
+        }
     }
     let confidential = metadata
         .get("token_endpoint_auth_method")
