@@ -113,3 +113,79 @@ async fn newer_migrations_are_left_as_they_are_postgres() {
     newer_migrations_are_left_as_they_are(&url, ("MCP_HARBOR__STORAGE__DATABASE_URL", &url)).await;
     db::drop_postgres(&url).await;
 }
+
+/// The version that added `oauth_clients.confirmed_at`.
+const CONFIRMED_AT: &str = "20261129000001";
+
+/// Clients registered before `oauth_clients.confirmed_at` existed count as confirmed: the sweep
+/// of clients nobody used never takes one an older version registered (it may be in use).
+async fn clients_an_older_version_registered_are_kept(url: &str, connect_url: &str, backend: &str) {
+    use mcp_harbor::store::{OAuthClient, OAuthStore};
+    let older = tempfile::tempdir().unwrap();
+    let dir = format!("{}/migrations/{backend}", env!("CARGO_MANIFEST_DIR"));
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if name.as_str() < CONFIRMED_AT {
+            std::fs::copy(&path, older.path().join(&name)).unwrap();
+        }
+    }
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(connect_url).await.unwrap();
+    sqlx::migrate::Migrator::new(older.path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO tenants (slug, display_name, status, catalogs, limits, created_at, \
+         updated_at) VALUES ('acme', 'Acme', 'active', '[]', '{}', 1, 1)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO oauth_clients (tenant, client_id, source, metadata, created_at) \
+         VALUES ('acme', 'hc_older', 'dcr', '{}', 1)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+
+    let store = SqlStore::connect(url, 1).await.unwrap();
+    store.migrate().await.unwrap();
+    let kept = store.get_client("acme", "hc_older").await.unwrap().unwrap();
+    assert_eq!(kept.confirmed_at, Some(1));
+    // One registered now and never used goes; the older one stays.
+    let unused = OAuthClient {
+        client_id: "hc_unused".into(),
+        confirmed_at: None,
+        ..kept
+    };
+    store.insert_client(&unused).await.unwrap();
+    assert_eq!(store.sweep_oauth(0, 0, i64::MAX).await.unwrap(), 1);
+    assert!(store
+        .get_client("acme", "hc_older")
+        .await
+        .unwrap()
+        .is_some());
+    store.close().await;
+}
+
+#[actix_rt::test]
+async fn clients_an_older_version_registered_are_kept_sqlite() {
+    let (url, _dir) = db::sqlite_url();
+    let connect = format!("{url}?mode=rwc");
+    clients_an_older_version_registered_are_kept(&url, &connect, "sqlite").await;
+}
+
+#[actix_rt::test]
+async fn clients_an_older_version_registered_are_kept_postgres() {
+    let Some(url) = db::postgres_url().await else {
+        return;
+    };
+    clients_an_older_version_registered_are_kept(&url, &url, "postgres").await;
+    db::drop_postgres(&url).await;
+}
