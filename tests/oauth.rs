@@ -1628,6 +1628,17 @@ async fn registrations_are_limited_per_address_and_per_tenant() {
     let r = register_from(&app, "acme", "203.0.113.2").await.unwrap();
     assert_eq!(r.status(), 201);
     refused(register_from(&app, "acme", "203.0.113.3").await.unwrap()).await;
+    // An IPv6 host counts as its /64 (it is commonly given the whole of it).
+    create_tenant(&app, "beta", json!({ "mode": "oauth" })).await;
+    for forwarded in ["2001:db8::1", "2001:db8::ffff:2"] {
+        let r = register_from(&app, "beta", forwarded).await.unwrap();
+        assert_eq!(r.status(), 201);
+    }
+    refused(register_from(&app, "beta", "2001:db8::3").await.unwrap()).await;
+    let r = register_from(&app, "beta", "2001:db8:0:1::1")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
 }
 
 /// A client anyone registered and nobody used is deleted after `auth.unused_client_ttl_secs`

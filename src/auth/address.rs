@@ -44,6 +44,19 @@ pub fn behind_proxies<'a>(
     client
 }
 
+/// What limits counted per client address count `ip` under: an IPv4 address (an IPv4-mapped
+/// IPv6 one included) as itself, an IPv6 address by its /64 (one host is commonly given a whole
+/// /64, and would otherwise have 2^64 addresses to spread its attempts over).
+pub fn limit_key(ip: IpAddr) -> String {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => {
+            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+            format!("{}/64", std::net::Ipv6Addr::from(prefix))
+        }
+    }
+}
+
 fn parse_hop(hop: &str) -> Option<IpAddr> {
     hop.parse::<IpAddr>()
         .ok()
@@ -61,6 +74,21 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn an_ipv6_host_counts_as_its_64() {
+        assert_eq!(limit_key(ip("203.0.113.9")), "203.0.113.9");
+        assert_eq!(limit_key(ip("::ffff:203.0.113.9")), "203.0.113.9");
+        assert_eq!(limit_key(ip("2001:db8:1:2:3:4:5:6")), "2001:db8:1:2::/64");
+        assert_eq!(
+            limit_key(ip("2001:db8:1:2:ffff::1")),
+            limit_key(ip("2001:db8:1:2::7"))
+        );
+        assert_ne!(
+            limit_key(ip("2001:db8:1:3::1")),
+            limit_key(ip("2001:db8:1:2::1"))
+        );
     }
 
     #[test]

@@ -249,11 +249,11 @@ impl AuthService {
         })
     }
 
-    /// The address limits counted per client address count `req` under (see
-    /// [`address::client_address`]), as text.
+    /// What limits counted per client address count `req` under (see
+    /// [`address::client_address`] and [`address::limit_key`]).
     pub fn client_address(&self, req: &actix_web::HttpRequest) -> String {
         address::client_address(req, &self.trusted_proxies)
-            .map_or_else(|| "unknown".to_string(), |ip| ip.to_string())
+            .map_or_else(|| "unknown".to_string(), address::limit_key)
     }
 
     /// Checks an outside URL before fetching it: https (http only to loopback in development),
