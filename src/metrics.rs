@@ -91,6 +91,7 @@ pub struct Metrics {
     pub http_write_timeouts: Counter,
     pub webhook_duration: Histograms<OutcomeLabels>,
     pub oauth_grants: Family<GrantLabels, Counter>,
+    pub oauth_registrations: Family<OutcomeLabels, Counter>,
     pub rate_limited: Family<TenantLabels, Counter>,
     pub quota_unchecked: Family<TenantLabels, Counter>,
     pub http_requests: Family<HttpLabels, Counter>,
@@ -175,6 +176,12 @@ impl Metrics {
             "Token endpoint requests by grant type and outcome (issued or the OAuth error)",
             oauth_grants.clone(),
         );
+        let oauth_registrations = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "mcp_harbor_oauth_registrations",
+            "Dynamic Client Registration requests by outcome (registered, rate_limited or the OAuth error)",
+            oauth_registrations.clone(),
+        );
         let rate_limited = Family::<TenantLabels, Counter>::default();
         registry.register(
             "mcp_harbor_rate_limited",
@@ -234,6 +241,7 @@ impl Metrics {
             http_write_timeouts,
             webhook_duration,
             oauth_grants,
+            oauth_registrations,
             rate_limited,
             quota_unchecked,
             http_requests,
@@ -385,6 +393,24 @@ impl Metrics {
                 &[
                     KeyValue::new("tenant", tenant.to_string()),
                     KeyValue::new("grant_type", grant_type.to_string()),
+                    KeyValue::new("outcome", outcome.to_string()),
+                ],
+            );
+        }
+    }
+
+    pub fn oauth_registration(&self, tenant: &str, outcome: &str) {
+        self.oauth_registrations
+            .get_or_create(&OutcomeLabels {
+                tenant: tenant.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+        if let Some(o) = otel() {
+            o.oauth_registrations.add(
+                1,
+                &[
+                    KeyValue::new("tenant", tenant.to_string()),
                     KeyValue::new("outcome", outcome.to_string()),
                 ],
             );
@@ -556,6 +582,7 @@ struct Otel {
     http_connections: UpDownCounter<i64>,
     webhook: OtelHistogram<f64>,
     oauth_grants: OtelCounter<u64>,
+    oauth_registrations: OtelCounter<u64>,
     rate_limited: OtelCounter<u64>,
     quota_unchecked: OtelCounter<u64>,
     http_write_timeouts: OtelCounter<u64>,
@@ -617,6 +644,10 @@ pub fn export_to(provider: &opentelemetry_sdk::metrics::SdkMeterProvider) {
         oauth_grants: meter
             .u64_counter("mcp_harbor.oauth.grants")
             .with_description("Token endpoint requests by grant type and outcome")
+            .build(),
+        oauth_registrations: meter
+            .u64_counter("mcp_harbor.oauth.registrations")
+            .with_description("Dynamic Client Registration requests by outcome")
             .build(),
         rate_limited: meter
             .u64_counter("mcp_harbor.rate_limited")

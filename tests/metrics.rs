@@ -367,6 +367,41 @@ async fn oauth_grants_and_rate_limit_refusals_are_counted() {
     assert_eq!(sample(&m, grants, &[]), 2.0, "only acme's grants: {m:?}");
 }
 
+/// Dynamic Client Registration requests are counted by outcome, so an operator sees anonymous
+/// registrations refused by their rate limit.
+#[actix_rt::test]
+async fn registrations_are_counted_by_outcome() {
+    let app = spawn_app_with(|c| {
+        c.metrics.token = secrecy::SecretString::from(TOKEN);
+        c.auth.registrations_per_hour_per_address = 1;
+    })
+    .await;
+    app.create_tenant(json!({ "slug": "acme", "auth": { "mode": "oauth" } }))
+        .await;
+    let register = |redirect: &str| {
+        app.http
+            .post(format!("{}/t/acme/oauth/register", app.base))
+            .json(&json!({ "redirect_uris": [redirect], "token_endpoint_auth_method": "none" }))
+            .send()
+    };
+    let cb = "http://127.0.0.1:9/cb";
+    assert_eq!(register(cb).await.unwrap().status(), 201);
+    assert_eq!(register(cb).await.unwrap().status(), 429);
+    let bad = "http://host.example/cb";
+    assert_eq!(register(bad).await.unwrap().status(), 400);
+    let m = scrape(&app).await;
+    let counted = |outcome: &str| {
+        sample(
+            &m,
+            "mcp_harbor_oauth_registrations_total",
+            &[("tenant", "acme"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(counted("registered"), 1.0);
+    assert_eq!(counted("rate_limited"), 1.0);
+    assert_eq!(counted("invalid_redirect_uri"), 1.0);
+}
+
 /// Every HTTP connection on the main port is gauged while it is open, idle keep-alive ones too,
 /// and no longer once its client has closed it.
 #[actix_rt::test]

@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{as_tenant, same, OAuthError};
+use super::{as_tenant, same, AsTenant, OAuthError};
 use crate::auth::{hash_secret, random_token, AuthService};
 use crate::store::{
     now_millis, OAuthClient, OAuthStore, RegistrationPolicy, StoreError, DCR_SOURCE,
@@ -567,7 +567,25 @@ pub async fn register(
     state: web::Data<super::OAuthState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, OAuthError> {
+    // A tenant that is not served here counts nowhere (its name comes from the path).
     let t = as_tenant(&req, &slug, &auth).await?;
+    let outcome = registration(&req, &t, &auth, &state, &body).await;
+    let counted = match &outcome {
+        Ok(_) => "registered",
+        Err(e) if e.status == StatusCode::TOO_MANY_REQUESTS => "rate_limited",
+        Err(e) => e.error,
+    };
+    crate::metrics::global().oauth_registration(&t.handle.slug, counted);
+    outcome
+}
+
+async fn registration(
+    req: &HttpRequest,
+    t: &AsTenant,
+    auth: &AuthService,
+    state: &super::OAuthState,
+    body: &[u8],
+) -> Result<HttpResponse, OAuthError> {
     match t.settings.registration {
         RegistrationPolicy::Open => {}
         RegistrationPolicy::Disabled => {
@@ -578,7 +596,7 @@ pub async fn register(
             ))
         }
         RegistrationPolicy::Token => {
-            let sent = bearer(&req);
+            let sent = bearer(req);
             let ok = match (&sent, &t.settings.initial_access_token_hash) {
                 (Some(token), Some(hash)) => same(hash, &hash_secret(token)),
                 _ => false,
@@ -591,7 +609,7 @@ pub async fn register(
             }
         }
     }
-    let metadata = parse_metadata(&body, &auth)?;
+    let metadata = parse_metadata(body, auth)?;
     if t.settings.registration == RegistrationPolicy::Open && grants_machine_access(&metadata) {
         return Err(OAuthError::bad(
             "invalid_client_metadata",
@@ -602,7 +620,7 @@ pub async fn register(
         // Anyone may send this; each client is a row kept until it is deleted or goes unused:
         // bounded per client address and per tenant.
         let limits = &auth.config;
-        let address = crate::auth::quota_id(&format!("register/ip/{}", auth.client_address(&req)));
+        let address = crate::auth::quota_id(&format!("register/ip/{}", auth.client_address(req)));
         let keys = [
             (address.as_str(), limits.registrations_per_hour_per_address),
             (REGISTRATIONS_KEY, limits.registrations_per_hour),
