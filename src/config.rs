@@ -141,8 +141,8 @@ pub struct AuthConfig {
     /// and hour (the address as `server.trusted_proxies` says); past it, 429 with
     /// `Retry-After`. Registrations with an initial access token are not counted.
     pub registrations_per_hour_per_address: u32,
-    /// Clients a tenant's open Dynamic Client Registration endpoint registers per hour in all: what
-    /// bounds the clients nobody uses that anyone can make it store (with
+    /// Clients a tenant's open Dynamic Client Registration endpoint registers per hour in all:
+    /// what bounds the clients nobody uses that anyone can make it store (with
     /// `unused_client_ttl_secs`).
     pub registrations_per_hour: u32,
     /// A client registered by Dynamic Client Registration that has not been issued a token

@@ -145,9 +145,9 @@ pub struct MemoryCluster {
     attempts: Attempts,
 }
 
-/// Attempts (sign-ins, client registrations) per key in fixed windows: the in-process counterpart of the Redis counters,
-/// and what a replica counts on while Redis is unreachable. A std `HashMap` (SipHash): its keys
-/// come from anyone who opens a sign-in page.
+/// Attempts (sign-ins, client registrations) per key in fixed windows: the in-process
+/// counterpart of the Redis counters, and what a replica counts on while Redis is unreachable. A
+/// std `HashMap` (SipHash): its keys come from anyone who opens a sign-in page.
 #[derive(Default)]
 pub struct Attempts {
     counts: Mutex<HashMap<String, (Instant, u32)>>,
