@@ -80,16 +80,51 @@ fn issuer(app: &TestApp, tenant: &str) -> String {
     format!("{}/t/{tenant}", app.base)
 }
 
-async fn register(app: &TestApp, tenant: &str, body: Value) -> Value {
+/// A registration request (RFC 7591) of `body` at `tenant`, with its initial access `token`
+/// when given.
+fn registration(
+    app: &TestApp,
+    tenant: &str,
+    token: Option<&str>,
+    body: &Value,
+) -> reqwest::RequestBuilder {
     let r = app
         .http
         .post(format!("{}/oauth/register", issuer(app, tenant)))
+        .json(body);
+    match token {
+        Some(t) => r.bearer_auth(t),
+        None => r,
+    }
+}
+
+async fn register(app: &TestApp, tenant: &str, body: Value) -> Value {
+    let r = registration(app, tenant, None, &body).send().await.unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    r.json().await.unwrap()
+}
+
+/// A client the admin API registers at `tenant` (its secret included, when it has one).
+async fn admin_client(app: &TestApp, tenant: &str, body: Value) -> Value {
+    let r = app
+        .admin(Method::POST, &format!("/tenants/{tenant}/oauth-clients"))
         .json(&body)
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
     r.json().await.unwrap()
+}
+
+/// A `client_credentials` token request of `client` (as registered: its id and secret, sent in
+/// the form) at `tenant`.
+async fn client_credentials(app: &TestApp, tenant: &str, client: &Value) -> (StatusCode, Value) {
+    let form = [
+        ("grant_type", "client_credentials"),
+        ("client_id", client["client_id"].as_str().unwrap()),
+        ("client_secret", client["client_secret"].as_str().unwrap()),
+    ];
+    token_request(app, tenant, &form).await
 }
 
 const REDIRECT: &str = "http://127.0.0.1:9/callback";
@@ -1170,17 +1205,13 @@ async fn sessions_belong_to_the_principal_that_opened_them() {
 #[actix_rt::test]
 async fn client_credentials_scopes_and_audience() {
     let app = oauth_app().await;
-    let r = app
-        .admin(Method::POST, "/tenants/acme/oauth-clients")
-        .json(
-            &json!({ "client_name": "Batch job", "grant_types": ["client_credentials"],
-                       "token_endpoint_auth_method": "client_secret_basic" }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let client: Value = r.json().await.unwrap();
+    let client = admin_client(
+        &app,
+        "acme",
+        json!({ "client_name": "Batch job", "grant_types": ["client_credentials"],
+                "token_endpoint_auth_method": "client_secret_basic" }),
+    )
+    .await;
     let id = client["client_id"].as_str().unwrap().to_string();
     let secret = client["client_secret"].as_str().unwrap().to_string();
     let cc = |scope: Option<&'static str>, secret: String| {
@@ -1284,14 +1315,7 @@ async fn registration_policies_and_client_management() {
     create_gated(&app).await;
     let meta = json!({ "client_name": "Host", "redirect_uris": ["https://host.example/cb"], "token_endpoint_auth_method": "none" });
     let post = |tenant: &str, token: Option<&str>, body: &Value| {
-        let mut r = app
-            .http
-            .post(format!("{}/oauth/register", issuer(&app, tenant)))
-            .json(body);
-        if let Some(t) = token {
-            r = r.bearer_auth(t);
-        }
-        r.send()
+        registration(&app, tenant, token, body).send()
     };
     assert_eq!(post("closed", None, &meta).await.unwrap().status(), 403);
     // No token: the bare challenge (RFC 6750 §3); a wrong one: invalid_token.
@@ -1431,14 +1455,7 @@ async fn a_client_anyone_may_register_gets_no_machine_access() {
     create_tenant(&app, "open", json!({ "mode": "oauth" })).await;
     create_gated(&app).await;
     let post = |tenant: &str, token: Option<&str>, body: Value| {
-        let mut r = app
-            .http
-            .post(format!("{}/oauth/register", issuer(&app, tenant)))
-            .json(&body);
-        if let Some(t) = token {
-            r = r.bearer_auth(t);
-        }
-        r.send()
+        registration(&app, tenant, token, &body).send()
     };
     let machine = json!({ "client_name": "Batch", "grant_types": ["client_credentials"],
                           "token_endpoint_auth_method": "client_secret_post" });
@@ -1501,12 +1518,7 @@ async fn a_client_anyone_may_register_gets_no_machine_access() {
         .unwrap();
     assert_eq!(r.status(), 201);
     let batch: Value = r.json().await.unwrap();
-    let form = [
-        ("grant_type", "client_credentials"),
-        ("client_id", batch["client_id"].as_str().unwrap()),
-        ("client_secret", batch["client_secret"].as_str().unwrap()),
-    ];
-    let cc = || token_request(&app, "gated", &form);
+    let cc = || client_credentials(&app, "gated", &batch);
     let (status, tokens) = cc().await;
     assert_eq!(status, StatusCode::OK, "{tokens}");
     assert_eq!(
@@ -1528,28 +1540,14 @@ async fn a_client_anyone_may_register_gets_no_machine_access() {
         (StatusCode::BAD_REQUEST, Some("unauthorized_client")),
         "{e}"
     );
-    let r = app
-        .admin(Method::POST, "/tenants/gated/oauth-clients")
-        .json(&json!({ "grant_types": ["client_credentials"],
-                       "token_endpoint_auth_method": "client_secret_post" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let admin_client: Value = r.json().await.unwrap();
-    let (status, tokens) = token_request(
+    let machine = admin_client(
         &app,
         "gated",
-        &[
-            ("grant_type", "client_credentials"),
-            ("client_id", admin_client["client_id"].as_str().unwrap()),
-            (
-                "client_secret",
-                admin_client["client_secret"].as_str().unwrap(),
-            ),
-        ],
+        json!({ "grant_types": ["client_credentials"],
+                "token_endpoint_auth_method": "client_secret_post" }),
     )
     .await;
+    let (status, tokens) = client_credentials(&app, "gated", &machine).await;
     assert_eq!(status, StatusCode::OK, "{tokens}");
 }
 
@@ -1562,11 +1560,10 @@ async fn registrations_are_limited_per_address_and_per_tenant() {
         c.auth.registrations_per_hour_per_address = 2;
         c.auth.registrations_per_hour = 3;
     };
+    let public = json!({ "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none" });
     let register_from = |app: &TestApp, tenant: &str, forwarded: &str| {
-        app.http
-            .post(format!("{}/oauth/register", issuer(app, tenant)))
+        registration(app, tenant, None, &public)
             .header("x-forwarded-for", forwarded)
-            .json(&json!({ "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none" }))
             .send()
     };
     let refused = |r: reqwest::Response| async move {
@@ -1596,11 +1593,7 @@ async fn registrations_are_limited_per_address_and_per_tenant() {
     // Holders of an initial access token are not counted.
     create_gated(&app).await;
     for _ in 0..4 {
-        let r = app
-            .http
-            .post(format!("{}/oauth/register", issuer(&app, "gated")))
-            .bearer_auth(INITIAL_ACCESS_TOKEN)
-            .json(&json!({ "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none" }))
+        let r = registration(&app, "gated", Some(INITIAL_ACCESS_TOKEN), &public)
             .send()
             .await
             .unwrap();
@@ -1652,22 +1645,14 @@ async fn clients_anyone_registered_and_nobody_used_are_swept() {
     let unused = public_client(&app, "acme").await;
     let (used, tokens) = tokens_for(&app, "acme", "alice").await;
     let public = json!({ "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none" });
-    let created = |r: reqwest::RequestBuilder| {
-        let r = r.json(&public).send();
-        async move {
-            let r = r.await.unwrap();
-            assert_eq!(r.status(), 201);
-            let client: Value = r.json().await.unwrap();
-            client["client_id"].as_str().unwrap().to_string()
-        }
-    };
-    let vouched = created(
-        app.http
-            .post(format!("{}/oauth/register", issuer(&app, "gated")))
-            .bearer_auth(INITIAL_ACCESS_TOKEN),
-    )
-    .await;
-    let admin = created(app.admin(Method::POST, "/tenants/acme/oauth-clients")).await;
+    let id = |client: Value| client["client_id"].as_str().unwrap().to_string();
+    let r = registration(&app, "gated", Some(INITIAL_ACCESS_TOKEN), &public)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let vouched = id(r.json().await.unwrap());
+    let admin = id(admin_client(&app, "acme", public).await);
 
     let dir = app.data_dir.as_ref().unwrap().path();
     let store = SqlStore::connect(&format!("sqlite://{}/mcp-harbor.db", dir.display()), 1)
@@ -2468,17 +2453,13 @@ async fn federated_sign_in_through_the_tenants_openid_provider() {
     create_tenant(&app, "idp", json!({ "mode": "oauth" })).await;
     create_user(&app, "idp", "uma").await;
     let callback = format!("{}/t/fed/oauth/callback", app.base);
-    let r = app
-        .admin(Method::POST, "/tenants/idp/oauth-clients")
-        .json(
-            &json!({ "client_name": "Harbor (fed)", "redirect_uris": [callback],
-                       "token_endpoint_auth_method": "client_secret_post" }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let upstream: Value = r.json().await.unwrap();
+    let upstream = admin_client(
+        &app,
+        "idp",
+        json!({ "client_name": "Harbor (fed)", "redirect_uris": [callback],
+                "token_endpoint_auth_method": "client_secret_post" }),
+    )
+    .await;
     create_tenant(
         &app,
         "fed",

@@ -1071,7 +1071,8 @@ impl Session {
                 if let Some(f) = self.inflight.get_mut(&req.id) {
                     let params = replay.flatten().unwrap_or(Value::Null);
                     let bytes = mcp::json_len(&params);
-                    f.record = Some(if self.replay_bytes + bytes <= mcp::MAX_REPLAY_BYTES {
+                    let kept = self.replay_bytes.saturating_add(bytes) <= mcp::MAX_REPLAY_BYTES;
+                    f.record = Some(if kept {
                         self.replay_bytes += bytes;
                         f.replay_bytes = bytes;
                         (req.method.clone(), params, rerunnable)
@@ -1225,8 +1226,10 @@ impl Session {
             .and_then(|info| serde_json::value::to_raw_value(info).ok())
             .unwrap_or_else(|| RawValue::NULL.to_owned());
         // Both are kept for the session's life (and in each of its snapshots).
-        let kept = client_info.get().len()
-            + serde_json::to_vec(&capabilities).map_or(usize::MAX, |c| c.len());
+        let kept = client_info
+            .get()
+            .len()
+            .saturating_add(mcp::json_len(&capabilities));
         if kept > mcp::MAX_CLIENT_DESCRIPTION_BYTES {
             return Err(RpcError::invalid_params(format!(
                 "initialize: \"capabilities\" and \"clientInfo\" take at most {} KiB together",
