@@ -1653,6 +1653,10 @@ async fn clients_anyone_registered_and_nobody_used_are_swept() {
     assert_eq!(r.status(), 201);
     let vouched = id(r.json().await.unwrap());
     let admin = id(admin_client(&app, "acme", public).await);
+    // A user granted this one access; its code is not exchanged yet when the sweep runs.
+    let authorized = public_client(&app, "acme").await;
+    let p = pkce();
+    let code = code_for(&app, "acme", &authorized, &p, "alice").await;
 
     let dir = app.data_dir.as_ref().unwrap().path();
     let store = SqlStore::connect(&format!("sqlite://{}/mcp-harbor.db", dir.display()), 1)
@@ -1661,7 +1665,13 @@ async fn clients_anyone_registered_and_nobody_used_are_swept() {
     let later = mcp_harbor::store::now_millis() + 1000;
     assert_eq!(store.sweep_oauth(0, 0, later).await.unwrap(), 1);
     assert_eq!(store.get_client("acme", &unused).await.unwrap(), None);
-    for (tenant, id) in [("acme", &used), ("gated", &vouched), ("acme", &admin)] {
+    let kept = [
+        ("acme", &used),
+        ("gated", &vouched),
+        ("acme", &admin),
+        ("acme", &authorized),
+    ];
+    for (tenant, id) in kept {
         assert!(
             store.get_client(tenant, id).await.unwrap().is_some(),
             "{id}"
@@ -1680,6 +1690,8 @@ async fn clients_anyone_registered_and_nobody_used_are_swept() {
     )
     .await;
     assert_eq!(status, 200, "{e}");
+    let (status, tokens) = exchange(&app, "acme", &authorized, &code, &p).await;
+    assert_eq!(status, 200, "{tokens}");
 }
 
 #[actix_rt::test]

@@ -776,8 +776,12 @@ async fn oauth_contract(store: &SqlStore) {
         .unwrap();
     // Clients anyone registered go when never confirmed: beta's c1 is confirmed (once: the
     // first time stays), acme's is not; one pre-registered, one registered after the cutoff.
-    store.confirm_client("beta", "c1", 20).await.unwrap();
-    store.confirm_client("beta", "c1", 30).await.unwrap();
+    assert!(store.confirm_client("beta", "c1", 20).await.unwrap());
+    assert!(store.confirm_client("beta", "c1", 30).await.unwrap());
+    assert!(
+        !store.confirm_client("beta", "gone", 30).await.unwrap(),
+        "a client that is not registered is not confirmed"
+    );
     let confirmed = store.get_client("beta", "c1").await.unwrap().unwrap();
     assert_eq!(confirmed.confirmed_at, Some(20));
     let kept = [("pre", "admin", 1), ("late", "dcr", 300)];

@@ -124,11 +124,7 @@ async fn validate(
             ))
         }
         Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE => {
-            return Err(show(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Temporarily unavailable",
-                "Try again in a moment.",
-            ))
+            return Err(Refused::Page(page::unavailable()))
         }
         Err(e) => {
             return Err(show(
@@ -358,13 +354,7 @@ pub async fn submit(
     .await
     {
         Ok(user) => user,
-        Err(SignInRefused::Unavailable) => {
-            return page::error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Temporarily unavailable",
-                "Try again in a moment.",
-            )
-        }
+        Err(SignInRefused::Unavailable) => return page::unavailable(),
         Err(refused) => {
             return render(
                 &t,
@@ -488,8 +478,30 @@ async fn grant_code(
     r: &Request,
     who: SignedIn<'_>,
 ) -> HttpResponse {
-    let code = random_token();
     let now = now_millis();
+    // A user granting it access vouches for a client anyone registered: it is kept from now on
+    // rather than swept as unused while the client is still on its way to the token endpoint.
+    if r.client.self_registered && !r.client.confirmed {
+        match auth
+            .store
+            .confirm_client(&t.handle.slug, &r.client.client_id, now)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                return page::error(
+                    StatusCode::BAD_REQUEST,
+                    "Unknown client",
+                    "This application is not registered with this server.",
+                )
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not record a client as confirmed");
+                return page::unavailable();
+            }
+        }
+    }
+    let code = random_token();
     let record = GrantRecord {
         token_hash: hash_secret(&code),
         family: String::new(),
@@ -512,11 +524,7 @@ async fn grant_code(
     };
     if let Err(e) = auth.store.insert_code(&t.handle.slug, &record).await {
         tracing::warn!(error = %e, "could not store an authorization code");
-        return page::error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Temporarily unavailable",
-            "Try again in a moment.",
-        );
+        return page::unavailable();
     }
     tracing::info!(tenant = %t.handle.slug, client_id = %r.client.client_id, "authorization granted");
     let mut pairs = vec![("code", code.as_str()), ("iss", t.issuer.as_str())];

@@ -14,7 +14,7 @@ use secrecy::SecretString;
 use crate::auth::random_token;
 use crate::elicitation::{Elicitations, MAX_SECRET_BYTES};
 use crate::oauth::authorize::{sign_in, SignInRefused};
-use crate::oauth::page::{document, error, escape, html};
+use crate::oauth::page::{document, error, escape, html, unavailable};
 use crate::oauth::{resolve, same, OAuthState};
 use crate::store::{
     now_millis, ElicitationRecord, ElicitationStatus, ElicitationStore, LoginMethod, TenantAuth,
@@ -94,14 +94,6 @@ fn not_found() -> HttpResponse {
         StatusCode::NOT_FOUND,
         "Unknown request",
         "There is no such request here. Check the link your application opened.",
-    )
-}
-
-fn unavailable() -> HttpResponse {
-    error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "Temporarily unavailable",
-        "Try again in a moment.",
     )
 }
 

@@ -66,6 +66,15 @@ pub fn error(status: StatusCode, title: &str, message: &str) -> HttpResponse {
     )
 }
 
+/// 503: a store the page needs did not answer.
+pub fn unavailable() -> HttpResponse {
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Temporarily unavailable",
+        "Try again in a moment.",
+    )
+}
+
 /// The 408 of a form whose body did not arrive in time (`crate::body_deadline`).
 pub fn form_too_slow(_patience: std::time::Duration) -> HttpResponse {
     error(

@@ -389,11 +389,16 @@ async fn issue(
         .keys
         .signing(&auth.store, &auth.sealer, &t.handle.slug)
         .await?;
-    // A client anyone registered is kept from its first token on (unused ones are swept).
-    if client.self_registered && !client.confirmed {
-        auth.store
+    // A client anyone registered is kept from its first token on (unused ones are swept); one
+    // the sweep took since it was read gets none (its refresh token would name no client).
+    if client.self_registered
+        && !client.confirmed
+        && !auth
+            .store
             .confirm_client(&t.handle.slug, &client.client_id, now_millis())
-            .await?;
+            .await?
+    {
+        return Err(OAuthError::invalid_client("unknown client", false));
     }
     let text = |k: &str| {
         grant

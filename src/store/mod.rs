@@ -589,13 +589,15 @@ pub trait OAuthStore {
         client_id: &str,
     ) -> Result<Option<OAuthClient>, StoreError>;
     async fn update_client(&self, client: &OAuthClient) -> Result<(), StoreError>;
-    /// Records that a client was confirmed (first issued a token) at `at`, unless it was before.
+    /// Records that a client was confirmed (a user granted it access, or it was first issued a
+    /// token) at `at`, unless it was before. False: the client is not registered (any more: the
+    /// sweep may have taken it since it was read).
     async fn confirm_client(
         &self,
         tenant: &str,
         client_id: &str,
         at: i64,
-    ) -> Result<(), StoreError>;
+    ) -> Result<bool, StoreError>;
     async fn delete_client(&self, tenant: &str, client_id: &str) -> Result<bool, StoreError>;
     async fn list_clients(
         &self,

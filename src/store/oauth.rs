@@ -139,17 +139,17 @@ impl OAuthStore for SqlStore {
         tenant: &str,
         client_id: &str,
         at: i64,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE oauth_clients SET confirmed_at = $3 \
-             WHERE tenant = $1 AND client_id = $2 AND confirmed_at IS NULL",
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE oauth_clients SET confirmed_at = COALESCE(confirmed_at, $3) \
+             WHERE tenant = $1 AND client_id = $2",
         )
         .bind(tenant)
         .bind(client_id)
         .bind(at)
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() > 0)
     }
 
     #[tracing::instrument(level = "debug", name = "db", skip_all, fields(otel.name = "db delete_client", otel.kind = "client", db.operation.name = "delete_client"))]
