@@ -50,7 +50,8 @@ impl RequestScope<'_> {
 pub enum Handled {
     /// The answer is known at once.
     Done(Result<Value, RpcError>),
-    /// A tool call runs on: its future yields the answer.
+    /// A tool call (or a prompt that asks the client something) runs on: its future yields
+    /// the answer.
     Run {
         future: CallFuture,
         ctx: RequestContext,
@@ -146,9 +147,22 @@ pub fn handle(
                         )))
                     }
                 };
-                catalog.get_prompt(name, &arguments).unwrap_or_else(|| {
-                    Err(RpcError::invalid_params(format!("Unknown prompt: {name}")))
-                })
+                if let Some(outcome) = catalog.get_prompt(name, &arguments) {
+                    outcome
+                } else {
+                    let ctx = scope.context(id, progress_token);
+                    match catalog.get_prompt_asking(name, &arguments, &ctx) {
+                        // It runs on like a tool call, asking the client over its stream.
+                        Some(future) => {
+                            return Handled::Run {
+                                future,
+                                ctx,
+                                rerunnable: false,
+                            }
+                        }
+                        None => Err(RpcError::invalid_params(format!("Unknown prompt: {name}"))),
+                    }
+                }
             }
             None => Err(RpcError::invalid_params(
                 "prompts/get needs a string \"name\"",

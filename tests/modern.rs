@@ -1637,3 +1637,240 @@ async fn listen_follows_a_bounded_number_of_resources() {
     let agreed = &ack["params"]["notifications"]["resourceSubscriptions"];
     assert_eq!(agreed.as_array().map(Vec::len), Some(256), "{ack}");
 }
+
+/// The answer of an accepted form.
+fn accept(content: Value) -> Value {
+    json!({ "action": "accept", "content": content })
+}
+
+fn call_of(name: &str) -> Value {
+    json!({ "name": name, "arguments": {} })
+}
+
+/// The keys of an `input_required` result's questions, sorted.
+fn keys_of(result: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = result["inputRequests"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    keys.sort_unstable();
+    keys
+}
+
+/// The reference catalog's fixtures of the conformance suite's 2026-07-28 scenarios ask under
+/// the keys its clients expect, several questions in one round when asked together, a round at
+/// a time when asked in turn, and only what the request declared it can answer.
+#[actix_rt::test]
+async fn the_conformance_fixtures_ask_under_the_keys_their_clients_expect() {
+    let app = spawn_app().await;
+    let all = json!({ "elicitation": {}, "sampling": {}, "roots": {} });
+    let call = |id: i64, args: &Value| body(id, "tools/call", args.clone(), all.clone());
+    let retry = |id: i64, first: &Value, responses: Value, args: &Value| {
+        let state = first["requestState"].as_str().unwrap();
+        retry_with(id, state, &responses, args, all.clone())
+    };
+
+    let args = call_of("test_input_required_result_elicitation");
+    let first = result(&app, "demo", &call(1, &args)).await;
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    assert_eq!(keys_of(&first), ["user_name"], "{first}");
+    let done = result(
+        &app,
+        "demo",
+        &retry(
+            2,
+            &first,
+            json!({ "user_name": accept(json!({ "name": "Alice" })) }),
+            &args,
+        ),
+    )
+    .await;
+    assert_eq!(done["content"][0]["text"], "Hello, Alice!", "{done}");
+
+    // Asked together: one round with all three.
+    let args = call_of("test_input_required_result_multiple_inputs");
+    let first = result(&app, "demo", &call(3, &args)).await;
+    let requests = first["inputRequests"].as_object().unwrap();
+    assert_eq!(
+        keys_of(&first),
+        ["client_roots", "greeting", "user_name"],
+        "{first}"
+    );
+    assert_eq!(requests["greeting"]["method"], "sampling/createMessage");
+    assert_eq!(requests["client_roots"]["method"], "roots/list");
+    let answers = json!({
+        "user_name": accept(json!({ "name": "Bob" })),
+        "greeting": { "role": "assistant", "content": { "type": "text", "text": "Howdy" }, "model": "m" },
+        "client_roots": { "roots": [{ "uri": "file:///work" }] },
+    });
+    let done = result(&app, "demo", &retry(4, &first, answers, &args)).await;
+    let text = done["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("Bob") && text.contains("Howdy") && text.contains("file:///work"),
+        "{text}"
+    );
+
+    // Asked in turn: a round each, each with its own state.
+    let args = call_of("test_input_required_result_multi_round");
+    let first = result(&app, "demo", &call(5, &args)).await;
+    assert!(first["inputRequests"].get("step1").is_some(), "{first}");
+    let second = result(
+        &app,
+        "demo",
+        &retry(
+            6,
+            &first,
+            json!({ "step1": accept(json!({ "name": "Cy" })) }),
+            &args,
+        ),
+    )
+    .await;
+    assert_eq!(second["resultType"], "input_required", "{second}");
+    assert!(second["inputRequests"].get("step2").is_some(), "{second}");
+    assert_ne!(second["requestState"], first["requestState"]);
+    let done = result(
+        &app,
+        "demo",
+        &retry(
+            7,
+            &second,
+            json!({ "step2": accept(json!({ "color": "blue" })) }),
+            &args,
+        ),
+    )
+    .await;
+    assert_eq!(
+        done["content"][0]["text"], "Cy's favorite color is blue",
+        "{done}"
+    );
+
+    // Only what the request declared: sampling alone.
+    let args = call_of("test_input_required_result_capabilities");
+    let first = result(
+        &app,
+        "demo",
+        &body(8, "tools/call", args, json!({ "sampling": {} })),
+    )
+    .await;
+    assert_eq!(keys_of(&first), ["greeting"], "{first}");
+}
+
+/// A prompt that asks the client something: in 2026-07-28 it answers `input_required` and the
+/// retry renders it (its state serves no tool call); in a session it asks over the request's
+/// stream like a tool.
+#[actix_rt::test]
+async fn a_prompt_that_asks_answers_input_required_and_its_retry_renders_it() {
+    let app = spawn_app().await;
+    let caps = json!({ "elicitation": {} });
+    let args = json!({ "name": "test_input_required_result_prompt" });
+    let first = result(
+        &app,
+        "demo",
+        &body(1, "prompts/get", args.clone(), caps.clone()),
+    )
+    .await;
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let request = &first["inputRequests"]["user_context"];
+    assert_eq!(request["method"], "elicitation/create", "{first}");
+    let state = first["requestState"].as_str().unwrap();
+    let answer = json!({ "user_context": accept(json!({ "context": "tide tables" })) });
+
+    // The prompt's state is no tool call's.
+    let mut as_tool = retry_with(
+        2,
+        state,
+        &answer,
+        &call_of("test_input_required_result_elicitation"),
+        caps.clone(),
+    );
+    as_tool["method"] = json!("tools/call");
+    let (_, refused, _) = send(&app, "demo", &as_tool).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+
+    let mut retry = retry_with(3, state, &answer, &args, caps.clone());
+    retry["method"] = json!("prompts/get");
+    let done = result(&app, "demo", &retry).await;
+    assert_eq!(done["resultType"], "complete", "{done}");
+    let text = done["messages"][0]["content"]["text"].as_str().unwrap();
+    assert!(text.contains("tide tables"), "{text}");
+
+    // Without the elicitation capability: MissingRequiredClientCapability.
+    let (status, missing, _) = send(
+        &app,
+        "demo",
+        &body(4, "prompts/get", args.clone(), json!({})),
+    )
+    .await;
+    assert_eq!(status, 400, "{missing}");
+    assert_eq!(missing["error"]["code"], -32021, "{missing}");
+
+    // In a session: elicitation/create on the request's stream, the answer renders the prompt.
+    let c = app.open_session("demo", "2025-11-25", caps.clone()).await;
+    let resp = c
+        .send(&json!({ "jsonrpc": "2.0", "id": 9, "method": "prompts/get", "params": args }))
+        .await;
+    assert_eq!(resp.status(), 200);
+    let mut sse = SseReader::new(resp);
+    let request = next_json(&mut sse).await;
+    assert_eq!(request["method"], "elicitation/create", "{request}");
+    let r = c
+        .send(&json!({ "jsonrpc": "2.0", "id": request["id"], "result": accept(json!({ "context": "harbours" })) }))
+        .await;
+    assert_eq!(r.status(), 202);
+    let answer = next_json(&mut sse).await;
+    assert_eq!(answer["id"], 9, "{answer}");
+    let text = answer["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap();
+    assert!(text.contains("harbours"), "{answer}");
+}
+
+/// A first request (no `requestState`) may already carry `inputResponses`: an answer that fits
+/// what the tool asks under its key is taken (unknown keys ignored), one that does not is asked
+/// for in a round, and answers taken are kept for the rounds that follow.
+#[actix_rt::test]
+async fn answers_offered_with_a_first_request_are_taken_when_they_fit() {
+    let app = spawn_app().await;
+    let caps = json!({ "elicitation": {} });
+    let offer = |id: i64, name: &str, responses: Value| {
+        let mut params = call_of(name);
+        params["inputResponses"] = responses;
+        body(id, "tools/call", params, caps.clone())
+    };
+    let name = "test_input_required_result_elicitation";
+    let fits = json!({ "user_name": accept(json!({ "name": "Dee" })), "unknown": accept(json!({ "x": 1 })) });
+    let done = result(&app, "demo", &offer(1, name, fits)).await;
+    assert_eq!(done["content"][0]["text"], "Hello, Dee!", "{done}");
+
+    // Not an answer to the form (a number for a string field): asked in a round.
+    let wrong = json!({ "user_name": accept(json!({ "name": 5 })) });
+    let asked = result(&app, "demo", &offer(2, name, wrong)).await;
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    assert!(asked["inputRequests"].get("user_name").is_some());
+
+    // Step 1 offered, step 2 asked: the retry of that round does not ask step 1 again.
+    let multi = "test_input_required_result_multi_round";
+    let first = result(
+        &app,
+        "demo",
+        &offer(
+            3,
+            multi,
+            json!({ "step1": accept(json!({ "name": "Eve" })) }),
+        ),
+    )
+    .await;
+    assert_eq!(keys_of(&first), ["step2"], "{first}");
+    let state = first["requestState"].as_str().unwrap();
+    let answer = json!({ "step2": accept(json!({ "color": "green" })) });
+    let done = result(
+        &app,
+        "demo",
+        &retry_with(4, state, &answer, &call_of(multi), caps.clone()),
+    )
+    .await;
+    assert_eq!(
+        done["content"][0]["text"], "Eve's favorite color is green",
+        "{done}"
+    );
+}

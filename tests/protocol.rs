@@ -208,8 +208,8 @@ async fn pagination_walks_every_list_with_opaque_cursors() {
     let app = spawn_app_with(|c| c.sessions.page_size = 3).await;
     let mut c = app.open_session("demo", "2025-11-25", json!({})).await;
     for (method, key, total) in [
-        ("tools/list", "tools", 21),
-        ("prompts/list", "prompts", 5),
+        ("tools/list", "tools", 33),
+        ("prompts/list", "prompts", 6),
         ("resources/list", "resources", 4),
     ] {
         let mut seen = Vec::new();

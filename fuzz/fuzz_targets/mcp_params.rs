@@ -196,7 +196,11 @@ fn run(method: &str, params: Value) -> Option<Result<Value, RpcError>> {
             Some(outcome)
         }
         Handled::Run { future, .. } => {
-            assert_eq!(method, "tools/call");
+            // Tool calls, and prompts that ask the client something, run on.
+            assert!(
+                matches!(method, "tools/call" | "prompts/get"),
+                "{method} ran on"
+            );
             // One poll: tools that wait (sleeps, client answers) are dropped, as a cancel would.
             let _guard = w.runtime.enter();
             let mut future = pin!(future);

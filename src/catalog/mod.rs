@@ -53,6 +53,22 @@ pub trait Catalog: Send + Sync + 'static {
     ) -> Option<Result<Value, RpcError>> {
         None
     }
+    /// Whether prompt `name` asks the client something (an elicitation, a sample, its roots)
+    /// before it is rendered: then `prompts/get` runs [`Self::get_prompt_asking`] like a tool
+    /// call (in a session, asking over its stream; in 2026-07-28, by `input_required` rounds).
+    fn prompt_asks(&self, _name: &str) -> bool {
+        false
+    }
+    /// Starts `prompts/get` of a prompt that asks (see [`Self::prompt_asks`]); its outcome is a
+    /// `GetPromptResult`. `None` when this catalog has no such prompt.
+    fn get_prompt_asking(
+        &self,
+        _name: &str,
+        _arguments: &Map<String, Value>,
+        _ctx: &RequestContext,
+    ) -> Option<CallFuture> {
+        None
+    }
     /// Whether a call of this tool may be run again after a failover interrupted it, beyond what
     /// its annotations say (read-only or idempotent tools always may).
     fn reruns_safely(&self, _tool: &str) -> bool {
@@ -272,6 +288,23 @@ impl TenantCatalog {
         self.catalogs
             .iter()
             .find_map(|c| c.get_prompt(name, arguments))
+    }
+
+    /// See `Catalog::prompt_asks`.
+    pub fn prompt_asks(&self, name: &str) -> bool {
+        self.catalogs.iter().any(|c| c.prompt_asks(name))
+    }
+
+    /// See `Catalog::get_prompt_asking`.
+    pub fn get_prompt_asking(
+        &self,
+        name: &str,
+        arguments: &Map<String, Value>,
+        ctx: &RequestContext,
+    ) -> Option<CallFuture> {
+        self.catalogs
+            .iter()
+            .find_map(|c| c.get_prompt_asking(name, arguments, ctx))
     }
 
     pub fn complete(&self, reference: &Value, argument: &str, value: &str) -> Option<Vec<String>> {

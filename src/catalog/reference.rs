@@ -2,6 +2,8 @@
 //! suite exercises, with the behaviour its scenarios check. It doubles as a tour of every
 //! protocol feature a tool can use (logging, progress, sampling, elicitation, SSE polling).
 
+mod stateless;
+
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
@@ -113,11 +115,22 @@ impl Catalog for ReferenceCatalog {
             tool(
                 "json_schema_2020_12_tool",
                 "Tool with JSON Schema 2020-12 features",
+                // With the vocabulary SEP-2106 allows: an $anchor, allOf/anyOf, if/then/else.
                 json!({
                     "$schema": "https://json-schema.org/draft/2020-12/schema",
                     "type": "object",
-                    "$defs": { "address": { "type": "object", "properties": { "street": { "type": "string" }, "city": { "type": "string" } } } },
-                    "properties": { "name": { "type": "string" }, "address": { "$ref": "#/$defs/address" } },
+                    "$defs": { "address": { "$anchor": "addressDef", "type": "object", "properties": { "street": { "type": "string" }, "city": { "type": "string" } } } },
+                    "properties": {
+                        "name": { "type": "string" },
+                        "address": { "$ref": "#/$defs/address" },
+                        "contactMethod": { "type": "string", "enum": ["phone", "email"] },
+                        "phone": { "type": "string" },
+                        "email": { "type": "string" }
+                    },
+                    "allOf": [{ "anyOf": [{ "required": ["phone"] }, { "required": ["email"] }] }],
+                    "if": { "properties": { "contactMethod": { "const": "phone" } }, "required": ["contactMethod"] },
+                    "then": { "required": ["phone"] },
+                    "else": { "required": ["email"] },
                     "additionalProperties": false
                 }),
             ),
@@ -127,6 +140,14 @@ impl Catalog for ReferenceCatalog {
                 no_args(),
             ),
         ]
+        .into_iter()
+        .chain(
+            stateless::TOOLS
+                .iter()
+                .map(|(name, description)| tool(name, description, no_args())),
+        )
+        .chain([stateless::custom_header_tool()])
+        .collect()
     }
 
     fn answers_at_once(&self, tool: &str) -> bool {
@@ -280,7 +301,7 @@ impl Catalog for ReferenceCatalog {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 Ok(tool_text("Reconnection test completed successfully"))
             }),
-            _ => return None,
+            _ => return stateless::call(name, &args, ctx),
         })
     }
 
@@ -334,7 +355,21 @@ impl Catalog for ReferenceCatalog {
             json!({ "name": "test_prompt_with_embedded_resource", "description": "A prompt that embeds a resource", "arguments": [
                 { "name": "resourceUri", "description": "URI of the resource to embed", "required": true }] }),
             json!({ "name": "test_prompt_with_image", "description": "A prompt that includes an image" }),
+            stateless::prompt(),
         ]
+    }
+
+    fn prompt_asks(&self, name: &str) -> bool {
+        name == stateless::PROMPT
+    }
+
+    fn get_prompt_asking(
+        &self,
+        name: &str,
+        _arguments: &Map<String, Value>,
+        ctx: &RequestContext,
+    ) -> Option<CallFuture> {
+        (name == stateless::PROMPT).then(|| stateless::get_prompt(ctx))
     }
 
     fn get_prompt(&self, name: &str, args: &Map<String, Value>) -> Option<Result<Value, RpcError>> {

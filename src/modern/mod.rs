@@ -225,7 +225,16 @@ pub fn serve(env: Env, mut req: Request, mut meta: RequestMeta) -> Served {
             Ok(listener) => Served::Listen(listener),
             Err(e) => Served::Done(Answer::error(Some(&id), &e)),
         },
-        "tools/call" => mrtr::call(env, id, meta, params, progress_token),
+        "tools/call" => mrtr::call(env, id, meta, params, progress_token, mrtr::Kind::Tool),
+        // A prompt that asks the client something answers `input_required` like a tool.
+        "prompts/get"
+            if params
+                .get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|name| env.catalog.prompt_asks(name)) =>
+        {
+            mrtr::call(env, id, meta, params, progress_token, mrtr::Kind::Prompt)
+        }
         method if REMOVED.contains(&method) => Served::Done(Answer::error(
             Some(&id),
             &RpcError::method_not_found(method).with_data(json!({

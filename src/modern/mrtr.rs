@@ -1,11 +1,12 @@
-//! Multi round-trip requests (2026-07-28 MRTR): a tool call that needs the client's input (an
-//! elicitation, a sample, its roots) answers `input_required` with the input requests and a
-//! `requestState`; the client retries the call with `inputResponses` and that state.
+//! Multi round-trip requests (2026-07-28 MRTR): a tool call (or `prompts/get` of a prompt that
+//! asks, [`Kind`]) that needs the client's input (an elicitation, a sample, its roots) answers
+//! `input_required` with the input requests and a `requestState`; the client retries the call
+//! with `inputResponses` and that state.
 //!
 //! The call runs with a [`RoundPort`]: when the tool asks the client something the port has no
 //! answer for, the call stops there, its round is recorded in the database (sealed: the client's
 //! earlier answers may be what a user typed) and the client gets the questions under keys
-//! derived from what they ask. On the retry:
+//! derived from what they ask (or named by the tool, `RequestContext::keyed`). On the retry:
 //! - a built-in tool runs again from the start and its questions are answered from the answers
 //!   recorded so far plus the new ones (a tool asks the same questions in the same order);
 //! - a webhook tool goes on from the round its endpoint asked in (the endpoint's state was
@@ -118,14 +119,40 @@ fn invalid_state(why: &str) -> RpcError {
     ))
 }
 
-/// `tools/call` in the stateless revision.
+/// What a multi round-trip request runs: a tool, or a prompt that asks the client something
+/// (`Catalog::prompt_asks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Tool,
+    Prompt,
+}
+
+impl Kind {
+    fn method(self) -> &'static str {
+        match self {
+            Kind::Tool => "tools/call",
+            Kind::Prompt => "prompts/get",
+        }
+    }
+
+    fn unknown(self, name: &str) -> RpcError {
+        RpcError::invalid_params(match self {
+            Kind::Tool => format!("Unknown tool: {name}"),
+            Kind::Prompt => format!("Unknown prompt: {name}"),
+        })
+    }
+}
+
+/// `tools/call` (or `prompts/get` of a prompt that asks) in the stateless revision.
 pub fn call(
     env: Env,
     id: RequestId,
     meta: RequestMeta,
     params: Map<String, Value>,
     progress_token: Option<Value>,
+    kind: Kind,
 ) -> Served {
+    let method = kind.method();
     // One pass over the params, moving out what a call uses (four removals from the map cost
     // more: each searches it and rebalances it).
     let (mut state, mut responses, mut name, mut arguments) = (None, None, None, None);
@@ -143,7 +170,7 @@ pub fn call(
         _ => {
             return Served::Done(error(
                 &id,
-                RpcError::invalid_params("tools/call needs a string \"name\""),
+                RpcError::invalid_params(format!("{method} needs a string \"name\"")),
             ))
         }
     };
@@ -153,7 +180,7 @@ pub fn call(
         Some(_) => {
             return Served::Done(error(
                 &id,
-                RpcError::invalid_params("tools/call \"arguments\" must be an object"),
+                RpcError::invalid_params(format!("{method} \"arguments\" must be an object")),
             ))
         }
     };
@@ -179,14 +206,15 @@ pub fn call(
     };
     let quiet = progress_token.is_none() && meta.log_level.is_none();
     // (A tool that answers at once is one the catalog has.)
-    if state.is_none() && quiet && env.catalog.answers_at_once(&name) {
+    if kind == Kind::Tool && state.is_none() && quiet && env.catalog.answers_at_once(&name) {
         return at_once(env, id, meta, &name, arguments);
     }
-    if !env.catalog.has_tool(&name) {
-        return Served::Done(error(
-            &id,
-            RpcError::invalid_params(format!("Unknown tool: {name}")),
-        ));
+    let known = match kind {
+        Kind::Tool => env.catalog.has_tool(&name),
+        Kind::Prompt => env.catalog.prompt_asks(&name),
+    };
+    if !known {
+        return Served::Done(error(&id, kind.unknown(&name)));
     }
     let (notes_tx, notes) = Notes::channel(!quiet);
     let response = Box::pin(async move {
@@ -194,6 +222,7 @@ pub fn call(
             env,
             id,
             meta,
+            kind,
             name,
             arguments,
             progress_token,
@@ -253,6 +282,7 @@ struct Call {
     env: Env,
     id: RequestId,
     meta: RequestMeta,
+    kind: Kind,
     name: String,
     arguments: Map<String, Value>,
     progress_token: Option<Value>,
@@ -278,9 +308,13 @@ impl Call {
         }
     }
 
+    /// What a round is bound to: the tool (or, marked, the prompt) and its arguments.
     fn digest(&self) -> String {
         let arguments = canonical(&self.arguments);
-        hash_secret(&format!("{}\u{0}{arguments}", self.name))
+        match self.kind {
+            Kind::Tool => hash_secret(&format!("{}\u{0}{arguments}", self.name)),
+            Kind::Prompt => hash_secret(&format!("prompts/get\u{0}{}\u{0}{arguments}", self.name)),
+        }
     }
 
     async fn run(
@@ -383,8 +417,18 @@ impl Call {
         } else {
             HashMap::new()
         };
+        // Answers a first request offers (no round yet: a client answering what it expects to be
+        // asked) are taken for the questions they fit; a webhook call's questions are its
+        // endpoint's, answered only from a round.
+        let offered = if round.is_none() && !catalog_resumes(&self.env, self.kind, &self.name) {
+            responses.clone()
+        } else {
+            Map::new()
+        };
         let port = Arc::new(RoundPort {
             answers,
+            offered,
+            taken: Mutex::new(Map::new()),
             seen: Mutex::new(seen),
             asked: Mutex::new(Map::new()),
             waiting: Mutex::new(Vec::new()),
@@ -420,13 +464,13 @@ impl Call {
                 let _ = tx.send(Ok(r.answers.get(&key).cloned().unwrap_or(Value::Null)));
                 catalog.resume_call(&self.name, self.arguments.clone(), ctx, rx)
             }
+            None if self.kind == Kind::Prompt => {
+                catalog.get_prompt_asking(&self.name, &self.arguments, &ctx)
+            }
             None => catalog.call_tool(&self.name, self.arguments.clone(), ctx),
         };
         let Some(future) = future else {
-            return Err(RpcError::invalid_params(format!(
-                "Unknown tool: {}",
-                self.name
-            )));
+            return Err(self.kind.unknown(&self.name));
         };
         let started = std::time::Instant::now();
         let outcome = tokio::select! {
@@ -438,7 +482,7 @@ impl Call {
             Some(outcome) => Ok(finish(
                 &self.env,
                 &self.id,
-                "tools/call",
+                self.kind.method(),
                 started,
                 outcome,
                 false,
@@ -452,12 +496,16 @@ impl Call {
                 }
                 let asked = std::mem::take(&mut *port.asked.lock());
                 let mut round = round.unwrap_or_else(|| self.first_round());
+                // Offered answers it took are kept like answers given in a round.
+                round
+                    .answers
+                    .extend(std::mem::take(&mut *port.taken.lock()));
                 // A webhook endpoint asked (one question per round) and its round is recorded: the
                 // retry goes on from it. Not after a URL elicitation: the retry runs the call
                 // again, and the endpoint's request for the secret then finds it entered (or,
                 // still pending, the retry accepting the page waits for it there).
                 let url_mode = asked.values().any(|r| r["params"]["mode"] == "url");
-                if catalog.resumes_calls(&self.name) && !url_mode {
+                if catalog_resumes(&self.env, self.kind, &self.name) && !url_mode {
                     round.resume = asked.keys().next_back().cloned();
                 }
                 self.input_required(&round_id, number + 1, round, asked)
@@ -703,6 +751,10 @@ fn canonical(value: &impl Serialize) -> String {
 /// answers to the questions it asks again whatever else changed in between.
 struct RoundPort {
     answers: Map<String, Value>,
+    /// `inputResponses` of a request that continues no round: taken for a question whose key
+    /// they name when they are a valid answer to it (recorded in `taken`), else ignored.
+    offered: Map<String, Value>,
+    taken: Mutex<Map<String, Value>>,
     /// How often each question was asked in this run.
     seen: Mutex<HashMap<String, usize>>,
     asked: Mutex<Map<String, Value>>,
@@ -713,6 +765,11 @@ struct RoundPort {
     notes: Option<mpsc::UnboundedSender<Value>>,
     log_level: Option<LogLevel>,
     sessions: Arc<TenantSessions>,
+}
+
+/// Whether calls of `name` go on from their endpoint's recorded step (webhook tools).
+fn catalog_resumes(env: &Env, kind: Kind, name: &str) -> bool {
+    kind == Kind::Tool && env.catalog.resumes_calls(name)
 }
 
 /// Whether `answer` is the result of the input request `method` (mrtr.mdx: servers SHOULD check
@@ -807,10 +864,40 @@ impl SessionPort for RoundPort {
         params: Value,
         reply: oneshot::Sender<Result<Value, RpcError>>,
     ) {
+        let kind = method.split('/').next().unwrap_or("input");
+        let digest = hash_secret(&format!("{method}\u{0}{}", canonical(&params)));
+        self.ask(format!("{kind}-{}", &digest[..12]), method, params, reply);
+    }
+
+    fn request_as(
+        &self,
+        _origin: &RequestId,
+        key: &'static str,
+        method: &'static str,
+        params: Value,
+        reply: oneshot::Sender<Result<Value, RpcError>>,
+    ) {
+        self.ask(key.to_string(), method, params, reply);
+    }
+
+    fn close_stream(&self, _origin: &RequestId) {}
+
+    fn resource_updated(&self, uri: &str) {
+        self.sessions.resource_updated(uri);
+    }
+}
+
+impl RoundPort {
+    /// Answers the question from the answers so far, or collects it under `base` (numbered by
+    /// how often this run asked it) and stops the call.
+    fn ask(
+        &self,
+        base: String,
+        method: &'static str,
+        params: Value,
+        reply: oneshot::Sender<Result<Value, RpcError>>,
+    ) {
         let key = {
-            let kind = method.split('/').next().unwrap_or("input");
-            let digest = hash_secret(&format!("{method}\u{0}{}", canonical(&params)));
-            let base = format!("{kind}-{}", &digest[..12]);
             let mut seen = self.seen.lock();
             let n = seen.entry(base.clone()).or_insert(0);
             *n += 1;
@@ -820,17 +907,21 @@ impl SessionPort for RoundPort {
             let _ = reply.send(Ok(answer.clone()));
             return;
         }
+        if let Some(answer) = self.offered.get(&key) {
+            let fits = check_response(method, answer).is_ok()
+                && (method != "elicitation/create"
+                    || crate::request::check_elicited(&params["requestedSchema"], answer).is_ok());
+            if fits {
+                self.taken.lock().insert(key, answer.clone());
+                let _ = reply.send(Ok(answer.clone()));
+                return;
+            }
+        }
         self.asked
             .lock()
             .insert(key, json!({ "method": method, "params": params }));
         self.waiting.lock().push(reply);
         self.needed.notify_one();
-    }
-
-    fn close_stream(&self, _origin: &RequestId) {}
-
-    fn resource_updated(&self, uri: &str) {
-        self.sessions.resource_updated(uri);
     }
 }
 

