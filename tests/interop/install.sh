@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs the outside peers the interop stages run against, cached under $CACHE (default
 # ~/.cache/mcp-harbor): the official MCP conformance suite with Node 22 beside it (0.1.16, and
-# 0.2.0-alpha.12 for the 2026-07-28 requirement set), the official
-# TypeScript SDK (v1, and the v2 client), playwright-core (driving Debian's chromium, installed with apt-get when missing)
-# for the login page in a real browser, and the official Python SDK in a virtualenv. Idempotent;
-# prints nothing when the cache is already complete.
+# 0.2.0-alpha.12 for the frozen requirement sets and the authorization-server scenarios), the
+# official TypeScript SDK (v1, and the v2 client), playwright-core (driving Debian's chromium,
+# installed with apt-get when missing) for the login page in a real browser, and the official
+# Python SDK in a virtualenv. Idempotent; prints nothing when the cache is already complete.
 set -euo pipefail
 CACHE="${MCP_HARBOR_CI_CACHE:-$HOME/.cache/mcp-harbor}"
 INTEROP_DIR="$CACHE/interop"

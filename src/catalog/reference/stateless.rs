@@ -124,7 +124,8 @@ fn failed(e: RpcError) -> Result<Value, RpcError> {
     )))
 }
 
-/// The text of the answers, or the tool error of the first failure.
+/// The answer of a question, or (returning from the call) what its failure makes: see
+/// [`failed`].
 macro_rules! asked {
     ($e:expr) => {
         match $e {
@@ -166,6 +167,24 @@ async fn ask_roots(ctx: &RequestContext, key: &'static str) -> Result<Value, Rpc
     ctx.keyed(key).list_roots().await
 }
 
+/// `question`'s answer when `ask`; otherwise it is never asked (an async fn does nothing until
+/// polled).
+async fn if_asked<T>(ask: bool, question: impl std::future::Future<Output = T>) -> Option<T> {
+    if ask {
+        Some(question.await)
+    } else {
+        None
+    }
+}
+
+/// The greeting of a name elicited under `user_name`.
+fn greeting(answer: &Value) -> Value {
+    match accepted(answer, "name") {
+        Ok(name) => tool_text(format!("Hello, {name}!")),
+        Err(why) => tool_text(format!("No greeting: {why}")),
+    }
+}
+
 /// Starts tool `name` of [`TOOLS`] or the custom-header tool; `None` when it is none of them.
 pub fn call(
     name: &str,
@@ -188,10 +207,7 @@ pub fn call(
             ctx.progress(0.0, Some(1.0), Some("about to ask"));
             let answer = asked!(ask_name(&ctx, "user_name", "What is your name?").await);
             ctx.progress(1.0, Some(1.0), Some("answered"));
-            Ok(match accepted(&answer, "name") {
-                Ok(name) => tool_text(format!("Hello, {name}!")),
-                Err(why) => tool_text(format!("No greeting: {why}")),
-            })
+            Ok(greeting(&answer))
         }),
         "test_logging_tool" => Box::pin(async move {
             ctx.log(LogLevel::Info, "test_logging_tool", json!("started"));
@@ -200,10 +216,7 @@ pub fn call(
         }),
         "test_input_required_result_elicitation" => Box::pin(async move {
             let answer = asked!(ask_name(&ctx, "user_name", "What is your name?").await);
-            Ok(match accepted(&answer, "name") {
-                Ok(name) => tool_text(format!("Hello, {name}!")),
-                Err(why) => tool_text(format!("No greeting: {why}")),
-            })
+            Ok(greeting(&answer))
         }),
         "test_input_required_result_sampling" => Box::pin(async move {
             let answer = asked!(
@@ -234,16 +247,16 @@ pub fn call(
         }),
         "test_input_required_result_multiple_inputs" => Box::pin(async move {
             // Asked together: one round carries all three.
-            let (name, greeting, roots) = tokio::join!(
+            let (name, sampled, roots) = tokio::join!(
                 ask_name(&ctx, "user_name", "What is your name?"),
                 ask_greeting(&ctx, "greeting", "Generate a greeting", 50),
                 ask_roots(&ctx, "client_roots"),
             );
-            let (name, greeting, roots) = (asked!(name), asked!(greeting), asked!(roots));
+            let (name, sampled, roots) = (asked!(name), asked!(sampled), asked!(roots));
             let name = accepted(&name, "name").unwrap_or_else(|why| format!("({why})"));
             Ok(tool_text(format!(
                 "name: {name}; greeting: {}; roots: {}",
-                sampled_text(&greeting),
+                sampled_text(&sampled),
                 root_uris(&roots)
             )))
         }),
@@ -267,28 +280,13 @@ pub fn call(
             let elicit = can("elicitation/create", json!({ "mode": "form" }));
             let sample = can("sampling/createMessage", json!({}));
             let roots = can("roots/list", Value::Null);
-            let (name, greeting, listed) = tokio::join!(
-                async {
-                    if elicit {
-                        Some(ask_name(&ctx, "user_name", "What is your name?").await)
-                    } else {
-                        None
-                    }
-                },
-                async {
-                    if sample {
-                        Some(ask_greeting(&ctx, "greeting", "Generate a greeting", 50).await)
-                    } else {
-                        None
-                    }
-                },
-                async {
-                    if roots {
-                        Some(ask_roots(&ctx, "client_roots").await)
-                    } else {
-                        None
-                    }
-                },
+            let (name, sampled, listed) = tokio::join!(
+                if_asked(elicit, ask_name(&ctx, "user_name", "What is your name?")),
+                if_asked(
+                    sample,
+                    ask_greeting(&ctx, "greeting", "Generate a greeting", 50)
+                ),
+                if_asked(roots, ask_roots(&ctx, "client_roots")),
             );
             let mut parts = Vec::new();
             if let Some(name) = name {
@@ -298,8 +296,8 @@ pub fn call(
                     accepted(&name, "name").unwrap_or_else(|why| why)
                 ));
             }
-            if let Some(greeting) = greeting {
-                parts.push(format!("greeting: {}", sampled_text(&asked!(greeting))));
+            if let Some(sampled) = sampled {
+                parts.push(format!("greeting: {}", sampled_text(&asked!(sampled))));
             }
             if let Some(listed) = listed {
                 parts.push(format!("roots: {}", root_uris(&asked!(listed))));
