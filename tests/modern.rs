@@ -1776,14 +1776,13 @@ async fn a_prompt_that_asks_answers_input_required_and_its_retry_renders_it() {
     let answer = json!({ "user_context": accept(json!({ "context": "tide tables" })) });
 
     // The prompt's state is no tool call's.
-    let mut as_tool = retry_with(
+    let as_tool = retry_with(
         2,
         state,
         &answer,
         &call_of("test_input_required_result_elicitation"),
         caps.clone(),
     );
-    as_tool["method"] = json!("tools/call");
     let (_, refused, _) = send(&app, "demo", &as_tool).await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
 
