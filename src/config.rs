@@ -146,8 +146,8 @@ pub struct AuthConfig {
     /// `unused_client_ttl_secs`).
     pub registrations_per_hour: u32,
     /// A client registered by Dynamic Client Registration that no user has granted access (and
-    /// that has not been issued a token) this long after it registered is deleted (registered under the initial access token,
-    /// by the admin API or before this version: kept).
+    /// that has not been issued a token) this long after it registered is deleted (registered
+    /// under the initial access token, by the admin API or before this version: kept).
     pub unused_client_ttl_secs: u64,
     /// How long a user has to complete a URL-mode elicitation (enter a secret a tool asked for
     /// on the elicitation page).

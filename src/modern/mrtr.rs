@@ -313,7 +313,11 @@ impl Call {
         let arguments = canonical(&self.arguments);
         match self.kind {
             Kind::Tool => hash_secret(&format!("{}\u{0}{arguments}", self.name)),
-            Kind::Prompt => hash_secret(&format!("prompts/get\u{0}{}\u{0}{arguments}", self.name)),
+            Kind::Prompt => hash_secret(&format!(
+                "{}\u{0}{}\u{0}{arguments}",
+                self.kind.method(),
+                self.name
+            )),
         }
     }
 
@@ -606,12 +610,7 @@ impl Call {
         for (key, asked) in &round.asked {
             if let Some(answer) = responses.get(key) {
                 let method = asked["method"].as_str().unwrap_or("");
-                check_response(method, answer).map_err(|e| {
-                    RpcError::invalid_params(format!("inputResponses[{key:?}] {e}"))
-                })?;
-                if method == "elicitation/create" {
-                    crate::request::check_elicited(&asked["params"]["requestedSchema"], answer)?;
-                }
+                check_answer(key, method, &asked["params"], answer)?;
             }
         }
         // A retry claims its round: another retry of the same state is refused while it runs.
@@ -811,6 +810,17 @@ fn check_response(method: &str, answer: &Value) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Whether `answer`, under `key`, answers the input request `method` with `params`: its shape
+/// ([`check_response`]) and, for a form, the requested schema (-32602 naming what is wrong).
+fn check_answer(key: &str, method: &str, params: &Value, answer: &Value) -> Result<(), RpcError> {
+    check_response(method, answer)
+        .map_err(|e| RpcError::invalid_params(format!("inputResponses[{key:?}] {e}")))?;
+    if method == "elicitation/create" {
+        crate::request::check_elicited(&params["requestedSchema"], answer)?;
+    }
+    Ok(())
+}
+
 /// The key of the `n`th time (from 1) a call asks the question whose key base is `base`.
 fn question_key(base: String, n: usize) -> String {
     if n == 1 {
@@ -908,10 +918,7 @@ impl RoundPort {
             return;
         }
         if let Some(answer) = self.offered.get(&key) {
-            let fits = check_response(method, answer).is_ok()
-                && (method != "elicitation/create"
-                    || crate::request::check_elicited(&params["requestedSchema"], answer).is_ok());
-            if fits {
+            if check_answer(&key, method, &params, answer).is_ok() {
                 self.taken.lock().insert(key, answer.clone());
                 let _ = reply.send(Ok(answer.clone()));
                 return;

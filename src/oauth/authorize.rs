@@ -116,13 +116,7 @@ async fn validate(
     }
     let client = match find(auth, &state.documents, &t.handle.slug, client_id).await {
         Ok(Some(c)) => c,
-        Ok(None) => {
-            return Err(show(
-                StatusCode::BAD_REQUEST,
-                "Unknown client",
-                "This application is not registered with this server.",
-            ))
-        }
+        Ok(None) => return Err(Refused::Page(unknown_client())),
         Err(e) if e.status == StatusCode::SERVICE_UNAVAILABLE => {
             return Err(Refused::Page(page::unavailable()))
         }
@@ -471,6 +465,15 @@ pub async fn sign_in(
     Ok(user)
 }
 
+/// 400: the request names no client registered here.
+fn unknown_client() -> HttpResponse {
+    page::error(
+        StatusCode::BAD_REQUEST,
+        "Unknown client",
+        "This application is not registered with this server.",
+    )
+}
+
 /// Issues a single-use code for `subject` and sends the user back to the client.
 async fn grant_code(
     t: &AsTenant,
@@ -488,13 +491,7 @@ async fn grant_code(
             .await
         {
             Ok(true) => {}
-            Ok(false) => {
-                return page::error(
-                    StatusCode::BAD_REQUEST,
-                    "Unknown client",
-                    "This application is not registered with this server.",
-                )
-            }
+            Ok(false) => return unknown_client(),
             Err(e) => {
                 tracing::warn!(error = %e, "could not record a client as confirmed");
                 return page::unavailable();

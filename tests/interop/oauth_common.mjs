@@ -1,25 +1,10 @@
 // What the SDK OAuth scripts share (oauth_sdk.mjs: the TypeScript SDK v1; oauth_sdk2.mjs: the v2
-// client): the SDK's OAuth client provider, kept in memory, and the user's browser on the
-// tenant's login page (this plays it: it reads the form and posts it).
+// client): the SDK's OAuth client provider, kept in memory, the user's browser on the tenant's
+// login page (this plays it: it reads the form and posts it), and the call-and-refresh steps.
+
+import { check } from './steps.mjs';
 
 export const REDIRECT = 'http://127.0.0.1:38123/callback';
-
-/** Ends the run as failed. */
-export function fail(message) {
-  console.error(`FAIL: ${message}`);
-  process.exit(1);
-}
-
-/** Prints a step that held, or ends the run when it did not. */
-export function check(ok, message) {
-  if (!ok) fail(message);
-  console.log(`ok   ${message}`);
-}
-
-/** Fails the run unless it clears the returned timer within 60 s. */
-export function deadline() {
-  return setTimeout(() => fail('the flow did not finish within 60 s'), 60_000);
-}
 
 /** Signs `username` in on the login page at `authorizationUrl` and allows: the URL the server
  * redirects to (its `code`, `state` and `iss`). `clientName` is what the page must name,

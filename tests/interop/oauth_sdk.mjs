@@ -11,7 +11,8 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Provider, callAndRefresh, check, deadline, fail, signIn as signInAs } from './oauth_common.mjs';
+import { Provider, callAndRefresh, signIn as signInAs } from './oauth_common.mjs';
+import { check, deadline, fail } from './steps.mjs';
 
 const interopDir = process.env.INTEROP_DIR ?? join(homedir(), '.cache', 'mcp-harbor', 'interop');
 const sdk = (path) =>

@@ -11,7 +11,8 @@
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { Provider, callAndRefresh, check, deadline, fail, signIn } from './oauth_common.mjs';
+import { Provider, callAndRefresh, signIn } from './oauth_common.mjs';
+import { check, deadline, fail } from './steps.mjs';
 
 const [mcpUrl, username, password] = process.argv.slice(2);
 if (!mcpUrl || !username || !password) {

@@ -13,6 +13,7 @@
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { check, deadline } from './steps.mjs';
 
 const url = process.argv[2];
 if (!url) {
@@ -23,17 +24,7 @@ const dir = process.env.TS_SDK2_DIR ?? join(homedir(), '.cache', 'mcp-harbor', '
 const require = createRequire(join(dir, 'noop.cjs'));
 const { Client, StreamableHTTPClientTransport } = await import(require.resolve('@modelcontextprotocol/client'));
 
-const deadline = setTimeout(() => {
-  console.error('FAIL: the run did not finish within 60 s');
-  process.exit(1);
-}, 60_000);
-function check(ok, message) {
-  if (!ok) {
-    console.error(`FAIL: ${message}`);
-    process.exit(1);
-  }
-  console.log(`ok   ${message}`);
-}
+const timer = deadline();
 const text = (result) => result.content?.find((c) => c.type === 'text')?.text ?? '';
 
 const client = new Client(
@@ -100,5 +91,5 @@ const legacyEcho = await legacy.callTool({ name: 'echo', arguments: { text: 'hel
 check(text(legacyEcho) === 'hello session', 'tools/call in the session');
 await legacy.close();
 
-clearTimeout(deadline);
+clearTimeout(timer);
 console.log('TS SDK v2 OK');
