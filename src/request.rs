@@ -45,6 +45,9 @@ pub trait SessionPort: Send + Sync + 'static {
     fn close_stream(&self, origin: &RequestId);
     /// Tells every session of the tenant subscribed to `uri` that it changed.
     fn resource_updated(&self, uri: &str);
+    /// Tells every session and listener of the tenant that its `list` (`tools`, `prompts`,
+    /// `resources`) changed.
+    fn list_changed(&self, list: &'static str);
 }
 
 /// What a call's stable identity is made of. A session's call is named by its tenant, session
@@ -266,6 +269,11 @@ impl RequestContext {
 
     pub fn resource_updated(&self, uri: &str) {
         self.port().resource_updated(uri);
+    }
+
+    /// `list` is `tools`, `prompts` or `resources`.
+    pub fn list_changed(&self, list: &'static str) {
+        self.port().list_changed(list);
     }
 }
 

@@ -467,6 +467,89 @@ async fn a_tenant_created_on_one_replica_is_served_by_the_other_at_once() {
     assert!(refused, "the suspension reached the other replica");
 }
 
+/// A stateless (2026-07-28) POST of `body` to `app`'s `demo` tenant, with the headers a
+/// conforming client sends.
+fn stateless(app: &TestApp, body: &Value) -> reqwest::RequestBuilder {
+    let mut r = app
+        .http
+        .post(app.mcp_url("demo"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", body["method"].as_str().unwrap_or(""));
+    if let Some(name) = body["params"]["name"].as_str() {
+        r = r.header("mcp-name", name);
+    }
+    r.body(body.to_string())
+}
+
+fn stateless_body(id: i64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
+}
+
+/// A list change a tool announces on one replica reaches the tenant's listen streams and
+/// sessions on the other (over the bus), and a resource it updates reaches the listeners
+/// following it there.
+#[actix_rt::test]
+async fn a_change_a_tool_announces_reaches_listeners_and_sessions_on_every_replica() {
+    let Some((a, b, _db)) = two_replicas().await else {
+        return;
+    };
+    let listen = stateless_body(
+        5,
+        "subscriptions/listen",
+        json!({ "notifications": { "toolsListChanged": true, "resourceSubscriptions": ["demo://note"] } }),
+    );
+    let resp = stateless(&b, &listen).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut listener = SseReader::new(resp);
+    let ack = listener.next_json(Duration::from_secs(10)).await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    let session = b.open_session("demo", "2025-11-25", json!({})).await;
+    let mut standalone = SseReader::new(session.get_stream(None).await);
+
+    let call = |id, name: &str, arguments: Value| {
+        stateless_body(
+            id,
+            "tools/call",
+            json!({ "name": name, "arguments": arguments }),
+        )
+    };
+    let resp = stateless(&a, &call(6, "test_trigger_tool_change", json!({})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(replica_of(&resp), a.replica_id);
+    let changed = listener.next_json(Duration::from_secs(10)).await;
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        5
+    );
+    let heard = standalone.next_json(Duration::from_secs(10)).await;
+    assert_eq!(heard["method"], "notifications/tools/list_changed");
+
+    let resp = stateless(&a, &call(7, "set_note", json!({ "text": "from a" })))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let updated = listener.next_json(Duration::from_secs(10)).await;
+    assert_eq!(
+        updated["method"], "notifications/resources/updated",
+        "{updated}"
+    );
+    assert_eq!(updated["params"]["uri"], "demo://note");
+}
+
 /// A change the bus never brings (a message published while Redis or a replica's subscription
 /// was down) still reaches every replica: each compares the tenants it serves with the store
 /// (`cluster.resync_secs`). Here the changes are written to the store directly, as such a lost

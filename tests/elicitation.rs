@@ -90,19 +90,6 @@ async fn tenant_with_tool(app: &TestApp, tenant: &str, base: &str, path: &str) {
     assert_eq!(resp.status(), 201, "{}", resp.text().await.unwrap());
 }
 
-/// The next JSON message on a stream.
-async fn next_message(sse: &mut SseReader) -> Value {
-    loop {
-        let event = sse
-            .next_event(Duration::from_secs(10))
-            .await
-            .expect("a message");
-        if let Some(m) = event.json() {
-            return m;
-        }
-    }
-}
-
 fn call_tool(c: &Client<'_>, id: i64) -> Value {
     let _ = c;
     json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": { "name": "deploy", "arguments": {} } })
@@ -113,7 +100,7 @@ async fn start_call(c: &Client<'_>, id: i64) -> (SseReader, Value) {
     let resp = c.send(&call_tool(c, id)).await;
     assert_eq!(resp.status(), 200);
     let mut sse = SseReader::new(resp);
-    let request = next_message(&mut sse).await;
+    let request = sse.next_json(Duration::from_secs(10)).await;
     assert_eq!(request["method"], "elicitation/create", "{request}");
     (sse, request)
 }
@@ -206,10 +193,10 @@ async fn a_secret_goes_from_the_page_to_the_webhook() {
     }
     submit_secret(&app, &url, TOKEN).await;
 
-    let done = next_message(&mut sse).await;
+    let done = sse.next_json(Duration::from_secs(10)).await;
     assert_eq!(done["method"], "notifications/elicitation/complete");
     assert_eq!(done["params"], json!({ "elicitationId": id }));
-    let result = next_message(&mut sse).await;
+    let result = sse.next_json(Duration::from_secs(10)).await;
     assert_eq!(result["id"], 7);
     assert_eq!(
         result["result"]["content"][0]["text"],
@@ -259,7 +246,7 @@ async fn a_pending_secret_answers_minus_32042_and_a_retry_gets_the_sealed_secret
     // A second call needing the same secret cannot proceed until the page is done.
     let resp = c.send(&call_tool(&c, 2)).await;
     let mut sse = SseReader::new(resp);
-    let error = next_message(&mut sse).await;
+    let error = sse.next_json(Duration::from_secs(10)).await;
     assert_eq!(error["error"]["code"], -32042, "{error}");
     assert_eq!(
         error["error"]["data"]["elicitations"],
@@ -375,7 +362,7 @@ async fn declining_in_the_client_or_on_the_page_reaches_the_webhook() {
     // The user does not want to open the page.
     let (mut sse, request) = start_call(&c, 1).await;
     answer(&c, &request, json!({ "action": "decline" })).await;
-    let result = next_message(&mut sse).await;
+    let result = sse.next_json(Duration::from_secs(10)).await;
     assert_eq!(result["result"]["content"][0]["text"], "no token: decline");
     let id = request["params"]["elicitationId"].as_str().unwrap();
     let e: Value = admin_get(&app, &format!("/tenants/acme/elicitations/{id}")).await;
@@ -397,7 +384,7 @@ async fn declining_in_the_client_or_on_the_page_reaches_the_webhook() {
     .await;
     assert_eq!(r.status(), 200);
     assert!(r.text().await.unwrap().contains("Declined"));
-    let result = next_message(&mut sse).await;
+    let result = sse.next_json(Duration::from_secs(10)).await;
     assert_eq!(result["result"]["content"][0]["text"], "no token: decline");
     assert_eq!(endpoint.inputs.lock().len(), 2);
 }
@@ -410,7 +397,7 @@ async fn an_unanswered_elicitation_expires_and_is_swept() {
     let c = app.open_session("acme", "2025-11-25", url_capable()).await;
     let (mut sse, request) = start_call(&c, 1).await;
     answer(&c, &request, json!({ "action": "accept" })).await;
-    let result = next_message(&mut sse).await;
+    let result = sse.next_json(Duration::from_secs(10)).await;
     assert_eq!(
         result["result"]["content"][0]["text"],
         "no token: cancel expired"
@@ -531,7 +518,7 @@ async fn admins_list_inspect_and_cancel_and_tenants_are_isolated() {
     assert_eq!(r.status(), 200);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["status"], "cancelled");
-    let result = next_message(&mut sse).await;
+    let result = sse.next_json(Duration::from_secs(10)).await;
     assert_eq!(result["result"]["content"][0]["text"], "no token: cancel");
     assert_eq!(app.http.get(&url).send().await.unwrap().status(), 410);
     let r = app

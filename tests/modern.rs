@@ -16,6 +16,8 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 const V: &str = "2026-07-28";
+/// How long a test waits for the next message on a stream.
+const WAIT: Duration = Duration::from_secs(5);
 
 fn meta(capabilities: Value) -> Value {
     json!({
@@ -1401,14 +1403,14 @@ async fn listen_delivers_opted_in_changes_alongside_a_session_client() {
     );
     let done = result(&app, "demo", &set).await;
     assert_eq!(done["resultType"], "complete", "{done}");
-    let updated = next_json(&mut sse).await;
+    let updated = sse.next_json(WAIT).await;
     assert_eq!(updated["method"], "notifications/resources/updated");
     assert_eq!(updated["params"]["uri"], "demo://note");
     assert_eq!(
         updated["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
         7
     );
-    let heard = next_json(&mut standalone).await;
+    let heard = standalone.next_json(WAIT).await;
     assert_eq!(heard["method"], "notifications/resources/updated");
 
     // The session client's call works as before, beside the stateless ones.
@@ -1428,7 +1430,7 @@ async fn listen_delivers_opted_in_changes_alongside_a_session_client() {
     let tool = json!({ "name": "late", "description": "d", "input_schema": { "type": "object" },
         "webhook": { "url": "http://127.0.0.1:9/x", "secret": SECRET } });
     assert_eq!(publish(&app, &tool).await.0, 201);
-    let changed = next_json(&mut sse).await;
+    let changed = sse.next_json(WAIT).await;
     assert_eq!(changed["method"], "notifications/tools/list_changed");
     assert_eq!(
         changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
@@ -1437,7 +1439,7 @@ async fn listen_delivers_opted_in_changes_alongside_a_session_client() {
 
     // The server ends the subscription when it drains: notifications/cancelled naming the
     // listen request, then its graceful result.
-    let (_, cancelled) = tokio::join!(app.drainer.drain(), next_json(&mut sse));
+    let (_, cancelled) = tokio::join!(app.drainer.drain(), sse.next_json(WAIT));
     assert_eq!(
         cancelled["method"], "notifications/cancelled",
         "{cancelled}"
@@ -1448,13 +1450,80 @@ async fn listen_delivers_opted_in_changes_alongside_a_session_client() {
         "every notification on the stream is tagged: {cancelled}"
     );
     assert!(cancelled.get("id").is_none());
-    let end = next_json(&mut sse).await;
+    let end = sse.next_json(WAIT).await;
     assert_eq!(end["id"], 7);
     assert_eq!(end["result"]["resultType"], "complete");
     assert_eq!(
         end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
         7
     );
+}
+
+/// The reference catalog's list-change hooks (the conformance suite's diagnostic tools) announce
+/// a change of the tenant's tool or prompt list: a listen stream hears only the lists it opted
+/// in to, tagged with its subscription; a session-era client on the same tenant hears it on its
+/// standalone stream; the list itself is what it was.
+#[actix_rt::test]
+async fn list_change_hooks_reach_the_listen_streams_that_opted_in_and_sessions() {
+    let app = spawn_app().await;
+    let tools = |id| body(id, "tools/list", json!({}), json!({}));
+    let names = |listed: &Value| -> Vec<String> {
+        listed["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let before = names(&result(&app, "demo", &tools(1)).await);
+    assert!(before.iter().any(|n| n == "test_trigger_tool_change"));
+    assert!(before.iter().any(|n| n == "test_trigger_prompt_change"));
+
+    let mut sse = listening(&app, "demo").await;
+    let mut session = app.open_session("demo", "2025-11-25", json!({})).await;
+    let mut standalone = SseReader::new(session.get_stream(None).await);
+
+    // The prompt list changed: the listener opted in to tools only and hears nothing of it
+    // (the next event it gets is the tool change below); the session hears it.
+    let trigger = |id, name| {
+        body(
+            id,
+            "tools/call",
+            json!({ "name": name, "arguments": {} }),
+            json!({}),
+        )
+    };
+    let done = result(&app, "demo", &trigger(2, "test_trigger_prompt_change")).await;
+    assert_eq!(done["isError"], false, "{done}");
+    assert_eq!(
+        standalone.next_json(WAIT).await["method"],
+        "notifications/prompts/list_changed"
+    );
+
+    // The tool list changed, announced from a session-era call this time.
+    let done = session
+        .result(
+            "tools/call",
+            json!({ "name": "test_trigger_tool_change", "arguments": {} }),
+        )
+        .await;
+    assert_eq!(done["isError"], false, "{done}");
+    let changed = sse.next_json(WAIT).await;
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        9
+    );
+    assert_eq!(
+        standalone.next_json(WAIT).await["method"],
+        "notifications/tools/list_changed"
+    );
+
+    // Announced, not changed: the list is the same.
+    assert_eq!(names(&result(&app, "demo", &tools(3)).await), before);
 }
 
 /// A `subscriptions/listen` request (id 9) for tool list changes.
@@ -1483,7 +1552,7 @@ async fn listening(app: &TestApp, tenant: &str) -> SseReader {
     let resp = post(app, tenant, &listen).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     let mut sse = SseReader::new(resp);
-    let ack = next_json(&mut sse).await;
+    let ack = sse.next_json(WAIT).await;
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
     sse
 }
@@ -1541,13 +1610,13 @@ async fn a_closed_listen_stream_frees_its_place() {
 /// The end of a listen stream (request id 9) the server tears down: `notifications/cancelled`
 /// naming it, then its result, then the end of the stream.
 async fn torn_down(mut sse: SseReader) {
-    let cancelled = next_json(&mut sse).await;
+    let cancelled = sse.next_json(WAIT).await;
     assert_eq!(
         cancelled["method"], "notifications/cancelled",
         "{cancelled}"
     );
     assert_eq!(cancelled["params"]["requestId"], 9);
-    let end = next_json(&mut sse).await;
+    let end = sse.next_json(WAIT).await;
     assert_eq!(end["id"], 9);
     assert_eq!(end["result"]["resultType"], "complete");
     assert!(
@@ -1577,7 +1646,7 @@ async fn suspending_or_deleting_a_tenant_ends_its_listen_streams() {
         .await
         .unwrap();
     assert_eq!(published.status(), 201);
-    let changed = next_json(&mut sse).await;
+    let changed = sse.next_json(WAIT).await;
     assert_eq!(changed["method"], "notifications/tools/list_changed");
     let deleted = app
         .admin(Method::DELETE, "/tenants/other")
@@ -1586,18 +1655,6 @@ async fn suspending_or_deleting_a_tenant_ends_its_listen_streams() {
         .unwrap();
     assert_eq!(deleted.status(), 204);
     torn_down(sse).await;
-}
-
-async fn next_json(sse: &mut SseReader) -> Value {
-    loop {
-        let event = sse
-            .next_event(Duration::from_secs(5))
-            .await
-            .expect("an event within 5 s");
-        if let Some(v) = event.json() {
-            return v;
-        }
-    }
 }
 
 /// A `subscriptions/listen` stream follows at most 256 resources, each URI at most 4096 bytes:
@@ -1633,7 +1690,7 @@ async fn listen_follows_a_bounded_number_of_resources() {
     );
     let resp = post(&app, "demo", &listen).send().await.unwrap();
     assert_eq!(resp.status(), 200);
-    let ack = next_json(&mut SseReader::new(resp)).await;
+    let ack = SseReader::new(resp).next_json(WAIT).await;
     let agreed = &ack["params"]["notifications"]["resourceSubscriptions"];
     assert_eq!(agreed.as_array().map(Vec::len), Some(256), "{ack}");
 }
@@ -1810,13 +1867,13 @@ async fn a_prompt_that_asks_answers_input_required_and_its_retry_renders_it() {
         .await;
     assert_eq!(resp.status(), 200);
     let mut sse = SseReader::new(resp);
-    let request = next_json(&mut sse).await;
+    let request = sse.next_json(WAIT).await;
     assert_eq!(request["method"], "elicitation/create", "{request}");
     let r = c
         .send(&json!({ "jsonrpc": "2.0", "id": request["id"], "result": accept(json!({ "context": "harbours" })) }))
         .await;
     assert_eq!(r.status(), 202);
-    let answer = next_json(&mut sse).await;
+    let answer = sse.next_json(WAIT).await;
     assert_eq!(answer["id"], 9, "{answer}");
     let text = answer["result"]["messages"][0]["content"]["text"]
         .as_str()

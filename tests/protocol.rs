@@ -208,7 +208,7 @@ async fn pagination_walks_every_list_with_opaque_cursors() {
     let app = spawn_app_with(|c| c.sessions.page_size = 3).await;
     let mut c = app.open_session("demo", "2025-11-25", json!({})).await;
     for (method, key, total) in [
-        ("tools/list", "tools", 33),
+        ("tools/list", "tools", 35),
         ("prompts/list", "prompts", 6),
         ("resources/list", "resources", 4),
     ] {

@@ -397,6 +397,7 @@ impl SessionPort for TestPort {
     }
     fn close_stream(&self, _origin: &RequestId) {}
     fn resource_updated(&self, _uri: &str) {}
+    fn list_changed(&self, _list: &'static str) {}
 }
 
 fn context(id: RequestId, capabilities: Value, port: Arc<TestPort>) -> RequestContext {

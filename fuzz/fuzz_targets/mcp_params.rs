@@ -55,6 +55,7 @@ impl SessionPort for NoSession {
     }
     fn close_stream(&self, _: &RequestId) {}
     fn resource_updated(&self, _: &str) {}
+    fn list_changed(&self, _: &'static str) {}
 }
 
 struct World {

@@ -14,7 +14,7 @@ use super::{stamp_server_info, Env};
 use crate::protocol::modern::META_SUBSCRIPTION_ID;
 use crate::protocol::{jsonrpc, mcp};
 use crate::protocol::{RequestId, RpcError};
-use crate::session::supervisor::TenantBroadcast;
+use crate::session::supervisor::{TenantBroadcast, LISTS};
 
 /// One open subscription.
 pub struct Listener {
@@ -148,7 +148,7 @@ impl Listener {
     /// After falling behind (changes were missed): every list it follows may have changed, and
     /// every resource it follows may have been updated.
     pub fn catch_up(&self) -> Vec<Value> {
-        let mut changes: Vec<TenantBroadcast> = ["tools", "prompts", "resources"]
+        let mut changes: Vec<TenantBroadcast> = LISTS
             .into_iter()
             .map(TenantBroadcast::ListChanged)
             .collect();

@@ -466,6 +466,7 @@ impl SessionPort for NullPort {
     }
     fn close_stream(&self, _: &RequestId) {}
     fn resource_updated(&self, _: &str) {}
+    fn list_changed(&self, _: &'static str) {}
 }
 
 #[cfg(test)]

@@ -895,6 +895,10 @@ impl SessionPort for RoundPort {
     fn resource_updated(&self, uri: &str) {
         self.sessions.resource_updated(uri);
     }
+
+    fn list_changed(&self, list: &'static str) {
+        self.sessions.list_changed(list);
+    }
 }
 
 impl RoundPort {

@@ -214,6 +214,9 @@ impl SessionPort for ActorPort {
     fn resource_updated(&self, uri: &str) {
         self.sessions.resource_updated(uri);
     }
+    fn list_changed(&self, list: &'static str) {
+        self.sessions.list_changed(list);
+    }
 }
 
 fn failed() -> Refusal {

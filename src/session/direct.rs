@@ -114,6 +114,7 @@ impl SessionPort for NoPort {
     }
     fn close_stream(&self, _: &RequestId) {}
     fn resource_updated(&self, _: &str) {}
+    fn list_changed(&self, _: &'static str) {}
 }
 
 static NO_PORT: LazyLock<Arc<dyn SessionPort>> = LazyLock::new(|| Arc::new(NoPort));

@@ -68,9 +68,9 @@ pub struct SessionEntry {
 /// Changes a listener may fall behind by before it is told to re-read everything.
 const LISTENER_BACKLOG: usize = 256;
 
-/// Called when a tool changed a resource: every session of the tenant (on every replica)
-/// subscribed to it must hear.
-pub type ResourceHook = Arc<dyn Fn(&str) + Send + Sync>;
+/// Called when a tool changed a resource or a list: every session and listener of the tenant (on
+/// every replica) concerned must hear.
+pub type AnnounceHook = Arc<dyn Fn(TenantBroadcast) + Send + Sync>;
 
 /// The tenant's sessions on this replica, and what it takes to start one.
 pub struct TenantSessions {
@@ -89,7 +89,7 @@ pub struct TenantSessions {
     /// The tenant's own caps, counted across all replicas; change while running.
     caps: RwLock<SessionCaps>,
     next_instance: AtomicU64,
-    on_resource_updated: OnceLock<ResourceHook>,
+    on_change: OnceLock<AnnounceHook>,
     supervisor: OnceLock<Addr<TenantSupervisor>>,
     /// Stateless listeners (`subscriptions/listen`) hear every change sessions hear. Dropped
     /// when the tenant stops being served here (`StopAll`): that ends their streams.
@@ -115,7 +115,7 @@ impl TenantSessions {
             caps: RwLock::new(SessionCaps::default()),
             limits,
             next_instance: AtomicU64::new(0),
-            on_resource_updated: OnceLock::new(),
+            on_change: OnceLock::new(),
             supervisor: OnceLock::new(),
             listeners: RwLock::new(None),
         }
@@ -128,15 +128,24 @@ impl TenantSessions {
             .clone()
     }
 
-    /// Where resource changes made by tools are announced (set once by the tenant directory).
-    pub fn set_resource_hook(&self, hook: ResourceHook) {
-        let _ = self.on_resource_updated.set(hook);
+    /// Where changes made by tools are announced (set once by the tenant directory).
+    pub fn set_announce_hook(&self, hook: AnnounceHook) {
+        let _ = self.on_change.set(hook);
     }
 
     pub fn resource_updated(&self, uri: &str) {
-        match self.on_resource_updated.get() {
-            Some(hook) => hook(uri),
-            None => self.broadcast(TenantBroadcast::ResourceUpdated(uri.to_string())),
+        self.announce(TenantBroadcast::ResourceUpdated(uri.to_string()));
+    }
+
+    pub fn list_changed(&self, list: &'static str) {
+        self.announce(TenantBroadcast::ListChanged(list));
+    }
+
+    /// A change a tool made: to the hook (every replica), or without one to this replica.
+    fn announce(&self, change: TenantBroadcast) {
+        match self.on_change.get() {
+            Some(hook) => hook(change),
+            None => self.broadcast(change),
         }
     }
 
@@ -672,7 +681,16 @@ impl Actor for TenantSupervisor {
 #[rtype(result = "()")]
 pub enum TenantBroadcast {
     ResourceUpdated(String),
+    /// One of [`LISTS`].
     ListChanged(&'static str),
+}
+
+/// The lists whose changes a tenant's sessions and listeners are told about.
+pub const LISTS: [&str; 3] = ["tools", "prompts", "resources"];
+
+/// `name` as one of [`LISTS`].
+pub fn list_named(name: &str) -> Option<&'static str> {
+    LISTS.into_iter().find(|list| *list == name)
 }
 
 impl Handler<TenantBroadcast> for TenantSupervisor {

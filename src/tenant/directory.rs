@@ -19,7 +19,7 @@ use crate::catalog::stored::{StoredCatalog, WebhookRuntime};
 use crate::catalog::{Catalog, CatalogHandle, TenantCatalog};
 use crate::protocol::jsonrpc;
 use crate::session::actor::Post;
-use crate::session::supervisor::{StopAll, TenantBroadcast};
+use crate::session::supervisor::{list_named, StopAll, TenantBroadcast, LISTS};
 use crate::session::{locate, Replica, SessionLimits, SessionSettings, TenantSessions};
 use crate::store::{
     CatalogFingerprint, CatalogKind, CatalogStore, SqlStore, StoreError, TenantLimits,
@@ -60,6 +60,13 @@ pub enum TenantEvent {
         origin: String,
         slug: String,
         uri: String,
+    },
+    /// A tool announced that one of the tenant's lists (`tools`, `prompts`, `resources`)
+    /// changed. A replica of an earlier version logs it as unreadable and goes on.
+    ListChanged {
+        origin: String,
+        slug: String,
+        list: String,
     },
 }
 
@@ -290,20 +297,29 @@ impl TenantDirectory {
         ));
         sessions.set_caps(session_caps(&record.limits));
         let supervisor = sessions.start_supervisor();
-        // A tool changed a resource: subscribers here hear at once, other replicas via the bus.
+        // A tool changed a resource or a list: sessions and listeners here hear at once, other
+        // replicas via the bus.
         let hook_sessions = Arc::downgrade(&sessions);
         let bus = self.replica.backends.bus.clone();
         let origin = self.replica.info.id.to_string();
         let hook_slug = record.slug.clone();
-        sessions.set_resource_hook(Arc::new(move |uri: &str| {
-            if let Some(sessions) = hook_sessions.upgrade() {
-                sessions.broadcast(TenantBroadcast::ResourceUpdated(uri.to_string()));
-            }
-            let event = TenantEvent::ResourceUpdated {
-                origin: origin.clone(),
-                slug: hook_slug.clone(),
-                uri: uri.to_string(),
+        sessions.set_announce_hook(Arc::new(move |change: TenantBroadcast| {
+            let (origin, slug) = (origin.clone(), hook_slug.clone());
+            let event = match &change {
+                TenantBroadcast::ResourceUpdated(uri) => TenantEvent::ResourceUpdated {
+                    origin,
+                    slug,
+                    uri: uri.clone(),
+                },
+                TenantBroadcast::ListChanged(list) => TenantEvent::ListChanged {
+                    origin,
+                    slug,
+                    list: list.to_string(),
+                },
             };
+            if let Some(sessions) = hook_sessions.upgrade() {
+                sessions.broadcast(change);
+            }
             let bus = bus.clone();
             if let Ok(bytes) = serde_json::to_vec(&event) {
                 tokio::spawn(async move {
@@ -435,7 +451,7 @@ impl TenantDirectory {
         }
         if let Some(catalog) = catalog {
             handle.catalog.replace(catalog);
-            for list in ["tools", "prompts", "resources"] {
+            for list in LISTS {
                 handle
                     .supervisor
                     .do_send(TenantBroadcast::ListChanged(list));
@@ -577,8 +593,7 @@ impl TenantDirectory {
             let built = self.fingerprints.lock().get(&*slug).copied();
             if built.is_some_and(|built| built != now) {
                 tracing::info!(tenant = %slug, "rebuilding a catalog changed in a way this replica missed");
-                self.rebuild_catalog(&slug, &["tools", "prompts", "resources"], None)
-                    .await?;
+                self.rebuild_catalog(&slug, &LISTS, None).await?;
             }
         }
         Ok(())
@@ -620,6 +635,7 @@ impl TenantDirectory {
             | TenantEvent::Catalog { origin, .. }
             | TenantEvent::Deleted { origin, .. }
             | TenantEvent::ResourceUpdated { origin, .. }
+            | TenantEvent::ListChanged { origin, .. }
                 if origin == me =>
             {
                 Ok(())
@@ -657,6 +673,16 @@ impl TenantDirectory {
                     handle
                         .sessions
                         .broadcast(TenantBroadcast::ResourceUpdated(uri));
+                }
+                Ok(())
+            }
+            TenantEvent::ListChanged { slug, list, .. } => {
+                match (self.registry.get(&slug), list_named(&list)) {
+                    (Some(handle), Some(list)) => handle
+                        .sessions
+                        .broadcast(TenantBroadcast::ListChanged(list)),
+                    (_, None) => tracing::warn!(%list, "a change of an unknown list announced"),
+                    (None, _) => {}
                 }
                 Ok(())
             }

@@ -432,6 +432,20 @@ impl SseReader {
         }
     }
 
+    /// The next event holding a JSON message (other events skipped); panics when none comes
+    /// within `within` of each read.
+    pub async fn next_json(&mut self, within: Duration) -> Value {
+        loop {
+            let event = self
+                .next_event(within)
+                .await
+                .unwrap_or_else(|| panic!("no JSON message within {within:?}"));
+            if let Some(m) = event.json() {
+                return m;
+            }
+        }
+    }
+
     /// The next event (comments skipped), `None` when the stream ends or `within` passes.
     pub async fn next_event(&mut self, within: Duration) -> Option<SseEvent> {
         let deadline = tokio::time::Instant::now() + within;

@@ -3,7 +3,10 @@
 //! among `inputRequests` (`user_name`, `capital_question`, `client_roots`...), and the diagnostic
 //! tools of its stateless and custom-header scenarios. In a session the askers ask over the
 //! request's stream like any tool; in 2026-07-28 each question becomes an `input_required`
-//! round (`modern::mrtr`).
+//! round (`modern::mrtr`). Two diagnostic hooks announce a change of the tenant's tool or prompt
+//! list to its sessions and `subscriptions/listen` streams on every replica, which is what the
+//! suite's list-change scenarios listen for; the lists themselves stay as they are (a per-replica
+//! change would make replicas disagree about a tenant's list).
 
 use serde_json::{json, Value};
 
@@ -13,7 +16,7 @@ use crate::protocol::modern::MISSING_CLIENT_CAPABILITY;
 use crate::protocol::RpcError;
 
 /// The tools that take no arguments: (name, description).
-pub const TOOLS: [(&str, &str); 11] = [
+pub const TOOLS: [(&str, &str); 13] = [
     (
         "test_input_required_result_elicitation",
         "Asks the user's name (elicitation, key user_name) and greets them",
@@ -57,6 +60,16 @@ pub const TOOLS: [(&str, &str); 11] = [
     (
         "test_logging_tool",
         "Logs two messages (sent only to a request that asked for a log level)",
+    ),
+    (
+        "test_trigger_tool_change",
+        "Announces a change of this tenant's tool list to its sessions and listen streams \
+         (a diagnostic: the list stays as it is, clients list it again)",
+    ),
+    (
+        "test_trigger_prompt_change",
+        "Announces a change of this tenant's prompt list to its sessions and listen streams \
+         (a diagnostic: the list stays as it is, clients list it again)",
     ),
 ];
 
@@ -209,6 +222,15 @@ pub fn call(
             ctx.progress(1.0, Some(1.0), Some("answered"));
             Ok(greeting(&answer))
         }),
+        "test_trigger_tool_change" | "test_trigger_prompt_change" => {
+            let list = if name == "test_trigger_tool_change" {
+                "tools"
+            } else {
+                "prompts"
+            };
+            ctx.list_changed(list);
+            Box::pin(async move { Ok(tool_text(format!("Announced a change of the {list} list"))) })
+        }
         "test_logging_tool" => Box::pin(async move {
             ctx.log(LogLevel::Info, "test_logging_tool", json!("started"));
             ctx.log(LogLevel::Info, "test_logging_tool", json!("done"));
