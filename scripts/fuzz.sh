@@ -12,7 +12,9 @@
 # Environment: FUZZ_JOBS (parallel libFuzzer workers per target, default 1), FUZZ_SANITIZER
 # (address, none, ...: default address), FUZZ_RSS_MB (per-input memory limit, default 2048),
 # FUZZ_LOG_DIR (where each target's libFuzzer log goes, default a temporary directory),
-# FUZZ_SAVE_CORPUS (0: new inputs are not added to fuzz/corpus, as in CI's smoke run).
+# FUZZ_SAVE_CORPUS (0: new inputs are not added to fuzz/corpus, as in CI's smoke run),
+# FUZZ_TARGET_DIR (where the nightly build goes, default fuzz/target; CI keeps it in its cache,
+# so a clean checkout rebuilds only the project's own crates).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -27,6 +29,7 @@ JOBS=${FUZZ_JOBS:-1}
 RSS_MB=${FUZZ_RSS_MB:-2048}
 LOG_DIR=${FUZZ_LOG_DIR:-$(mktemp -d)}
 SAVE_CORPUS=${FUZZ_SAVE_CORPUS:-1}
+TARGET_DIR=${FUZZ_TARGET_DIR:-$ROOT/fuzz/target}
 mkdir -p "$LOG_DIR"
 
 case $SECONDS_PER_TARGET in
@@ -53,7 +56,7 @@ done
 # The build (debug assertions and overflow checks on): every target at once, or each one named.
 echo "==> building ${#TARGETS[@]} fuzz target(s) (nightly, sanitizer: $SANITIZER)"
 build_start=$SECONDS
-FUZZ_FLAGS=(--fuzz-dir "$ROOT/fuzz" --debug-assertions --sanitizer "$SANITIZER")
+FUZZ_FLAGS=(--fuzz-dir "$ROOT/fuzz" --target-dir "$TARGET_DIR" --debug-assertions --sanitizer "$SANITIZER")
 build() { cargo +nightly fuzz build "${FUZZ_FLAGS[@]}" "$@" >>"$LOG_DIR/build.log" 2>&1; }
 if [ ${#TARGETS[@]} -eq ${#ALL[@]} ]; then
   build || { tail -40 "$LOG_DIR/build.log"; echo "fuzz build failed" >&2; exit 1; }
