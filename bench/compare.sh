@@ -21,7 +21,7 @@
 #
 # Environment: PEERS (the servers of each round, "harbor harbor-tls rmcp echo"), ROUNDS (3), DURATION (5 measured seconds per tools/call run; inits run half of
 # it), IDLE_SESSIONS (5000), STREAM_SESSIONS (4000), RUNS (20 replays), EXTRAS ("eventlog
-# cluster"), OUT (bench/results/<UTC date>-compare.txt), NOTE (a line for the header, e.g. "busy
+# cluster"), OUT (bench/results/<UTC date>-compare.txt, or -2, -3, ... when taken), NOTE (a line for the header, e.g. "busy
 # machine"), COMPARE_TARGET_DIR (~/.cache/mcp-harbor/compare-target, the peers' builds), and
 # those of bench/server.sh. Exits 1 when a request failed or a server did not start.
 set -euo pipefail
@@ -35,7 +35,17 @@ stream_sessions=${STREAM_SESSIONS:-4000}
 runs=${RUNS:-20}
 extras=${EXTRAS-eventlog cluster}
 peers=${PEERS-harbor harbor-tls rmcp echo}
-out_file=${OUT:-bench/results/$(date -u +%F)-compare.txt}
+# The day's first report is <date>-compare.txt, later ones -2, -3, ... (never written over).
+if [[ -n ${OUT:-} ]]; then
+    out_file=$OUT
+else
+    out_file=bench/results/$(date -u +%F)-compare.txt
+    n=2
+    while [[ -e $out_file ]]; do
+        out_file=bench/results/$(date -u +%F)-compare-$n.txt
+        n=$((n + 1))
+    done
+fi
 peer_target=${COMPARE_TARGET_DIR:-$HOME/.cache/mcp-harbor/compare-target}
 if ! [[ $rounds =~ ^[0-9]+$ ]] || ((rounds < 1 || rounds > 20)); then
     echo "ROUNDS must be an integer from 1 to 20" >&2
