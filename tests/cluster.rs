@@ -9,7 +9,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::{
-    shared_replicas, spawn_app_with, test_redis_url, SseEvent, SseReader, TestApp, ADMIN_TOKEN,
+    shared_replicas, spawn_app_with, stateless_body, test_redis_url, SseEvent, SseReader, TestApp,
+    ADMIN_TOKEN,
 };
 use mcp_harbor::session::id::route_of;
 use reqwest::Method;
@@ -467,30 +468,6 @@ async fn a_tenant_created_on_one_replica_is_served_by_the_other_at_once() {
     assert!(refused, "the suspension reached the other replica");
 }
 
-/// A stateless (2026-07-28) POST of `body` to `app`'s `demo` tenant, with the headers a
-/// conforming client sends.
-fn stateless(app: &TestApp, body: &Value) -> reqwest::RequestBuilder {
-    let mut r = app
-        .http
-        .post(app.mcp_url("demo"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", body["method"].as_str().unwrap_or(""));
-    if let Some(name) = body["params"]["name"].as_str() {
-        r = r.header("mcp-name", name);
-    }
-    r.body(body.to_string())
-}
-
-fn stateless_body(id: i64, method: &str, mut params: Value) -> Value {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-    });
-    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
-}
-
 /// A list change a tool announces on one replica reaches the tenant's listen streams and
 /// sessions on the other (over the bus), and a resource it updates reaches the listeners
 /// following it there.
@@ -503,8 +480,9 @@ async fn a_change_a_tool_announces_reaches_listeners_and_sessions_on_every_repli
         5,
         "subscriptions/listen",
         json!({ "notifications": { "toolsListChanged": true, "resourceSubscriptions": ["demo://note"] } }),
+        json!({}),
     );
-    let resp = stateless(&b, &listen).send().await.unwrap();
+    let resp = b.post_stateless("demo", &listen).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     let mut listener = SseReader::new(resp);
     let ack = listener.next_json(Duration::from_secs(10)).await;
@@ -517,9 +495,11 @@ async fn a_change_a_tool_announces_reaches_listeners_and_sessions_on_every_repli
             id,
             "tools/call",
             json!({ "name": name, "arguments": arguments }),
+            json!({}),
         )
     };
-    let resp = stateless(&a, &call(6, "test_trigger_tool_change", json!({})))
+    let resp = a
+        .post_stateless("demo", &call(6, "test_trigger_tool_change", json!({})))
         .send()
         .await
         .unwrap();
@@ -537,7 +517,8 @@ async fn a_change_a_tool_announces_reaches_listeners_and_sessions_on_every_repli
     let heard = standalone.next_json(Duration::from_secs(10)).await;
     assert_eq!(heard["method"], "notifications/tools/list_changed");
 
-    let resp = stateless(&a, &call(7, "set_note", json!({ "text": "from a" })))
+    let resp = a
+        .post_stateless("demo", &call(7, "set_note", json!({ "text": "from a" })))
         .send()
         .await
         .unwrap();

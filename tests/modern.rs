@@ -11,58 +11,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
-use common::{spawn_app, SseReader, TestApp};
+use common::{
+    spawn_app, stateless_body as body, stateless_meta as meta, SseReader, TestApp, STATELESS as V,
+};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-const V: &str = "2026-07-28";
 /// How long a test waits for the next message on a stream.
 const WAIT: Duration = Duration::from_secs(5);
 
-fn meta(capabilities: Value) -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": V,
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-        "io.modelcontextprotocol/clientInfo": { "name": "modern-test", "version": "1.0.0" },
-    })
-}
-
-/// A request body with `_meta` merged into `params`.
-fn body(id: i64, method: &str, mut params: Value, capabilities: Value) -> Value {
-    let mut m = meta(capabilities);
-    if let Some(extra) = params.get("_meta").and_then(Value::as_object) {
-        for (k, v) in extra {
-            m[k] = v.clone();
-        }
-    }
-    params["_meta"] = m;
-    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
-}
-
-/// A POST with the headers a conforming client sends for `body`.
-fn post(app: &TestApp, tenant: &str, body: &Value) -> reqwest::RequestBuilder {
-    let mut r = app
-        .http
-        .post(app.mcp_url(tenant))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", V)
-        .header("mcp-method", body["method"].as_str().unwrap_or(""));
-    let name = body["params"]["name"]
-        .as_str()
-        .or(body["params"]["uri"].as_str());
-    if let Some(name) = name {
-        r = r.header(
-            "mcp-name",
-            mcp_harbor::protocol::modern::encode_header_value(name),
-        );
-    }
-    r.body(body.to_string())
-}
-
 /// Sends and reads the answer (JSON or SSE): the status, the response, the notifications.
 async fn send(app: &TestApp, tenant: &str, body: &Value) -> (u16, Value, Vec<Value>) {
-    let resp = post(app, tenant, body).send().await.unwrap();
+    let resp = app.post_stateless(tenant, body).send().await.unwrap();
     let status = resp.status().as_u16();
     assert!(
         resp.headers().get("mcp-session-id").is_none(),
@@ -203,7 +163,8 @@ async fn discovery_lists_results_and_errors_of_the_stateless_revision() {
     }
 
     // A session id sent by an older client is ignored (and none is minted: see `send`).
-    let resp = post(&app, "demo", &body(11, "tools/list", json!({}), json!({})))
+    let resp = app
+        .post_stateless("demo", &body(11, "tools/list", json!({}), json!({})))
         .header("mcp-session-id", "0123456789abcdef0123456789abcdef")
         .send()
         .await
@@ -445,7 +406,11 @@ async fn headers_must_match_the_body() {
         .as_object_mut()
         .unwrap()
         .remove("io.modelcontextprotocol/clientCapabilities");
-    let answer = expect(post(&app, "demo", &no_caps).send().await.unwrap(), -32602).await;
+    let answer = expect(
+        app.post_stateless("demo", &no_caps).send().await.unwrap(),
+        -32602,
+    )
+    .await;
     assert!(answer["error"]["message"]
         .as_str()
         .unwrap()
@@ -460,7 +425,11 @@ async fn headers_must_match_the_body() {
     let mut no_meta = call.clone();
     no_meta["params"].as_object_mut().unwrap().remove("_meta");
     for body in [&no_version, &no_meta] {
-        let answer = expect(post(&app, "demo", body).send().await.unwrap(), -32602).await;
+        let answer = expect(
+            app.post_stateless("demo", body).send().await.unwrap(),
+            -32602,
+        )
+        .await;
         assert!(answer["error"]["message"]
             .as_str()
             .unwrap()
@@ -468,14 +437,15 @@ async fn headers_must_match_the_body() {
     }
 
     // Batches and responses are not part of the revision; a notification is accepted.
-    let resp = post(&app, "demo", &call)
+    let resp = app
+        .post_stateless("demo", &call)
         .body(json!([call.clone()]).to_string())
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 400);
     let note = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "_meta": meta(json!({})), "requestId": 1 } });
-    let resp = post(&app, "demo", &note).send().await.unwrap();
+    let resp = app.post_stateless("demo", &note).send().await.unwrap();
     assert_eq!(resp.status(), 202);
 }
 
@@ -499,9 +469,13 @@ async fn x_mcp_header_parameters_are_mirrored_and_checked() {
     );
     let status = |resp: reqwest::Response| resp.status().as_u16();
     // Missing the headers of set arguments.
-    assert_eq!(status(post(&app, "demo", &call).send().await.unwrap()), 400);
+    assert_eq!(
+        status(app.post_stateless("demo", &call).send().await.unwrap()),
+        400
+    );
     // Present, encoded, numerically equal: accepted.
-    let ok = post(&app, "demo", &call)
+    let ok = app
+        .post_stateless("demo", &call)
         .header("mcp-param-region", "=?base64?SGVsbG8sIOS4lueVjA==?=")
         .header("Mcp-Param-Limit", "42.0")
         .send()
@@ -511,7 +485,8 @@ async fn x_mcp_header_parameters_are_mirrored_and_checked() {
     let (answer, _) = common::read_answer(ok, 1).await;
     assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
     // A different value.
-    let bad = post(&app, "demo", &call)
+    let bad = app
+        .post_stateless("demo", &call)
         .header("mcp-param-region", "us-west1")
         .header("mcp-param-limit", "42")
         .send()
@@ -528,7 +503,7 @@ async fn x_mcp_header_parameters_are_mirrored_and_checked() {
         json!({}),
     );
     let limit = |call: &Value, value: &'static str| {
-        post(&app, "demo", call)
+        app.post_stateless("demo", call)
             .header("mcp-param-region", "eu")
             .header("mcp-param-limit", value)
     };
@@ -560,15 +535,20 @@ async fn x_mcp_header_parameters_are_mirrored_and_checked() {
         json!({ "name": "query", "arguments": { "sql": "select 1" } }),
         json!({}),
     );
-    let extra = post(&app, "demo", &call)
+    let extra = app
+        .post_stateless("demo", &call)
         .header("mcp-param-limit", "1")
         .send()
         .await
         .unwrap();
     assert_eq!(extra.status(), 400);
-    assert_eq!(status(post(&app, "demo", &call).send().await.unwrap()), 200);
+    assert_eq!(
+        status(app.post_stateless("demo", &call).send().await.unwrap()),
+        200
+    );
     // A header sent twice, even with the body's value first, is a mismatch.
-    let twice = post(&app, "demo", &big)
+    let twice = app
+        .post_stateless("demo", &big)
         .header("mcp-param-region", "eu")
         .header("mcp-param-region", "us")
         .header("mcp-param-limit", "9007199254740991");
@@ -928,7 +908,7 @@ async fn closing_the_connection_cancels_the_call() {
         json!({ "name": "slow", "arguments": {} }),
         json!({}),
     );
-    let pending = actix_rt::spawn(post(&app, "demo", &call).send());
+    let pending = actix_rt::spawn(app.post_stateless("demo", &call).send());
     eventually("the webhook call", || {
         endpoint.calls.load(Ordering::SeqCst) > 0
     })
@@ -1363,7 +1343,7 @@ async fn listen_delivers_opted_in_changes_alongside_a_session_client() {
         json!({ "notifications": { "toolsListChanged": true, "resourceSubscriptions": ["demo://note"] } }),
         json!({}),
     );
-    let resp = post(&app, "demo", &listen).send().await.unwrap();
+    let resp = app.post_stateless("demo", &listen).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     assert!(resp.headers()["content-type"]
         .to_str()
@@ -1549,7 +1529,7 @@ fn patch_other(
 /// A `subscriptions/listen` stream (request id 9) on `tenant`, past its acknowledgement.
 async fn listening(app: &TestApp, tenant: &str) -> SseReader {
     let listen = listen_request();
-    let resp = post(app, tenant, &listen).send().await.unwrap();
+    let resp = app.post_stateless(tenant, &listen).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     let mut sse = SseReader::new(resp);
     let ack = sse.next_json(WAIT).await;
@@ -1567,7 +1547,7 @@ async fn listen_streams_are_limited_like_sessions() {
     assert_eq!(limit(1).await.unwrap().status(), 200);
     let _first = listening(&app, "other").await;
     let listen = listen_request();
-    let resp = post(&app, "other", &listen).send().await.unwrap();
+    let resp = app.post_stateless("other", &listen).send().await.unwrap();
     assert_eq!(resp.status(), 429);
     let refused: Value = resp.json().await.unwrap();
     assert_eq!(refused["error"]["code"], -32000, "{refused}");
@@ -1591,14 +1571,18 @@ async fn a_closed_listen_stream_frees_its_place() {
     let listen = listen_request();
     let first = listening(&app, "other").await;
     assert_eq!(
-        post(&app, "other", &listen).send().await.unwrap().status(),
+        app.post_stateless("other", &listen)
+            .send()
+            .await
+            .unwrap()
+            .status(),
         429
     );
     drop(first);
     let mut statuses = Vec::new();
     for _ in 0..40 {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let resp = post(&app, "other", &listen).send().await.unwrap();
+        let resp = app.post_stateless("other", &listen).send().await.unwrap();
         statuses.push(resp.status().as_u16());
         if resp.status() == 200 {
             break;
@@ -1688,7 +1672,7 @@ async fn listen_follows_a_bounded_number_of_resources() {
         json!({ "notifications": { "resourceSubscriptions": fits } }),
         json!({}),
     );
-    let resp = post(&app, "demo", &listen).send().await.unwrap();
+    let resp = app.post_stateless("demo", &listen).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     let ack = SseReader::new(resp).next_json(WAIT).await;
     let agreed = &ack["params"]["notifications"]["resourceSubscriptions"];

@@ -669,26 +669,26 @@ impl TenantDirectory {
                 Ok(())
             }
             TenantEvent::ResourceUpdated { slug, uri, .. } => {
-                if let Some(handle) = self.registry.get(&slug) {
-                    handle
-                        .sessions
-                        .broadcast(TenantBroadcast::ResourceUpdated(uri));
-                }
+                self.broadcast_here(&slug, TenantBroadcast::ResourceUpdated(uri));
                 Ok(())
             }
             TenantEvent::ListChanged { slug, list, .. } => {
-                match (self.registry.get(&slug), list_named(&list)) {
-                    (Some(handle), Some(list)) => handle
-                        .sessions
-                        .broadcast(TenantBroadcast::ListChanged(list)),
-                    (_, None) => tracing::warn!(%list, "a change of an unknown list announced"),
-                    (None, _) => {}
+                match list_named(&list) {
+                    Some(list) => self.broadcast_here(&slug, TenantBroadcast::ListChanged(list)),
+                    None => tracing::warn!(%list, "a change of an unknown list announced"),
                 }
                 Ok(())
             }
         };
         if let Err(e) = result {
             tracing::warn!(error = %e, "could not apply a tenant change announced by another replica");
+        }
+    }
+
+    /// Tells the sessions and listeners of tenant `slug` held here, if it is served here.
+    fn broadcast_here(&self, slug: &str, change: TenantBroadcast) {
+        if let Some(handle) = self.registry.get(slug) {
+            handle.sessions.broadcast(change);
         }
     }
 

@@ -124,6 +124,28 @@ impl TestApp {
         format!("{}/t/{tenant}/mcp", self.base)
     }
 
+    /// A stateless (2026-07-28) POST of `body` with the headers a conforming client sends:
+    /// `MCP-Protocol-Version`, and `Mcp-Method`/`Mcp-Name` mirroring the body.
+    pub fn post_stateless(&self, tenant: &str, body: &Value) -> reqwest::RequestBuilder {
+        let mut r = self
+            .http
+            .post(self.mcp_url(tenant))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", STATELESS)
+            .header("mcp-method", body["method"].as_str().unwrap_or(""));
+        let name = body["params"]["name"]
+            .as_str()
+            .or(body["params"]["uri"].as_str());
+        if let Some(name) = name {
+            r = r.header(
+                "mcp-name",
+                mcp_harbor::protocol::modern::encode_header_value(name),
+            );
+        }
+        r.body(body.to_string())
+    }
+
     /// A POST to a tenant's MCP endpoint with the headers a well-behaved client sends.
     pub fn post(
         &self,
@@ -557,6 +579,30 @@ pub fn counter_in(metrics: &str, name: &str) -> f64 {
         .lines()
         .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
         .unwrap_or(0.0)
+}
+
+/// The stateless revision.
+pub const STATELESS: &str = "2026-07-28";
+
+/// The `_meta` of a stateless request declaring `capabilities`.
+pub fn stateless_meta(capabilities: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": STATELESS,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": { "name": "modern-test", "version": "1.0.0" },
+    })
+}
+
+/// A stateless request body: `stateless_meta(capabilities)` merged into `params._meta`.
+pub fn stateless_body(id: i64, method: &str, mut params: Value, capabilities: Value) -> Value {
+    let mut m = stateless_meta(capabilities);
+    if let Some(extra) = params.get("_meta").and_then(Value::as_object) {
+        for (k, v) in extra {
+            m[k] = v.clone();
+        }
+    }
+    params["_meta"] = m;
+    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
 }
 
 /// A stateless (2026-07-28) `tools/call` of `echo` with `text_len` bytes of text: an answer of

@@ -198,6 +198,14 @@ fn greeting(answer: &Value) -> Value {
     }
 }
 
+/// A list-change hook: tells the tenant its `list` changed.
+fn announce(ctx: &RequestContext, list: &'static str) -> CallFuture {
+    ctx.list_changed(list);
+    Box::pin(std::future::ready(Ok(tool_text(format!(
+        "Announced a change of the {list} list"
+    )))))
+}
+
 /// Starts tool `name` of [`TOOLS`] or the custom-header tool; `None` when it is none of them.
 pub fn call(
     name: &str,
@@ -222,15 +230,8 @@ pub fn call(
             ctx.progress(1.0, Some(1.0), Some("answered"));
             Ok(greeting(&answer))
         }),
-        "test_trigger_tool_change" | "test_trigger_prompt_change" => {
-            let list = if name == "test_trigger_tool_change" {
-                "tools"
-            } else {
-                "prompts"
-            };
-            ctx.list_changed(list);
-            Box::pin(async move { Ok(tool_text(format!("Announced a change of the {list} list"))) })
-        }
+        "test_trigger_tool_change" => announce(&ctx, "tools"),
+        "test_trigger_prompt_change" => announce(&ctx, "prompts"),
         "test_logging_tool" => Box::pin(async move {
             ctx.log(LogLevel::Info, "test_logging_tool", json!("started"));
             ctx.log(LogLevel::Info, "test_logging_tool", json!("done"));
