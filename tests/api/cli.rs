@@ -1,12 +1,10 @@
 //! `mcp-harbor admin …` against a real server: the built binary, run as a user would, with its
 //! stdout, stderr and exit code checked.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{spawn_app, TestApp, ADMIN_TOKEN};
+use crate::helpers::{spawn_app, TestApp, ADMIN_TOKEN};
 use serde_json::{json, Value};
 
 /// What one run of the binary produced.
@@ -164,7 +162,7 @@ async fn tenant_lifecycle() {
         .post(
             "acme",
             None,
-            &common::initialize_body("2025-06-18", json!({})),
+            &crate::helpers::initialize_body("2025-06-18", json!({})),
         )
         .send()
         .await
@@ -599,7 +597,7 @@ async fn sealing_keys_are_generated_counted_and_rotated() {
 
     let old = mcp_harbor::auth::Sealer::generate_spec("k1");
     let keys = vec![secrecy::SecretString::from(old)];
-    let app = common::spawn_app_with(move |c| c.auth.sealing_keys = keys).await;
+    let app = crate::helpers::spawn_app_with(move |c| c.auth.sealing_keys = keys).await;
     app.create_tenant(json!({ "slug": "acme" })).await;
     let tool = json!({ "name": "hook", "description": "d",
         "webhook": { "url": "http://127.0.0.1:9/hook" } });
@@ -636,7 +634,8 @@ async fn a_rotation_that_leaves_values_under_an_old_key_exits_1() {
         }
     };
     let first =
-        common::spawn_app_with(with_key(mcp_harbor::auth::Sealer::generate_spec("k1"))).await;
+        crate::helpers::spawn_app_with(with_key(mcp_harbor::auth::Sealer::generate_spec("k1")))
+            .await;
     first
         .admin(reqwest::Method::POST, "/tenants")
         .json(&json!({ "slug": "acme" }))
@@ -653,7 +652,8 @@ async fn a_rotation_that_leaves_values_under_an_old_key_exits_1() {
     assert_eq!(r.status(), 201);
     first.handle.stop(false).await;
     let second =
-        common::spawn_app_with(with_key(mcp_harbor::auth::Sealer::generate_spec("k2"))).await;
+        crate::helpers::spawn_app_with(with_key(mcp_harbor::auth::Sealer::generate_spec("k2")))
+            .await;
     let run = admin(&second, &["keys", "rotate", "--wait"]).await;
     assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stderr.contains("old keys"), "{run:?}");

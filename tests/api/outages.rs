@@ -10,15 +10,13 @@
 //! Without root or the server binaries the test is skipped, unless MCP_HARBOR_REQUIRE_POSTGRES
 //! is set (as in CI).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::spawn_app_with;
+use crate::helpers::spawn_app_with;
 use reqwest::Method;
 use serde_json::json;
 
@@ -383,7 +381,7 @@ async fn postgres_and_redis_outages_are_clear_503s_and_nothing_acknowledged_is_l
         .post(
             "demo",
             None,
-            &common::initialize_body("2025-06-18", json!({})),
+            &crate::helpers::initialize_body("2025-06-18", json!({})),
         )
         .send()
         .await
@@ -404,7 +402,7 @@ async fn postgres_and_redis_outages_are_clear_503s_and_nothing_acknowledged_is_l
             app.post(
                 "demo",
                 None,
-                &common::initialize_body("2025-06-18", json!({})),
+                &crate::helpers::initialize_body("2025-06-18", json!({})),
             )
             .send()
             .await

@@ -2,7 +2,10 @@
 //! with a small SSE reader. Tests assert on what a client sees.
 #![allow(dead_code)]
 
+pub mod db;
+pub mod oauth;
 pub mod redis_proxy;
+pub mod webhook;
 
 use std::time::Duration;
 
@@ -101,6 +104,14 @@ impl TestApp {
         let body = resp.text().await.unwrap();
         assert_eq!(status, 201, "{body}");
         serde_json::from_str(&body).unwrap()
+    }
+
+    /// A tenant to create through the admin API: `app.tenant("acme").catalogs(..).create()`.
+    pub fn tenant(&self, slug: &str) -> TenantBuilder<'_> {
+        TenantBuilder {
+            app: self,
+            body: json!({ "slug": slug }),
+        }
     }
 
     /// A request to the admin API with the admin token.
@@ -636,4 +647,32 @@ pub fn doubling_schema(n: usize) -> Value {
     }
     defs.insert(format!("d{n}"), json!({ "type": "string" }));
     json!({ "type": "object", "$defs": defs, "properties": { "name": { "$ref": "#/$defs/d0" } } })
+}
+
+/// A tenant's `POST /tenants` body, built field by field ([`TestApp::tenant`]).
+pub struct TenantBuilder<'a> {
+    app: &'a TestApp,
+    body: Value,
+}
+
+impl TenantBuilder<'_> {
+    /// The built-in catalogs it serves (a JSON list of names).
+    pub fn catalogs(mut self, catalogs: Value) -> Self {
+        self.body["catalogs"] = catalogs;
+        self
+    }
+    /// How its MCP requests are authorized (the admin API's `auth` object).
+    pub fn auth(mut self, auth: Value) -> Self {
+        self.body["auth"] = auth;
+        self
+    }
+    /// Its limits (the admin API's `limits` object).
+    pub fn limits(mut self, limits: Value) -> Self {
+        self.body["limits"] = limits;
+        self
+    }
+    /// Creates it (201 expected); the created tenant.
+    pub async fn create(self) -> Value {
+        self.app.create_tenant(self.body).await
+    }
 }

@@ -4,356 +4,18 @@
 //! reuse detection, revocation, key rotation, external-issuer mode, sessions bound to their
 //! principal, and the cross-tenant matrix.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::helpers::{initialize_body, spawn_app, spawn_app_with, TestApp};
 use actix_web::{web, App, HttpResponse, HttpServer};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use common::{initialize_body, spawn_app, spawn_app_with, TestApp};
 use parking_lot::Mutex;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use sha2::Digest;
 
-const PASSWORD: &str = "correct horse battery";
-
-/// An HTTP client that does not follow redirects (the test plays the browser).
-fn browser() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-}
-
-async fn create_tenant(app: &TestApp, slug: &str, auth: Value) {
-    app.create_tenant(json!({ "slug": slug, "catalogs": ["reference", "demo"], "auth": auth }))
-        .await;
-}
-
-const INITIAL_ACCESS_TOKEN: &str = "initial-access-token-0123456789";
-
-/// The tenant `gated`: OAuth, clients registered only with `INITIAL_ACCESS_TOKEN`.
-async fn create_gated(app: &TestApp) {
-    create_tenant(
-        app,
-        "gated",
-        json!({ "mode": "oauth", "registration": "token",
-                "initial_access_token": INITIAL_ACCESS_TOKEN }),
-    )
-    .await;
-}
-
-async fn create_user(app: &TestApp, tenant: &str, username: &str) {
-    let r = app
-        .admin(Method::POST, &format!("/tenants/{tenant}/users"))
-        .json(&json!({ "username": username, "password": PASSWORD, "display_name": username.to_uppercase() }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
-}
-
-/// `method` (a name such as "PUT") on `url`, without a body.
-async fn send(app: &TestApp, method: &str, url: &str) -> reqwest::Response {
-    app.http
-        .request(method.parse().unwrap(), url)
-        .send()
-        .await
-        .unwrap()
-}
-
-/// Tenants `acme` and `beta` (oauth) with users `alice` (acme), `bob` (acme) and `carol` (beta).
-async fn oauth_app() -> TestApp {
-    let app = spawn_app().await;
-    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
-    create_tenant(&app, "beta", json!({ "mode": "oauth" })).await;
-    create_user(&app, "acme", "alice").await;
-    create_user(&app, "acme", "bob").await;
-    create_user(&app, "beta", "carol").await;
-    app
-}
-
-fn issuer(app: &TestApp, tenant: &str) -> String {
-    format!("{}/t/{tenant}", app.base)
-}
-
-/// A registration request (RFC 7591) of `body` at `tenant`, with its initial access `token`
-/// when given.
-fn registration(
-    app: &TestApp,
-    tenant: &str,
-    token: Option<&str>,
-    body: &Value,
-) -> reqwest::RequestBuilder {
-    let r = app
-        .http
-        .post(format!("{}/oauth/register", issuer(app, tenant)))
-        .json(body);
-    match token {
-        Some(t) => r.bearer_auth(t),
-        None => r,
-    }
-}
-
-async fn register(app: &TestApp, tenant: &str, body: Value) -> Value {
-    let r = registration(app, tenant, None, &body).send().await.unwrap();
-    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
-    r.json().await.unwrap()
-}
-
-/// A client the admin API registers at `tenant` (its secret included, when it has one).
-async fn admin_client(app: &TestApp, tenant: &str, body: Value) -> Value {
-    let r = app
-        .admin(Method::POST, &format!("/tenants/{tenant}/oauth-clients"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
-    r.json().await.unwrap()
-}
-
-/// A `client_credentials` token request of `client` (as registered: its id and secret, sent in
-/// the form) at `tenant`.
-async fn client_credentials(app: &TestApp, tenant: &str, client: &Value) -> (StatusCode, Value) {
-    let form = [
-        ("grant_type", "client_credentials"),
-        ("client_id", client["client_id"].as_str().unwrap()),
-        ("client_secret", client["client_secret"].as_str().unwrap()),
-    ];
-    token_request(app, tenant, &form).await
-}
-
-const REDIRECT: &str = "http://127.0.0.1:9/callback";
-
-async fn public_client(app: &TestApp, tenant: &str) -> String {
-    let c = register(
-        app,
-        tenant,
-        json!({ "client_name": "Test Host", "redirect_uris": [REDIRECT],
-                "token_endpoint_auth_method": "none" }),
-    )
-    .await;
-    c["client_id"].as_str().unwrap().to_string()
-}
-
-struct Pkce {
-    verifier: String,
-    challenge: String,
-}
-
-fn pkce() -> Pkce {
-    let verifier = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 40]>());
-    let challenge = URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier.as_bytes()));
-    Pkce {
-        verifier,
-        challenge,
-    }
-}
-
-fn authorize_params(client_id: &str, p: &Pkce, redirect: &str) -> Vec<(String, String)> {
-    [
-        ("response_type", "code"),
-        ("client_id", client_id),
-        ("redirect_uri", redirect),
-        ("state", "st-123"),
-        ("code_challenge", &p.challenge),
-        ("code_challenge_method", "S256"),
-        ("scope", "mcp"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
-}
-
-/// The login page for `params`: (status, CSRF cookie, HTML).
-async fn login_page(
-    app: &TestApp,
-    tenant: &str,
-    params: &[(String, String)],
-) -> (StatusCode, Option<String>, String) {
-    let r = browser()
-        .get(format!("{}/oauth/authorize", issuer(app, tenant)))
-        .query(params)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status();
-    let cookie = r
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|c| c.starts_with("harbor_csrf="))
-        .map(|c| c.split(';').next().unwrap().to_string());
-    (status, cookie, r.text().await.unwrap())
-}
-
-fn hidden_inputs(html: &str) -> Vec<(String, String)> {
-    let unescape = |s: &str| {
-        s.replace("&quot;", "\"")
-            .replace("&#39;", "'")
-            .replace("&lt;", "<")
-            .replace("&gt;", ">")
-            .replace("&amp;", "&")
-    };
-    html.split("<input type=\"hidden\" ")
-        .skip(1)
-        .filter_map(|rest| {
-            let name = rest.split("name=\"").nth(1)?.split('"').next()?;
-            let value = rest.split("value=\"").nth(1)?.split('"').next()?;
-            Some((unescape(name), unescape(value)))
-        })
-        .collect()
-}
-
-/// Signs in on the page and returns the redirect response.
-async fn sign_in(
-    app: &TestApp,
-    tenant: &str,
-    params: &[(String, String)],
-    username: &str,
-    password: &str,
-    decision: &str,
-) -> reqwest::Response {
-    let (status, cookie, html) = login_page(app, tenant, params).await;
-    assert_eq!(status, 200, "{html}");
-    let mut form = hidden_inputs(&html);
-    form.push(("username".into(), username.into()));
-    form.push(("password".into(), password.into()));
-    form.push(("decision".into(), decision.into()));
-    browser()
-        .post(format!("{}/oauth/authorize", issuer(app, tenant)))
-        .header("cookie", cookie.expect("CSRF cookie"))
-        .form(&form)
-        .send()
-        .await
-        .unwrap()
-}
-
-fn location_query(r: &reqwest::Response) -> HashMap<String, String> {
-    let location = r
-        .headers()
-        .get("location")
-        .expect("a redirect")
-        .to_str()
-        .unwrap();
-    url::Url::parse(location)
-        .unwrap()
-        .query_pairs()
-        .into_owned()
-        .collect()
-}
-
-async fn code_for(app: &TestApp, tenant: &str, client_id: &str, p: &Pkce, user: &str) -> String {
-    let r = sign_in(
-        app,
-        tenant,
-        &authorize_params(client_id, p, REDIRECT),
-        user,
-        PASSWORD,
-        "allow",
-    )
-    .await;
-    assert_eq!(r.status(), 303);
-    location_query(&r)["code"].clone()
-}
-
-async fn token_request(app: &TestApp, tenant: &str, form: &[(&str, &str)]) -> (StatusCode, Value) {
-    let r = app
-        .http
-        .post(format!("{}/oauth/token", issuer(app, tenant)))
-        .form(form)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-async fn exchange(
-    app: &TestApp,
-    tenant: &str,
-    client_id: &str,
-    code: &str,
-    p: &Pkce,
-) -> (StatusCode, Value) {
-    token_request(
-        app,
-        tenant,
-        &[
-            ("grant_type", "authorization_code"),
-            ("code", code),
-            ("redirect_uri", REDIRECT),
-            ("client_id", client_id),
-            ("code_verifier", &p.verifier),
-        ],
-    )
-    .await
-}
-
-/// A user's tokens for `tenant` through the whole code flow.
-async fn tokens_for(app: &TestApp, tenant: &str, user: &str) -> (String, Value) {
-    let client_id = public_client(app, tenant).await;
-    let p = pkce();
-    let code = code_for(app, tenant, &client_id, &p, user).await;
-    let (status, tokens) = exchange(app, tenant, &client_id, &code, &p).await;
-    assert_eq!(status, 200, "{tokens}");
-    (client_id, tokens)
-}
-
-async fn refresh(app: &TestApp, tenant: &str, client_id: &str, token: &str) -> (StatusCode, Value) {
-    token_request(
-        app,
-        tenant,
-        &[
-            ("grant_type", "refresh_token"),
-            ("refresh_token", token),
-            ("client_id", client_id),
-        ],
-    )
-    .await
-}
-
-/// An MCP initialize with a bearer token: (status, session id, WWW-Authenticate).
-async fn initialize(
-    app: &TestApp,
-    tenant: &str,
-    token: Option<&str>,
-) -> (StatusCode, Option<String>, Option<String>) {
-    let mut r = app.post(tenant, None, &initialize_body("2025-11-25", json!({})));
-    if let Some(t) = token {
-        r = r.bearer_auth(t);
-    }
-    let r = r.send().await.unwrap();
-    let header = |n: &str| r.headers().get(n).map(|v| v.to_str().unwrap().to_string());
-    (
-        r.status(),
-        header("mcp-session-id"),
-        header("www-authenticate"),
-    )
-}
-
-async fn call_echo(app: &TestApp, tenant: &str, token: &str, session: &str) -> reqwest::Response {
-    app.post(
-        tenant,
-        Some(session),
-        &json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                 "params": { "name": "echo", "arguments": { "text": "hi" } } }),
-    )
-    .bearer_auth(token)
-    .header("mcp-protocol-version", "2025-11-25")
-    .send()
-    .await
-    .unwrap()
-}
-
-fn access(tokens: &Value) -> String {
-    tokens["access_token"].as_str().unwrap().to_string()
-}
+use crate::helpers::oauth::*;
 
 #[actix_rt::test]
 async fn a_protected_tenant_challenges_and_discovery_leads_to_its_issuer() {
@@ -1107,7 +769,11 @@ async fn a_tenant_created_again_under_its_slug_trusts_nothing_of_the_first() {
         .await
         .unwrap();
     assert_eq!(deleted.status(), 204);
-    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    app.tenant("acme")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
     create_user(&app, "acme", "alice").await;
     // Same issuer, same audience, same subject: only the keys differ, and the first tenant's
     // went with it (this replica cached them).
@@ -1176,7 +842,7 @@ async fn sessions_belong_to_the_principal_that_opened_them() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let mut sse = common::SseReader::new(r);
+    let mut sse = crate::helpers::SseReader::new(r);
     let endpoint = sse
         .next_event(std::time::Duration::from_secs(5))
         .await
@@ -1288,7 +954,11 @@ async fn client_credentials_scopes_and_audience() {
 #[actix_rt::test]
 async fn expired_access_tokens_are_refused() {
     let app = spawn_app_with(|c| c.auth.access_token_ttl_secs = 1).await;
-    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    app.tenant("acme")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
     create_user(&app, "acme", "alice").await;
     let (_, tokens) = tokens_for(&app, "acme", "alice").await;
     assert_eq!(
@@ -1305,13 +975,16 @@ async fn expired_access_tokens_are_refused() {
 #[actix_rt::test]
 async fn registration_policies_and_client_management() {
     let app = spawn_app().await;
-    create_tenant(&app, "open", json!({ "mode": "oauth" })).await;
-    create_tenant(
-        &app,
-        "closed",
-        json!({ "mode": "oauth", "registration": "disabled" }),
-    )
-    .await;
+    app.tenant("open")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
+    app.tenant("closed")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth", "registration": "disabled" }))
+        .create()
+        .await;
     create_gated(&app).await;
     let meta = json!({ "client_name": "Host", "redirect_uris": ["https://host.example/cb"], "token_endpoint_auth_method": "none" });
     let post = |tenant: &str, token: Option<&str>, body: &Value| {
@@ -1452,7 +1125,11 @@ async fn registration_policies_and_client_management() {
 #[actix_rt::test]
 async fn a_client_anyone_may_register_gets_no_machine_access() {
     let app = spawn_app().await;
-    create_tenant(&app, "open", json!({ "mode": "oauth" })).await;
+    app.tenant("open")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
     create_gated(&app).await;
     let post = |tenant: &str, token: Option<&str>, body: Value| {
         registration(&app, tenant, token, &body).send()
@@ -1580,8 +1257,16 @@ async fn registrations_are_limited_per_address_and_per_tenant() {
 
     // Directly connected: a header anyone can write changes nothing.
     let app = spawn_app_with(limits).await;
-    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
-    create_tenant(&app, "beta", json!({ "mode": "oauth" })).await;
+    app.tenant("acme")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
+    app.tenant("beta")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
     for spoofed in ["198.51.100.1", "198.51.100.2"] {
         let r = register_from(&app, "acme", spoofed).await.unwrap();
         assert_eq!(r.status(), 201);
@@ -1607,7 +1292,11 @@ async fn registrations_are_limited_per_address_and_per_tenant() {
         c.server.trusted_proxies = vec!["127.0.0.0/8".into()];
     })
     .await;
-    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    app.tenant("acme")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
     for forwarded in ["203.0.113.1", "198.51.100.7, 203.0.113.1"] {
         let r = register_from(&app, "acme", forwarded).await.unwrap();
         assert_eq!(r.status(), 201);
@@ -1622,7 +1311,11 @@ async fn registrations_are_limited_per_address_and_per_tenant() {
     assert_eq!(r.status(), 201);
     refused(register_from(&app, "acme", "203.0.113.3").await.unwrap()).await;
     // An IPv6 host counts as its /64 (it is commonly given the whole of it).
-    create_tenant(&app, "beta", json!({ "mode": "oauth" })).await;
+    app.tenant("beta")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
     for forwarded in ["2001:db8::1", "2001:db8::ffff:2"] {
         let r = register_from(&app, "beta", forwarded).await.unwrap();
         assert_eq!(r.status(), 201);
@@ -1909,7 +1602,7 @@ async fn modern_call(
 ) -> (u16, Value) {
     let resp = modern_post(app, tenant, token, id, "tools/call", params).await;
     let status = resp.status().as_u16();
-    (status, common::read_answer(resp, id).await.0)
+    (status, crate::helpers::read_answer(resp, id).await.0)
 }
 
 /// A multi round-trip request belongs to whoever it was issued to: another user of the tenant
@@ -1925,7 +1618,7 @@ async fn a_request_state_is_bound_to_its_principal() {
     assert_eq!(status, 200, "{first}");
     let first = &first["result"];
     assert_eq!(first["resultType"], "input_required", "{first}");
-    let key = common::first_input_key(first);
+    let key = crate::helpers::first_input_key(first);
     let mut retry = args.clone();
     retry["requestState"] = first["requestState"].clone();
     retry["inputResponses"] = json!({ key.clone(): { "action": "accept",
@@ -1950,7 +1643,11 @@ async fn a_request_state_is_bound_to_its_principal() {
 #[actix_rt::test]
 async fn a_listen_stream_ends_when_its_token_expires() {
     let app = spawn_app_with(|c| c.auth.access_token_ttl_secs = 2).await;
-    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    app.tenant("acme")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
     create_user(&app, "acme", "alice").await;
     let (_, tokens) = tokens_for(&app, "acme", "alice").await;
     let listen = json!({ "notifications": { "toolsListChanged": true } });
@@ -1964,7 +1661,7 @@ async fn a_listen_stream_ends_when_its_token_expires() {
     )
     .await;
     assert_eq!(r.status(), 200);
-    let mut sse = common::SseReader::new(r);
+    let mut sse = crate::helpers::SseReader::new(r);
     let within = std::time::Duration::from_secs(6);
     let ack = sse.next_event(within).await.unwrap().json().unwrap();
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
@@ -1994,12 +1691,11 @@ async fn external_issuer_fetches_are_spared() {
     let (base, asked) = logged_document_server(docs.clone()).await;
     // The issuer publishes no metadata (every well-known location answers 404).
     let iss = format!("{base}/realms/down");
-    create_tenant(
-        &app,
-        "ext",
-        json!({ "mode": "external", "issuer": iss, "audience": "mcp-ext" }),
-    )
-    .await;
+    app.tenant("ext")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "external", "issuer": iss, "audience": "mcp-ext" }))
+        .create()
+        .await;
     asked.lock().clear();
     let hs = jsonwebtoken::encode(
         &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
@@ -2038,13 +1734,14 @@ async fn external_mode_accepts_the_tenants_own_issuer_tokens() {
     );
     docs.lock()
         .insert("/realms/acme/certs".into(), json!({ "keys": [jwk] }));
-    create_tenant(
-        &app,
-        "ext",
-        json!({ "mode": "external", "issuer": iss, "audience": "mcp-ext",
+    app.tenant("ext")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(
+            json!({ "mode": "external", "issuer": iss, "audience": "mcp-ext",
         "required_scopes": ["tools"] }),
-    )
-    .await;
+        )
+        .create()
+        .await;
     let prm: Value = app
         .http
         .get(format!(
@@ -2231,7 +1928,11 @@ async fn nothing_of_one_tenant_works_at_another() {
 #[actix_rt::test]
 async fn failed_sign_ins_are_rate_limited() {
     let app = spawn_app_with(|c| c.auth.login_attempts_per_minute = 3).await;
-    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    app.tenant("acme")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
     create_user(&app, "acme", "alice").await;
     let client_id = public_client(&app, "acme").await;
     let p = pkce();
@@ -2258,12 +1959,17 @@ async fn failed_sign_ins_are_rate_limited() {
 #[actix_rt::test]
 async fn failed_sign_ins_are_counted_across_replicas() {
     let Some((apps, _db)) =
-        common::shared_replicas(&["a", "b"], |c| c.auth.login_attempts_per_minute = 3).await
+        crate::helpers::shared_replicas(&["a", "b"], |c| c.auth.login_attempts_per_minute = 3)
+            .await
     else {
         return;
     };
     let (a, b) = (&apps[0], &apps[1]);
-    create_tenant(a, "acme", json!({ "mode": "oauth" })).await;
+    a.tenant("acme")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
     create_user(a, "acme", "alice").await;
     let client_id = public_client(a, "acme").await;
     let params = authorize_params(&client_id, &pkce(), REDIRECT);
@@ -2282,13 +1988,17 @@ async fn failed_sign_ins_are_counted_across_replicas() {
 /// after one failure it is left alone for a while.
 #[actix_rt::test]
 async fn failed_sign_ins_are_limited_on_the_replica_while_redis_is_down() {
-    use common::redis_proxy::Mode;
+    use crate::helpers::redis_proxy::Mode;
     let Some((app, proxy)) =
-        common::app_behind_redis_proxy(|c| c.auth.login_attempts_per_minute = 3).await
+        crate::helpers::app_behind_redis_proxy(|c| c.auth.login_attempts_per_minute = 3).await
     else {
         return;
     };
-    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    app.tenant("acme")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
     create_user(&app, "acme", "alice").await;
     let client_id = public_client(&app, "acme").await;
     let params = authorize_params(&client_id, &pkce(), REDIRECT);
@@ -2310,7 +2020,11 @@ async fn failed_sign_ins_are_limited_on_the_replica_while_redis_is_down() {
 #[actix_rt::test]
 async fn sign_in_attempts_are_counted_before_the_password_is_checked() {
     let app = spawn_app_with(|c| c.auth.login_attempts_per_minute = 3).await;
-    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    app.tenant("acme")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
     let client_id = public_client(&app, "acme").await;
     let params = authorize_params(&client_id, &pkce(), REDIRECT);
     // Sign-ins that succeed do not count against their address (more than the limit here).
@@ -2462,7 +2176,11 @@ fn form_action(url: &str) -> String {
 async fn federated_sign_in_through_the_tenants_openid_provider() {
     // Tenant `idp` plays the tenant's own OpenID provider; `fed` signs its users in through it.
     let app = spawn_app().await;
-    create_tenant(&app, "idp", json!({ "mode": "oauth" })).await;
+    app.tenant("idp")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
     create_user(&app, "idp", "uma").await;
     let callback = format!("{}/t/fed/oauth/callback", app.base);
     let upstream = admin_client(
@@ -2472,14 +2190,13 @@ async fn federated_sign_in_through_the_tenants_openid_provider() {
                 "token_endpoint_auth_method": "client_secret_post" }),
     )
     .await;
-    create_tenant(
-        &app,
-        "fed",
-        json!({ "mode": "oauth", "login": "oidc", "oidc": {
+    app.tenant("fed")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth", "login": "oidc", "oidc": {
         "issuer": issuer(&app, "idp"), "client_id": upstream["client_id"],
-        "client_secret": upstream["client_secret"] } }),
-    )
-    .await;
+        "client_secret": upstream["client_secret"] } }))
+        .create()
+        .await;
     let t: Value = app
         .admin(Method::GET, "/tenants/fed")
         .send()
@@ -2648,7 +2365,7 @@ async fn the_secret_page_takes_only_the_user_it_was_made_for() {
         .next()
         .unwrap();
     let url = asked["params"]["url"].as_str().unwrap();
-    let (csrf, cookie, html) = common::open_elicitation_page(&app, url).await;
+    let (csrf, cookie, html) = crate::helpers::open_elicitation_page(&app, url).await;
     assert!(
         html.contains("id=\"username\"") && html.contains("Paste your API key."),
         "{html}"
@@ -2662,7 +2379,7 @@ async fn the_secret_page_takes_only_the_user_it_was_made_for() {
             ("decision", "submit"),
         ];
         let (app, url, cookie) = (&app, url, cookie.as_str());
-        async move { common::post_form(app, url, cookie, &fields).await }
+        async move { crate::helpers::post_form(app, url, cookie, &fields).await }
     };
     let wrong_password = submit("alice", "not her password").await;
     assert_eq!(wrong_password.status(), 401);
@@ -2733,7 +2450,11 @@ async fn the_2025_03_26_root_endpoints_serve_a_host_dedicated_to_a_tenant() {
             .insert("localhost".into(), "acme".into());
     })
     .await;
-    create_tenant(&app, "acme", json!({ "mode": "oauth" })).await;
+    app.tenant("acme")
+        .catalogs(json!(["reference", "demo"]))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
     create_user(&app, "acme", "alice").await;
     let dedicated = format!("http://localhost:{}", app.port);
     // On the shared host the root names no tenant.

@@ -6,19 +6,16 @@
 //! with B alone still signs webhook calls and issues working tokens; a sealed value moved to
 //! another tool is refused with a clear error that holds no secret.
 
-mod common;
-#[path = "common/db.rs"]
-mod db;
+use crate::helpers::db;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use crate::helpers::{spawn_app_with, SseReader, TestApp};
+use actix_web::{web, HttpRequest, HttpResponse};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
-use common::{spawn_app_with, SseReader, TestApp};
-use hmac::{KeyInit, Mac};
 use mcp_harbor::auth::seal::purpose;
 use mcp_harbor::auth::Sealer;
 use parking_lot::Mutex;
@@ -37,27 +34,9 @@ struct Endpoint {
     secrets: Mutex<HashMap<String, String>>,
 }
 
-fn signature_ok(secret: &str, req: &HttpRequest, body: &[u8]) -> bool {
-    let header = |n: &str| {
-        req.headers()
-            .get(n)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string()
-    };
-    let Ok(key) = STANDARD.decode(secret.trim_start_matches("whsec_")) else {
-        return false;
-    };
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
-    mac.update(format!("{}.{}.", header("webhook-id"), header("webhook-timestamp")).as_bytes());
-    mac.update(body);
-    let expected = format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()));
-    header("webhook-signature") == expected
-}
-
 async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>>) -> HttpResponse {
     let secret = state.secrets.lock().get(req.path()).cloned();
-    if !secret.is_some_and(|s| signature_ok(&s, &req, &body)) {
+    if secret.is_none_or(|s| crate::helpers::webhook::verify(&s, &req, &body).is_err()) {
         return HttpResponse::Unauthorized().body("bad signature");
     }
     let call: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -70,18 +49,10 @@ async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>
 
 async fn start_endpoint() -> (String, Arc<Endpoint>) {
     let state = Arc::new(Endpoint::default());
-    let data = web::Data::new(state.clone());
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(data.clone())
-            .default_service(web::to(hook))
-    })
-    .workers(1)
-    .bind("127.0.0.1:0")
-    .unwrap();
-    let port = server.addrs()[0].port();
-    actix_rt::spawn(server.run());
-    (format!("http://127.0.0.1:{port}"), state)
+    (
+        crate::helpers::webhook::serve(state.clone(), hook).await,
+        state,
+    )
 }
 
 /// A database for one test: an SQLite file, or a fresh PostgreSQL database.
@@ -335,7 +306,7 @@ async fn token_works(app: &TestApp, token: &str) -> bool {
         .post(
             "acme",
             None,
-            &common::initialize_body("2025-06-18", json!({})),
+            &crate::helpers::initialize_body("2025-06-18", json!({})),
         )
         .bearer_auth(token)
         .send()
@@ -389,8 +360,8 @@ async fn elicit_a_secret(app: &TestApp) {
         .await;
     assert_eq!(r.status(), 202);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let (csrf, cookie, _) = common::open_elicitation_page(app, &url).await;
-    let r = common::post_form(
+    let (csrf, cookie, _) = crate::helpers::open_elicitation_page(app, &url).await;
+    let r = crate::helpers::post_form(
         app,
         &url,
         &cookie,
@@ -463,7 +434,10 @@ async fn no_secret_in_clear(db: Db) {
         ("an elicited secret", ELICITED.as_bytes().to_vec()),
         ("a client secret", setup.client_secret.as_bytes().to_vec()),
         ("an access token", token.as_bytes().to_vec()),
-        ("the admin token", common::ADMIN_TOKEN.as_bytes().to_vec()),
+        (
+            "the admin token",
+            crate::helpers::ADMIN_TOKEN.as_bytes().to_vec(),
+        ),
     ];
     for der in private_keys(&db, &sealer).await {
         secrets.extend(encodings("private key material", &der));

@@ -1,20 +1,16 @@
 //! Webhook tools end to end: published through the admin API, called by an MCP client, served by
 //! a real local HTTP endpoint in this test that verifies every Standard Webhooks signature itself.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
-use base64::Engine;
-use common::{spawn_app, SseReader};
-use hmac::{KeyInit, Mac};
+use crate::helpers::{spawn_app, SseReader};
+use actix_web::{web, HttpRequest, HttpResponse};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+use crate::helpers::webhook::SECRET;
 
 #[derive(Default)]
 struct Endpoint {
@@ -23,36 +19,9 @@ struct Endpoint {
     finished: AtomicUsize,
 }
 
-/// Recomputes the signature from the headers and the raw body (independently of the server).
-fn verified(req: &HttpRequest, body: &[u8]) -> bool {
-    let header = |name: &str| {
-        req.headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string()
-    };
-    let (id, ts, sig) = (
-        header("webhook-id"),
-        header("webhook-timestamp"),
-        header("webhook-signature"),
-    );
-    let key = base64::engine::general_purpose::STANDARD
-        .decode(SECRET.trim_start_matches("whsec_"))
-        .unwrap();
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
-    mac.update(format!("{id}.{ts}.").as_bytes());
-    mac.update(body);
-    let expected = format!(
-        "v1,{}",
-        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
-    );
-    !id.is_empty() && sig.split(' ').any(|s| s == expected)
-}
-
 async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>>) -> HttpResponse {
     state.calls.fetch_add(1, Ordering::SeqCst);
-    if !verified(&req, &body) {
+    if crate::helpers::webhook::verify(SECRET, &req, &body).is_err() {
         state.bad_signatures.fetch_add(1, Ordering::SeqCst);
         return HttpResponse::Unauthorized().finish();
     }
@@ -95,25 +64,19 @@ async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>
 
 async fn start_endpoint() -> (String, Arc<Endpoint>) {
     let state = Arc::new(Endpoint::default());
-    let data = web::Data::new(state.clone());
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(data.clone())
-            .default_service(web::to(hook))
-    })
-    .workers(1)
-    .bind("127.0.0.1:0")
-    .unwrap();
-    let port = server.addrs()[0].port();
-    actix_rt::spawn(server.run());
-    (format!("http://127.0.0.1:{port}"), state)
+    (
+        crate::helpers::webhook::serve(state.clone(), hook).await,
+        state,
+    )
 }
 
-async fn create_tenant(app: &common::TestApp, slug: &str) {
-    app.create_tenant(json!({ "slug": slug })).await;
-}
-
-async fn publish(app: &common::TestApp, tenant: &str, name: &str, url: String, timeout_ms: u64) {
+async fn publish(
+    app: &crate::helpers::TestApp,
+    tenant: &str,
+    name: &str,
+    url: String,
+    timeout_ms: u64,
+) {
     let tool = json!({ "name": name, "description": format!("webhook tool {name}"),
         "input_schema": { "type": "object", "properties": { "text": { "type": "string" } } },
         "webhook": { "url": url, "secret": SECRET, "timeout_ms": timeout_ms } });
@@ -130,7 +93,7 @@ async fn publish(app: &common::TestApp, tenant: &str, name: &str, url: String, t
 async fn webhook_tools_answer_over_mcp() {
     let app = spawn_app().await;
     let (base, endpoint) = start_endpoint().await;
-    create_tenant(&app, "acme").await;
+    app.tenant("acme").create().await;
     let mut c = app
         .open_session("acme", "2025-11-25", json!({ "elicitation": {} }))
         .await;
@@ -248,7 +211,7 @@ async fn webhook_tools_answer_over_mcp() {
 async fn a_webhook_secret_rotates_with_an_overlap() {
     let app = spawn_app().await;
     let (base, endpoint) = start_endpoint().await;
-    create_tenant(&app, "acme").await;
+    app.tenant("acme").create().await;
     publish(&app, "acme", "echo_hook", format!("{base}/echo"), 2000).await;
     let mut c = app.open_session("acme", "2025-11-25", json!({})).await;
     let echo = json!({ "name": "echo_hook", "arguments": { "text": "hi" } });
@@ -346,10 +309,10 @@ async fn a_webhook_secret_rotates_with_an_overlap() {
 /// has answered, calls go through.
 #[actix_rt::test]
 async fn a_tenants_webhook_calls_in_flight_are_capped() {
-    let app = common::spawn_app_with(|c| c.webhooks.max_in_flight_per_tenant = 1).await;
+    let app = crate::helpers::spawn_app_with(|c| c.webhooks.max_in_flight_per_tenant = 1).await;
     let (base, endpoint) = start_endpoint().await;
     for tenant in ["acme", "beta"] {
-        create_tenant(&app, tenant).await;
+        app.tenant(tenant).create().await;
         publish(&app, tenant, "echo_hook", format!("{base}/echo"), 500).await;
     }
     publish(&app, "acme", "slow", format!("{base}/slow"), 5000).await;
@@ -421,7 +384,7 @@ async fn content_a_revision_lacks_is_sent_as_text() {
 async fn an_input_request_is_relayed_to_the_client_as_an_elicitation() {
     let app = spawn_app().await;
     let (base, _endpoint) = start_endpoint().await;
-    create_tenant(&app, "acme").await;
+    app.tenant("acme").create().await;
     publish(&app, "acme", "ask", format!("{base}/ask"), 2000).await;
     let c = app
         .open_session("acme", "2025-11-25", json!({ "elicitation": {} }))
@@ -498,7 +461,7 @@ async fn cancelling_a_call_stops_the_webhook_request_on_2025_06_18() {
 async fn cancelling_stops_the_webhook_request(version: &str) {
     let app = spawn_app().await;
     let (base, endpoint) = start_silent_endpoint().await;
-    create_tenant(&app, "acme").await;
+    app.tenant("acme").create().await;
     publish(&app, "acme", "slow", format!("{base}/slow"), 10_000).await;
     let c = app.open_session("acme", version, json!({})).await;
     let call = c.post(&json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": { "name": "slow", "arguments": {} } })).send();
@@ -553,10 +516,15 @@ async fn cancelling_stops_the_webhook_request(version: &str) {
 /// session's actor crashed while it waited: its running call is gone with it and the session
 /// restarts from its snapshot. Returns the client, the question and the last event id seen.
 async fn crash_while_asking(
-    app: &common::TestApp,
-) -> (common::Client<'_>, Value, Option<String>, Arc<Endpoint>) {
+    app: &crate::helpers::TestApp,
+) -> (
+    crate::helpers::Client<'_>,
+    Value,
+    Option<String>,
+    Arc<Endpoint>,
+) {
     let (base, endpoint) = start_endpoint().await;
-    create_tenant(app, "acme").await;
+    app.tenant("acme").create().await;
     publish(app, "acme", "ask", format!("{base}/ask"), 2000).await;
     let c = app
         .open_session("acme", "2025-11-25", json!({ "elicitation": {} }))
@@ -592,7 +560,7 @@ async fn crash_while_asking(
 }
 
 /// The messages on a stream resumed after `last_id`, up to the response to request 4.
-async fn resumed_until_answer(c: &common::Client<'_>, last_id: Option<&str>) -> Vec<Value> {
+async fn resumed_until_answer(c: &crate::helpers::Client<'_>, last_id: Option<&str>) -> Vec<Value> {
     let mut resumed = SseReader::new(c.get_stream(last_id).await);
     let mut messages = Vec::new();
     loop {
@@ -640,7 +608,7 @@ async fn a_call_waiting_for_input_goes_on_from_its_recorded_round_after_a_crash(
 /// it and the call ends with the tool's failure instead of waiting for ever.
 #[actix_rt::test]
 async fn a_restored_call_times_out_the_question_nobody_answers() {
-    let app = common::spawn_app_with(|c| c.sessions.client_request_timeout_secs = 1).await;
+    let app = crate::helpers::spawn_app_with(|c| c.sessions.client_request_timeout_secs = 1).await;
     let (c, request, last_id, _endpoint) = crash_while_asking(&app).await;
     let messages = resumed_until_answer(&c, last_id.as_deref()).await;
     let cancelled = messages

@@ -1,11 +1,9 @@
 //! SSE streams: server→client requests answered on a separate POST, resumption with
 //! `Last-Event-ID`, the standalone stream and resource subscriptions.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{spawn_app, SseReader};
+use crate::helpers::{spawn_app, SseReader};
 use serde_json::{json, Value};
 
 #[actix_rt::test]
@@ -168,7 +166,7 @@ async fn sampling_round_trip() {
 /// `notifications/cancelled` naming it, the tool an error, and the call ends.
 #[actix_rt::test]
 async fn an_unanswered_request_to_the_client_times_out() {
-    let app = common::spawn_app_with(|c| c.sessions.client_request_timeout_secs = 1).await;
+    let app = crate::helpers::spawn_app_with(|c| c.sessions.client_request_timeout_secs = 1).await;
     let c = app
         .open_session("demo", "2025-06-18", json!({ "sampling": {} }))
         .await;
@@ -494,7 +492,7 @@ fn event_ids(raw: &[u8]) -> Vec<String> {
 #[actix_rt::test]
 async fn a_client_that_stops_reading_has_its_stream_closed_and_resumes_it_without_loss() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let app = common::spawn_app_with(|c| {
+    let app = crate::helpers::spawn_app_with(|c| {
         c.sessions.stream_buffer_bytes = 4096;
         c.sessions.event_log_capacity = 50_000;
         c.metrics.token = secrecy::SecretString::from(METRICS_TOKEN);

@@ -4,8 +4,6 @@
 //! the Redis tests instead of skipping them. Each Redis test keeps its keys under a fresh prefix
 //! and deletes them at the end.
 
-mod common;
-
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -17,7 +15,7 @@ use mcp_harbor::cluster::{
 };
 use tokio::sync::mpsc;
 
-use common::redis_proxy::{Mode, Proxy};
+use crate::helpers::redis_proxy::{Mode, Proxy};
 
 const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 /// No contract may take longer than this (they are designed to take well under 3 s).

@@ -1,8 +1,7 @@
 //! The store contract, run against every backend: SQLite always, PostgreSQL whenever reachable
 //! (required in CI).
 
-#[path = "common/db.rs"]
-mod db;
+use crate::helpers::db;
 
 use mcp_harbor::store::{
     AdminStore, CatalogEntry, CatalogFingerprint, CatalogKind, CatalogStore, ElicitationRecord,

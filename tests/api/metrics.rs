@@ -4,11 +4,9 @@
 //! streams are gauged, and so are open HTTP connections; HTTP requests counted by route group
 //! and status.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::{spawn_app, spawn_app_with, TestApp};
+use crate::helpers::{spawn_app, spawn_app_with, TestApp};
 use serde_json::json;
 
 const TOKEN: &str = "metrics-token-0123456789";
@@ -329,7 +327,7 @@ async fn oauth_grants_and_rate_limit_refusals_are_counted() {
         app.post(
             "acme",
             None,
-            &common::initialize_body("2025-11-25", json!({})),
+            &crate::helpers::initialize_body("2025-11-25", json!({})),
         )
         .send()
         .await

@@ -1,17 +1,15 @@
 //! Session lifecycle and supervision: the legacy transport, the per-tenant session cap, idle
 //! expiry, crash restarts, and tenant isolation.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{initialize_body, spawn_app, spawn_app_with, SseReader};
+use crate::helpers::{initialize_body, spawn_app, spawn_app_with, SseReader};
 use mcp_harbor::session::actor::InjectPanic;
 use serde_json::{json, Value};
 
 /// A legacy (2024-11-05) session on tenant `demo`: its SSE stream (past the `endpoint`
 /// event), its session id and its messages URL.
-async fn open_legacy(app: &common::TestApp) -> (SseReader, String, String) {
+async fn open_legacy(app: &crate::helpers::TestApp) -> (SseReader, String, String) {
     let resp = app
         .http
         .get(format!("{}/t/demo/sse", app.base))
@@ -35,7 +33,7 @@ async fn open_legacy(app: &common::TestApp) -> (SseReader, String, String) {
 
 /// POSTs `body` to a legacy session's messages URL.
 async fn post_legacy(
-    app: &common::TestApp,
+    app: &crate::helpers::TestApp,
     url: &str,
     body: Value,
 ) -> reqwest::Result<reqwest::Response> {
@@ -48,7 +46,7 @@ async fn post_legacy(
 }
 
 /// Sends a 2024-11-05 initialize to a legacy session (202) and reads its answer off the stream.
-async fn initialize_legacy(app: &common::TestApp, sse: &mut SseReader, url: &str) -> Value {
+async fn initialize_legacy(app: &crate::helpers::TestApp, sse: &mut SseReader, url: &str) -> Value {
     let resp = post_legacy(app, url, initialize_body("2024-11-05", json!({})))
         .await
         .unwrap();
@@ -61,7 +59,7 @@ async fn initialize_legacy(app: &common::TestApp, sse: &mut SseReader, url: &str
 }
 
 /// Whether a legacy session's messages URL answers 404 (the session ended) within 2.5 s.
-async fn legacy_session_ends(app: &common::TestApp, url: &str) -> bool {
+async fn legacy_session_ends(app: &crate::helpers::TestApp, url: &str) -> bool {
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let ping = json!({ "jsonrpc": "2.0", "id": 4, "method": "ping" });
@@ -540,7 +538,7 @@ async fn initialize_keeps_a_bounded_client_description() {
         .await
         .unwrap();
     assert!(resp.headers().get("mcp-session-id").is_none());
-    let (answer, _) = common::read_answer(resp, 1).await;
+    let (answer, _) = crate::helpers::read_answer(resp, 1).await;
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(message.contains("at most 64 KiB"), "{message}");
@@ -553,7 +551,7 @@ async fn initialize_keeps_a_bounded_client_description() {
         .await
         .unwrap();
     assert!(resp.headers().get("mcp-session-id").is_some());
-    let (answer, _) = common::read_answer(resp, 1).await;
+    let (answer, _) = crate::helpers::read_answer(resp, 1).await;
     assert_eq!(
         answer["result"]["protocolVersion"], "2025-11-25",
         "{answer}"

@@ -1,8 +1,6 @@
 //! Every refusal of the HTTP edge: its status code and its JSON-RPC error.
 
-mod common;
-
-use common::{initialize_body, spawn_app, spawn_app_with};
+use crate::helpers::{initialize_body, spawn_app, spawn_app_with};
 use serde_json::{json, Value};
 
 async fn error_of(resp: reqwest::Response) -> (u16, Value) {
@@ -244,7 +242,10 @@ async fn every_route_that_reads_a_body_answers_a_trickled_one_408() {
     let app = spawn_app_with(|c| c.server.body_timeout_secs = 0.5).await;
     let json = "Content-Type: application/json\r\n";
     let form = "Content-Type: application/x-www-form-urlencoded\r\n";
-    let admin = format!("{json}Authorization: Bearer {}\r\n", common::ADMIN_TOKEN);
+    let admin = format!(
+        "{json}Authorization: Bearer {}\r\n",
+        crate::helpers::ADMIN_TOKEN
+    );
     let app = &app;
     let cases = [
         ("/admin/v1/tenants", admin.as_str(), "\"request_timeout\""),
@@ -627,7 +628,7 @@ async fn unknown_paths_are_404_and_wrong_methods_405() {
 
 /// POSTs `body` as JSON to `path` with `headers` besides.
 async fn post_json(
-    app: &common::TestApp,
+    app: &crate::helpers::TestApp,
     path: &str,
     headers: &[(&str, &str)],
     body: &'static str,
@@ -645,7 +646,7 @@ async fn post_json(
 /// A configured tenant naming a built-in catalog that does not exist stops the start, naming it.
 #[actix_rt::test]
 async fn a_configured_tenant_with_an_unknown_catalog_stops_the_start() {
-    let mut config = common::test_config();
+    let mut config = crate::helpers::test_config();
     let dir = tempfile::tempdir().unwrap();
     config.storage.data_dir = dir.path().display().to_string();
     config.tenants[0].catalogs = vec!["nope".into()];
@@ -787,9 +788,9 @@ async fn browsers_at_admitted_origins_get_cors_grants_and_others_do_not() {
     assert_eq!(header(&resp, "access-control-allow-origin"), None);
 }
 
-/// `common::large_echo_body` as raw HTTP/1.1.
+/// `crate::helpers::large_echo_body` as raw HTTP/1.1.
 fn large_echo_request(text_len: usize) -> Vec<u8> {
-    let body = common::large_echo_body(text_len);
+    let body = crate::helpers::large_echo_body(text_len);
     let mut request = format!(
         "POST /t/demo/mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\

@@ -1,11 +1,9 @@
 //! The admin API over real HTTP: tenant lifecycle, validation, publishing a catalog that live
 //! sessions see at once, suspension, deletion and cross-tenant isolation.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{spawn_app, SseReader, TestApp, ADMIN_TOKEN};
+use crate::helpers::{spawn_app, SseReader, TestApp, ADMIN_TOKEN};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -20,18 +18,6 @@ async fn send(app: &TestApp, method: Method, path: &str, body: Option<Value>) ->
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
-async fn create_tenant(app: &TestApp, slug: &str, catalogs: Value) -> Value {
-    let (status, body) = send(
-        app,
-        Method::POST,
-        "/tenants",
-        Some(json!({ "slug": slug, "catalogs": catalogs })),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    body
-}
-
 /// A server started on `first`'s database once `first` has stopped (`first` keeps the directory
 /// and the sealing key).
 async fn restarted_on(first: &TestApp) -> TestApp {
@@ -43,7 +29,7 @@ async fn restarted_on(first: &TestApp) -> TestApp {
         .path()
         .display()
         .to_string();
-    common::spawn_app_with(move |c| c.storage.data_dir = data_dir).await
+    crate::helpers::spawn_app_with(move |c| c.storage.data_dir = data_dir).await
 }
 
 /// Every tenant's slug, as the admin listing gives them two to a page.
@@ -119,7 +105,7 @@ async fn the_admin_api_needs_the_token() {
 #[actix_rt::test]
 async fn tenant_lifecycle() {
     let app = spawn_app().await;
-    let created = create_tenant(&app, "acme", json!(["demo"])).await;
+    let created = app.tenant("acme").catalogs(json!(["demo"])).create().await;
     assert_eq!(created["slug"], "acme");
     assert_eq!(created["status"], "active");
     assert_eq!(created["mcp_path"], "/t/acme/mcp");
@@ -137,7 +123,7 @@ async fn tenant_lifecycle() {
 
     // Pagination walks every tenant once (demo and other come from configuration).
     for slug in ["t1", "t2", "t3"] {
-        create_tenant(&app, slug, json!([])).await;
+        app.tenant(slug).catalogs(json!([])).create().await;
     }
     assert_eq!(
         listed_slugs(&app).await,
@@ -168,7 +154,7 @@ async fn tenant_lifecycle() {
         .post(
             "demo",
             None,
-            &common::initialize_body("2025-11-25", json!({})),
+            &crate::helpers::initialize_body("2025-11-25", json!({})),
         )
         .header("origin", "https://app.acme.example")
         .send()
@@ -191,7 +177,7 @@ async fn tenant_lifecycle() {
 #[actix_rt::test]
 async fn validation_errors_name_the_field() {
     let app = spawn_app().await;
-    create_tenant(&app, "acme", json!([])).await;
+    app.tenant("acme").catalogs(json!([])).create().await;
     let cases: Vec<(Method, &str, Value, &str)> = vec![
         (
             Method::POST,
@@ -412,7 +398,7 @@ async fn validation_errors_name_the_field() {
 #[actix_rt::test]
 async fn a_published_catalog_is_served_at_once_and_live_sessions_hear_of_it() {
     let app = spawn_app().await;
-    create_tenant(&app, "acme", json!([])).await;
+    app.tenant("acme").catalogs(json!([])).create().await;
     let mut c = app.open_session("acme", "2025-11-25", json!({})).await;
     c.result("resources/subscribe", json!({ "uri": "docs://handbook" }))
         .await;
@@ -545,7 +531,7 @@ async fn a_published_catalog_is_served_at_once_and_live_sessions_hear_of_it() {
 #[actix_rt::test]
 async fn tool_secrets_are_shown_once() {
     let app = spawn_app().await;
-    create_tenant(&app, "acme", json!([])).await;
+    app.tenant("acme").catalogs(json!([])).create().await;
     let tool = json!({ "name": "lookup", "description": "Looks things up", "webhook": { "url": "https://hooks.acme.example/lookup" } });
     let (status, created) = send(
         &app,
@@ -589,7 +575,7 @@ async fn tool_secrets_are_shown_once() {
 #[actix_rt::test]
 async fn suspension_refuses_requests_and_ends_streams() {
     let app = spawn_app().await;
-    create_tenant(&app, "acme", json!(["demo"])).await;
+    app.tenant("acme").catalogs(json!(["demo"])).create().await;
     let mut c = app.open_session("acme", "2025-11-25", json!({})).await;
     let mut stream = SseReader::new(c.get_stream(None).await);
     let _priming = stream.next_event(Duration::from_secs(2)).await;
@@ -621,7 +607,7 @@ async fn suspension_refuses_requests_and_ends_streams() {
         .post(
             "acme",
             None,
-            &common::initialize_body("2025-11-25", json!({})),
+            &crate::helpers::initialize_body("2025-11-25", json!({})),
         )
         .send()
         .await
@@ -643,7 +629,7 @@ async fn suspension_refuses_requests_and_ends_streams() {
 #[actix_rt::test]
 async fn deleting_a_tenant_ends_its_sessions_and_removes_its_data() {
     let app = spawn_app().await;
-    create_tenant(&app, "acme", json!(["demo"])).await;
+    app.tenant("acme").catalogs(json!(["demo"])).create().await;
     send(
         &app,
         Method::POST,
@@ -661,7 +647,7 @@ async fn deleting_a_tenant_ends_its_sessions_and_removes_its_data() {
         .await;
     assert_eq!(resp.status(), 404);
     // Re-creating the slug starts from nothing.
-    create_tenant(&app, "acme", json!([])).await;
+    app.tenant("acme").catalogs(json!([])).create().await;
     let (_, page) = send(&app, Method::GET, "/tenants/acme/prompts", None).await;
     assert_eq!(page["items"], json!([]));
 }
@@ -669,8 +655,8 @@ async fn deleting_a_tenant_ends_its_sessions_and_removes_its_data() {
 #[actix_rt::test]
 async fn tenants_see_nothing_of_each_other() {
     let app = spawn_app().await;
-    create_tenant(&app, "alpha", json!([])).await;
-    create_tenant(&app, "beta", json!([])).await;
+    app.tenant("alpha").catalogs(json!([])).create().await;
+    app.tenant("beta").catalogs(json!([])).create().await;
     for kind in ["prompts", "resources"] {
         let body = if kind == "prompts" {
             prompt("secret_prompt")
@@ -748,7 +734,7 @@ async fn tenants_see_nothing_of_each_other() {
 #[actix_rt::test]
 async fn publishing_keeps_the_built_in_catalogs_state() {
     let app = spawn_app().await;
-    create_tenant(&app, "acme", json!(["demo"])).await;
+    app.tenant("acme").catalogs(json!(["demo"])).create().await;
     let mut c = app.open_session("acme", "2025-11-25", json!({})).await;
     c.result(
         "tools/call",
@@ -809,7 +795,7 @@ async fn publishing_keeps_the_built_in_catalogs_state() {
 
     // Nor may a tenant enable a built-in catalog one of whose entries it already published:
     // 409, the tenant unchanged.
-    create_tenant(&app, "plain", json!([])).await;
+    app.tenant("plain").catalogs(json!([])).create().await;
     let tool = json!({ "name": "echo", "description": "mine",
         "webhook": { "url": "https://hooks.example/echo" } });
     let (status, answer) = send(&app, Method::POST, "/tenants/plain/tools", Some(tool)).await;
@@ -842,8 +828,9 @@ async fn publishing_keeps_the_built_in_catalogs_state() {
 
 #[actix_rt::test]
 async fn production_webhooks_cannot_reach_private_addresses() {
-    let app = common::spawn_app_with(|c| c.admin.allow_http_loopback_webhooks = false).await;
-    create_tenant(&app, "acme", json!([])).await;
+    let app =
+        crate::helpers::spawn_app_with(|c| c.admin.allow_http_loopback_webhooks = false).await;
+    app.tenant("acme").catalogs(json!([])).create().await;
     for url in [
         "https://127.0.0.1/hook",
         "https://10.0.0.7/hook",
@@ -1014,12 +1001,12 @@ async fn a_delete_with_if_match_removes_only_the_revision_it_names() {
         }
         if item == "/tenants/acme" {
             // The tenant again, for the tool.
-            create_tenant(&app, "acme", json!([])).await;
+            app.tenant("acme").catalogs(json!([])).create().await;
         }
     }
     // `*` and no condition delete whatever revision is there.
-    create_tenant(&app, "beta", json!([])).await;
-    create_tenant(&app, "gamma", json!([])).await;
+    app.tenant("beta").catalogs(json!([])).create().await;
+    app.tenant("gamma").catalogs(json!([])).create().await;
     assert_eq!(
         delete("/tenants/beta", Some("*")).await.unwrap().status(),
         204
@@ -1087,7 +1074,7 @@ async fn writes_over_a_record_never_undo_each_other() {
     // Without If-Match, concurrent updates of different fields all land, round after round.
     for round in 0..4 {
         let slug = format!("race-{round}");
-        create_tenant(&app, &slug, json!([])).await;
+        app.tenant(&slug).catalogs(json!([])).create().await;
         let path = format!("/tenants/{slug}");
         let writes = [
             json!({ "display_name": format!("Race {round}") }),
@@ -1152,7 +1139,7 @@ async fn writes_over_a_record_never_undo_each_other() {
 #[actix_rt::test]
 async fn records_a_newer_version_wrote_are_read_and_kept() {
     let first = spawn_app().await;
-    create_tenant(&first, "open", json!([])).await;
+    first.tenant("open").catalogs(json!([])).create().await;
     let (status, body) = send(
         &first,
         Method::POST,
@@ -1190,7 +1177,7 @@ async fn records_a_newer_version_wrote_are_read_and_kept() {
         assert_eq!(status, 201, "{kind}: {body}");
     }
 
-    create_tenant(&first, "later", json!([])).await;
+    first.tenant("later").catalogs(json!([])).create().await;
 
     // What a newer version would store: one more field at every level of every record, a
     // built-in catalog this version does not have, and an auth mode it does not know.
@@ -1358,8 +1345,8 @@ async fn records_a_newer_version_wrote_are_read_and_kept() {
 #[actix_rt::test]
 async fn schemas_that_could_validate_without_bound_are_refused() {
     let first = spawn_app().await;
-    create_tenant(&first, "acme", json!([])).await;
-    let doubling = common::doubling_schema(30);
+    first.tenant("acme").catalogs(json!([])).create().await;
+    let doubling = crate::helpers::doubling_schema(30);
     let recursive = json!({ "type": "object", "properties": { "next": { "$ref": "#" } } });
     for (field, schema, why) in [
         (
@@ -1390,7 +1377,7 @@ async fn schemas_that_could_validate_without_bound_are_refused() {
         assert!(message.contains(why), "{message}");
     }
     // What stays within the bound is published.
-    let fine = json!({ "name": "lookup", "description": "d", "input_schema": common::doubling_schema(8),
+    let fine = json!({ "name": "lookup", "description": "d", "input_schema": crate::helpers::doubling_schema(8),
                        "webhook": { "url": "https://x.example/h" } });
     let (status, got) = send(&first, Method::POST, "/tenants/acme/tools", Some(fine)).await;
     assert_eq!(status, 201, "{got}");
@@ -1431,7 +1418,7 @@ async fn schemas_that_could_validate_without_bound_are_refused() {
 #[actix_rt::test]
 async fn prompt_and_template_values_fill_placeholders_once_and_within_a_cap() {
     let app = spawn_app().await;
-    create_tenant(&app, "acme", json!([])).await;
+    app.tenant("acme").catalogs(json!([])).create().await;
     let prompt = json!({ "name": "pair", "description": "d",
         "arguments": [{ "name": "a", "required": true }, { "name": "b" }],
         "messages": [{ "role": "user", "text": "a={{a}}" }, { "role": "user", "text": "{{b}}{{b}}{{b}}{{b}}{{b}}{{b}}{{b}}{{b}}{{b}}" }] });

@@ -1,7 +1,6 @@
 //! `mcp-harbor migrate` applies the migrations of the configured backend and exits.
 
-#[path = "common/db.rs"]
-mod db;
+use crate::helpers::db;
 
 use mcp_harbor::store::{SqlStore, TenantStore};
 

@@ -17,71 +17,7 @@ use mcp_harbor::tools::webhook::{
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-/// The Standard Webhooks spec's example secret, shared by the endpoint and the targets.
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-
-// ---------------------------------------------------------------------------------------------
-// Independent signature verification (RFC 2104 HMAC over SHA-256, written out by hand).
-
-fn hmac_sha256(key: &[u8], message: &[u8]) -> Vec<u8> {
-    use sha2::{Digest, Sha256};
-    const BLOCK: usize = 64;
-    let mut block_key = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        let digest = Sha256::digest(key);
-        block_key[..digest.len()].copy_from_slice(&digest);
-    } else {
-        block_key[..key.len()].copy_from_slice(key);
-    }
-    let inner_pad: Vec<u8> = block_key.iter().map(|b| b ^ 0x36).collect();
-    let outer_pad: Vec<u8> = block_key.iter().map(|b| b ^ 0x5c).collect();
-    let mut inner = Sha256::new();
-    inner.update(&inner_pad);
-    inner.update(message);
-    let inner_hash = inner.finalize();
-    let mut outer = Sha256::new();
-    outer.update(&outer_pad);
-    outer.update(inner_hash);
-    outer.finalize().to_vec()
-}
-
-/// Verifies a delivery the way an endpoint would: recompute over the raw body, compare with every
-/// `v1,` signature in the header, check the timestamp tolerance.
-fn verify(secret: &str, req: &HttpRequest, body: &[u8]) -> Result<(), String> {
-    let header = |name: &str| {
-        req.headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-            .ok_or_else(|| format!("missing header {name}"))
-    };
-    let id = header("webhook-id")?;
-    let timestamp = header("webhook-timestamp")?;
-    let signatures = header("webhook-signature")?;
-    let ts: i64 = timestamp.parse().map_err(|_| "bad timestamp".to_string())?;
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
-    if (now - ts).abs() > 300 {
-        return Err("timestamp outside tolerance".into());
-    }
-    let key = BASE64
-        .decode(secret.strip_prefix("whsec_").unwrap())
-        .unwrap();
-    let mut signed = format!("{id}.{timestamp}.").into_bytes();
-    signed.extend_from_slice(body);
-    let expected = BASE64.encode(hmac_sha256(&key, &signed));
-    let ok = signatures
-        .split(' ')
-        .filter_map(|s| s.strip_prefix("v1,"))
-        .any(|s| s == expected);
-    if ok {
-        Ok(())
-    } else {
-        Err("signature mismatch".into())
-    }
-}
+use crate::helpers::webhook::{hmac_sha256, verify, SECRET};
 
 // ---------------------------------------------------------------------------------------------
 // The test endpoint.

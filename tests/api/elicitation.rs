@@ -4,18 +4,16 @@
 //! decline (in the client and on the page), expiry, the URL-elicitation-required error and a
 //! retried call, cross-tenant 404s, the admin API, and a raw look at the database.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::{web, App, HttpResponse, HttpServer};
-use common::{spawn_app, spawn_app_with, Client, SseReader, TestApp};
+use crate::helpers::{spawn_app, spawn_app_with, Client, SseReader, TestApp};
+use actix_web::{web, HttpResponse};
 use parking_lot::Mutex;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+use crate::helpers::webhook::SECRET;
 const TOKEN: &str = "ghp_TopSecretValue_4242424242";
 
 /// What the endpoint saw: the `input` of every round after the first.
@@ -56,18 +54,10 @@ async fn hook(
 
 async fn start_endpoint() -> (String, Arc<Endpoint>) {
     let state = Arc::new(Endpoint::default());
-    let data = web::Data::new(state.clone());
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(data.clone())
-            .default_service(web::to(hook))
-    })
-    .workers(1)
-    .bind("127.0.0.1:0")
-    .unwrap();
-    let port = server.addrs()[0].port();
-    actix_rt::spawn(server.run());
-    (format!("http://127.0.0.1:{port}"), state)
+    (
+        crate::helpers::webhook::serve(state.clone(), hook).await,
+        state,
+    )
 }
 
 async fn tenant_with_tool(app: &TestApp, tenant: &str, base: &str, path: &str) {
@@ -120,14 +110,14 @@ async fn admin_get(app: &TestApp, path: &str) -> Value {
 
 /// Opens the page: its CSRF token (from the form) and cookie.
 async fn open_page(app: &TestApp, url: &str) -> (String, String) {
-    let (csrf, cookie, html) = common::open_elicitation_page(app, url).await;
+    let (csrf, cookie, html) = crate::helpers::open_elicitation_page(app, url).await;
     assert!(html.contains("Paste a GitHub token with repo scope."));
     (csrf, cookie)
 }
 
 async fn submit_secret(app: &TestApp, url: &str, secret: &str) {
     let (csrf, cookie) = open_page(app, url).await;
-    let resp = common::post_form(
+    let resp = crate::helpers::post_form(
         app,
         url,
         &cookie,
@@ -161,7 +151,7 @@ async fn a_secret_goes_from_the_page_to_the_webhook() {
 
     // The page refuses a post without the CSRF cookie, and an empty secret.
     let (csrf, cookie) = open_page(&app, &url).await;
-    let r = common::post_form(
+    let r = crate::helpers::post_form(
         &app,
         &url,
         "",
@@ -169,7 +159,7 @@ async fn a_secret_goes_from_the_page_to_the_webhook() {
     )
     .await;
     assert_eq!(r.status(), 403);
-    let r = common::post_form(
+    let r = crate::helpers::post_form(
         &app,
         &url,
         &cookie,
@@ -181,7 +171,7 @@ async fn a_secret_goes_from_the_page_to_the_webhook() {
     // form takes (413): either way a page that says so, not a bare 413 from the form reader.
     for (size, status) in [(20_000, 422), (60_000, 413)] {
         let long = "x".repeat(size);
-        let r = common::post_form(
+        let r = crate::helpers::post_form(
             &app,
             &url,
             &cookie,
@@ -297,7 +287,7 @@ async fn a_pending_secret_answers_minus_32042_and_a_retry_gets_the_sealed_secret
     // The retried call gets the secret at once (round 2), and only once.
     let (result, messages) = {
         let resp = c.send(&call_tool(&c, 3)).await;
-        common::read_answer(resp, 3).await
+        crate::helpers::read_answer(resp, 3).await
     };
     assert!(messages.iter().all(|m| m["method"] != "elicitation/create"));
     assert_eq!(
@@ -323,7 +313,7 @@ async fn url_and_form_requests_go_only_to_clients_that_declared_the_mode() {
     let c = app
         .open_session("acme", "2025-11-25", json!({ "elicitation": {} }))
         .await;
-    let (result, messages) = common::read_answer(c.send(&call_tool(&c, 1)).await, 1).await;
+    let (result, messages) = crate::helpers::read_answer(c.send(&call_tool(&c, 1)).await, 1).await;
     assert!(
         messages.iter().all(|m| m["method"] != "elicitation/create"),
         "{messages:?}"
@@ -335,7 +325,7 @@ async fn url_and_form_requests_go_only_to_clients_that_declared_the_mode() {
     );
     // 2025-06-18 has no URL mode even when a client says so.
     let c = app.open_session("acme", "2025-06-18", url_capable()).await;
-    let (_, messages) = common::read_answer(c.send(&call_tool(&c, 1)).await, 1).await;
+    let (_, messages) = crate::helpers::read_answer(c.send(&call_tool(&c, 1)).await, 1).await;
     assert!(messages.iter().all(|m| m["method"] != "elicitation/create"));
     // Nothing was recorded for them.
     let list: Value = admin_get(&app, "/tenants/acme/elicitations?status=all").await;
@@ -343,7 +333,7 @@ async fn url_and_form_requests_go_only_to_clients_that_declared_the_mode() {
 
     // URL mode only: no form request.
     let c = app.open_session("forms", "2025-11-25", url_capable()).await;
-    let (result, messages) = common::read_answer(c.send(&call_tool(&c, 1)).await, 1).await;
+    let (result, messages) = crate::helpers::read_answer(c.send(&call_tool(&c, 1)).await, 1).await;
     assert!(messages.iter().all(|m| m["method"] != "elicitation/create"));
     assert_eq!(result["result"]["isError"], true);
     assert_eq!(
@@ -375,7 +365,7 @@ async fn declining_in_the_client_or_on_the_page_reaches_the_webhook() {
     answer(&c, &request, json!({ "action": "accept" })).await;
     let url = request["params"]["url"].as_str().unwrap();
     let (csrf, cookie) = open_page(&app, url).await;
-    let r = common::post_form(
+    let r = crate::helpers::post_form(
         &app,
         url,
         &cookie,
@@ -555,7 +545,7 @@ async fn modern_call(app: &TestApp, tenant: &str, id: i64, extra: Value) -> (u16
         .await
         .unwrap();
     let status = resp.status().as_u16();
-    (status, common::read_answer(resp, id).await.0)
+    (status, crate::helpers::read_answer(resp, id).await.0)
 }
 
 /// How many multi round-trip rounds are recorded and not claimed by a running retry (read from
@@ -563,7 +553,7 @@ async fn modern_call(app: &TestApp, tenant: &str, id: i64, extra: Value) -> (u16
 async fn recorded_rounds(app: &TestApp) -> i64 {
     let pool = app.database().await;
     let n = sqlx::query_scalar("SELECT count(*) FROM mrtr_rounds WHERE claimed_until <= ?")
-        .bind(common::unix_ms())
+        .bind(crate::helpers::unix_ms())
         .fetch_one(&pool)
         .await
         .unwrap();

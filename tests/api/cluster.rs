@@ -3,12 +3,10 @@
 //! answers reach the owner over the bus, tenants created on one are served by the others at once,
 //! and a draining replica hands its sessions over.
 
-mod common;
-
 use std::collections::HashSet;
 use std::time::Duration;
 
-use common::{
+use crate::helpers::{
     shared_replicas, spawn_app_with, stateless_body, test_redis_url, SseEvent, SseReader, TestApp,
     ADMIN_TOKEN,
 };
@@ -537,7 +535,8 @@ async fn a_change_a_tool_announces_reaches_listeners_and_sessions_on_every_repli
 /// message leaves them: a new prompt, then a suspension, then a deletion.
 #[actix_rt::test]
 async fn a_change_the_bus_never_brought_is_caught_up_from_the_store() {
-    let Some((apps, shared)) = common::shared_replicas(&["a"], |c| c.cluster.resync_secs = 1).await
+    let Some((apps, shared)) =
+        crate::helpers::shared_replicas(&["a"], |c| c.cluster.resync_secs = 1).await
     else {
         return;
     };
@@ -644,7 +643,7 @@ async fn a_draining_replica_hands_its_sessions_over() {
     let call = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": { "name": "test_tool_with_logging", "arguments": {} } });
     let resp = served_by(&b, &c.session, call, &b).await;
-    let (answer, others) = common::read_answer(resp, 2).await;
+    let (answer, others) = crate::helpers::read_answer(resp, 2).await;
     assert!(answer.get("result").is_some(), "{answer}");
     assert!(
         others.is_empty(),
@@ -743,7 +742,7 @@ async fn a_request_dropped_by_a_draining_owner_is_served_by_taking_the_session_o
     a.drainer.drain().await;
     front.drop_requests();
     let resp = answered_by(sent.await.unwrap().unwrap(), &b);
-    let (answer, others) = common::read_answer(resp, 2).await;
+    let (answer, others) = crate::helpers::read_answer(resp, 2).await;
     assert!(answer.get("result").is_some(), "{answer}");
     assert!(
         others.is_empty(),
@@ -778,7 +777,7 @@ async fn a_dropped_request_follows_the_session_to_the_replica_that_took_it_over_
     served_by(&c, &client.session, ping, &c).await;
     front.drop_requests();
     let resp = answered_by(sent.await.unwrap().unwrap(), &c);
-    let (answer, _) = common::read_answer(resp, 2).await;
+    let (answer, _) = crate::helpers::read_answer(resp, 2).await;
     assert!(answer["result"]["tools"].is_array(), "{answer}");
 }
 
@@ -822,8 +821,8 @@ async fn a_legacy_message_dropped_by_a_draining_owner_is_answered_session_not_fo
 /// and arrive once Redis is back, and the replica recovers by itself.
 #[actix_rt::test]
 async fn redis_outages_are_clear_503s_and_nothing_is_lost_when_it_returns() {
-    use common::redis_proxy::Mode;
-    let Some((app, proxy)) = common::app_behind_redis_proxy(|_| {}).await else {
+    use crate::helpers::redis_proxy::Mode;
+    let Some((app, proxy)) = crate::helpers::app_behind_redis_proxy(|_| {}).await else {
         return;
     };
     let mut c = app.open_session("demo", "2025-11-25", json!({})).await;
@@ -867,7 +866,7 @@ async fn redis_outages_are_clear_503s_and_nothing_is_lost_when_it_returns() {
 
     proxy.set(Mode::Up);
     let resp = pending.await.unwrap().unwrap();
-    let (answer, others) = common::read_answer(resp, 40).await;
+    let (answer, others) = crate::helpers::read_answer(resp, 40).await;
     assert_eq!(
         answer["result"]["content"][0]["text"], "counted 3",
         "{answer}"
@@ -886,7 +885,7 @@ async fn redis_outages_are_clear_503s_and_nothing_is_lost_when_it_returns() {
             .post(
                 "demo",
                 None,
-                &common::initialize_body("2025-11-25", json!({})),
+                &crate::helpers::initialize_body("2025-11-25", json!({})),
             )
             .send()
             .await

@@ -3,22 +3,13 @@
 //! `Retry-After` and a JSON-RPC error on every transport; a protected tenant's principals each
 //! have their own; and a Redis outage lets requests in rather than refusing them.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{initialize_body, shared_replicas, spawn_app_with, test_redis_url, TestApp};
+use crate::helpers::{initialize_body, shared_replicas, spawn_app_with, test_redis_url, TestApp};
 use reqwest::Method;
 use serde_json::{json, Value};
 
 const STATELESS: &str = "2026-07-28";
-
-async fn create_tenant(app: &TestApp, slug: &str, limits: Value, auth: &str) {
-    app.create_tenant(
-        json!({ "slug": slug, "catalogs": ["demo"], "limits": limits, "auth": { "mode": auth } }),
-    )
-    .await;
-}
 
 /// A stateless (2026-07-28) `tools/list`: no session, nothing forwarded between replicas.
 fn stateless_list(app: &TestApp, tenant: &str, id: i64) -> reqwest::RequestBuilder {
@@ -64,13 +55,13 @@ async fn three_replicas_share_one_request_rate_per_tenant() {
         return;
     };
     // 12 a minute: a burst of 12, then one every 5 s.
-    create_tenant(
-        &apps[0],
-        "rated",
-        json!({ "requests_per_minute": 12 }),
-        "none",
-    )
-    .await;
+    apps[0]
+        .tenant("rated")
+        .catalogs(json!(["demo"]))
+        .limits(json!({ "requests_per_minute": 12 }))
+        .auth(json!({ "mode": "none" }))
+        .create()
+        .await;
     let started = Instant::now();
     let mut admitted = 0;
     let mut refused = 0;
@@ -115,13 +106,13 @@ async fn a_request_forwarded_to_its_sessions_owner_is_counted_once() {
         return;
     };
     // 10 a minute: a burst of 10, then one every 6 s.
-    create_tenant(
-        &apps[0],
-        "rated",
-        json!({ "requests_per_minute": 10 }),
-        "none",
-    )
-    .await;
+    apps[0]
+        .tenant("rated")
+        .catalogs(json!(["demo"]))
+        .limits(json!({ "requests_per_minute": 10 }))
+        .auth(json!({ "mode": "none" }))
+        .create()
+        .await;
     let started = Instant::now();
     // Held by replica a: initialize and notifications/initialized count 2 of the 10.
     let client = apps[0].open_session("rated", "2025-11-25", json!({})).await;
@@ -168,7 +159,13 @@ async fn three_replicas_share_one_session_cap_per_tenant() {
     let Some((apps, _db)) = shared_replicas(&["a", "b", "c"], |_| {}).await else {
         return;
     };
-    create_tenant(&apps[0], "capped", json!({ "max_sessions": 3 }), "none").await;
+    apps[0]
+        .tenant("capped")
+        .catalogs(json!(["demo"]))
+        .limits(json!({ "max_sessions": 3 }))
+        .auth(json!({ "mode": "none" }))
+        .create()
+        .await;
     let mut sessions = Vec::new();
     for app in &apps {
         let c = app.open_session("capped", "2025-11-25", json!({})).await;
@@ -259,13 +256,12 @@ async fn each_principal_of_a_protected_tenant_has_its_own_rate_and_session_cap()
         c.redis.key_prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
     })
     .await;
-    create_tenant(
-        &app,
-        "acme",
-        json!({ "requests_per_minute_per_principal": 4, "max_sessions_per_principal": 1 }),
-        "oauth",
-    )
-    .await;
+    app.tenant("acme")
+        .catalogs(json!(["demo"]))
+        .limits(json!({ "requests_per_minute_per_principal": 4, "max_sessions_per_principal": 1 }))
+        .auth(json!({ "mode": "oauth" }))
+        .create()
+        .await;
     let alice = principal_token(&app, "acme", "alice").await;
     let bob = principal_token(&app, "acme", "bob").await;
 
@@ -337,8 +333,13 @@ async fn unchecked(app: &TestApp, tenant: &str) -> f64 {
 /// counted.
 #[actix_rt::test]
 async fn a_batch_counts_as_its_messages() {
-    let app = common::spawn_app().await;
-    create_tenant(&app, "rated", json!({ "requests_per_minute": 10 }), "none").await;
+    let app = crate::helpers::spawn_app().await;
+    app.tenant("rated")
+        .catalogs(json!(["demo"]))
+        .limits(json!({ "requests_per_minute": 10 }))
+        .auth(json!({ "mode": "none" }))
+        .create()
+        .await;
     // initialize + notifications/initialized: 2 of the 10.
     let c = app.open_session("rated", "2025-03-26", json!({})).await;
     let batch = |n: i64| {
@@ -356,7 +357,12 @@ async fn a_batch_counts_as_its_messages() {
 
     // A batch longer than the rate counts as the whole rate: let in on a full bucket (a minute's
     // worth), not refused for ever.
-    create_tenant(&app, "wide", json!({ "requests_per_minute": 60 }), "none").await;
+    app.tenant("wide")
+        .catalogs(json!(["demo"]))
+        .limits(json!({ "requests_per_minute": 60 }))
+        .auth(json!({ "mode": "none" }))
+        .create()
+        .await;
     let c = app.open_session("wide", "2025-03-26", json!({})).await;
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let resp = c.send(&batch(100)).await;
@@ -368,15 +374,20 @@ async fn a_batch_counts_as_its_messages() {
 
 #[actix_rt::test]
 async fn a_redis_outage_lets_requests_in_on_this_replicas_own_rate() {
-    use common::redis_proxy::Mode;
-    let Some((app, proxy)) = common::app_behind_redis_proxy(|c| {
+    use crate::helpers::redis_proxy::Mode;
+    let Some((app, proxy)) = crate::helpers::app_behind_redis_proxy(|c| {
         c.metrics.token = secrecy::SecretString::from(METRICS_TOKEN.to_string());
     })
     .await
     else {
         return;
     };
-    create_tenant(&app, "rated", json!({ "requests_per_minute": 3 }), "none").await;
+    app.tenant("rated")
+        .catalogs(json!(["demo"]))
+        .limits(json!({ "requests_per_minute": 3 }))
+        .auth(json!({ "mode": "none" }))
+        .create()
+        .await;
     for id in 0..3 {
         let resp = stateless_list(&app, "rated", id).send().await.unwrap();
         assert_eq!(resp.status(), 200);
@@ -417,8 +428,13 @@ async fn a_redis_outage_lets_requests_in_on_this_replicas_own_rate() {
 /// request, and lifting them opens it again.
 #[actix_rt::test]
 async fn a_live_open_tenant_takes_a_new_rate_or_auth_mode_at_once() {
-    let app = common::spawn_app().await;
-    create_tenant(&app, "live", json!({}), "none").await;
+    let app = crate::helpers::spawn_app().await;
+    app.tenant("live")
+        .catalogs(json!(["demo"]))
+        .limits(json!({}))
+        .auth(json!({ "mode": "none" }))
+        .create()
+        .await;
     for id in 0..5 {
         let resp = stateless_list(&app, "live", id).send().await.unwrap();
         assert_eq!(resp.status(), 200);

@@ -2,12 +2,10 @@
 //! clients that only speak it), MCP over TLS, and a certificate replaced on disk picked up
 //! without a restart (a broken replacement leaves the previous one in use).
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::{initialize_body, spawn_app_with};
+use crate::helpers::{initialize_body, spawn_app_with};
 use serde_json::json;
 
 /// A self-signed certificate for 127.0.0.1 and localhost: (certificate PEM, key PEM, DER).
@@ -30,7 +28,7 @@ fn write_pair(dir: &Path, cert: &str, key: &str) {
 
 /// The app over HTTPS with a fresh self-signed certificate (`name`) written to `dir`; returns it
 /// with the certificate's PEM.
-async fn https_app(dir: &Path, name: &str) -> (common::TestApp, String) {
+async fn https_app(dir: &Path, name: &str) -> (crate::helpers::TestApp, String) {
     https_app_with(dir, name, |_| {}).await
 }
 
@@ -39,7 +37,7 @@ async fn https_app_with(
     dir: &Path,
     name: &str,
     tweak: impl FnOnce(&mut mcp_harbor::Config),
-) -> (common::TestApp, String) {
+) -> (crate::helpers::TestApp, String) {
     let (cert, key, _) = certificate(name);
     write_pair(dir, &cert, &key);
     let cert_path = dir.join("cert.pem").display().to_string();
@@ -155,7 +153,7 @@ async fn unusable_certificates_stop_the_server_at_start() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("cert.pem"), "not a certificate").unwrap();
     std::fs::write(dir.path().join("key.pem"), "not a key").unwrap();
-    let mut config = common::test_config();
+    let mut config = crate::helpers::test_config();
     config.storage.data_dir = dir.path().display().to_string();
     config.tls.cert_path = dir.path().join("cert.pem").display().to_string();
     config.tls.key_path = dir.path().join("key.pem").display().to_string();
@@ -164,7 +162,7 @@ async fn unusable_certificates_stop_the_server_at_start() {
         .err()
         .expect("refused");
     assert!(err.to_string().contains("cert.pem"), "{err}");
-    let mut config = common::test_config();
+    let mut config = crate::helpers::test_config();
     config.tls.cert_path = "/nonexistent/cert.pem".into();
     assert!(config.validate().is_err(), "a key path is needed too");
 }
@@ -373,7 +371,7 @@ async fn http2_connections_are_bounded_in_streams_and_header_bytes() {
     );
 }
 
-/// Sends `common::large_echo_body(text_len)` on `send`; returns the answer's head (its
+/// Sends `crate::helpers::large_echo_body(text_len)` on `send`; returns the answer's head (its
 /// `Content-Length`) and body stream.
 async fn h2_large_echo(
     send: &mut h2::client::SendRequest<bytes::Bytes>,
@@ -390,7 +388,10 @@ async fn h2_large_echo(
         .unwrap();
     let (response, mut stream) = send.send_request(req, false).unwrap();
     stream
-        .send_data(bytes::Bytes::from(common::large_echo_body(text_len)), true)
+        .send_data(
+            bytes::Bytes::from(crate::helpers::large_echo_body(text_len)),
+            true,
+        )
         .unwrap();
     let response = response.await.unwrap();
     assert_eq!(response.status(), 200);
@@ -449,8 +450,8 @@ async fn an_http2_stream_whose_client_stops_reading_is_reset_after_the_write_tim
         format!("https://localhost:{}", app.port),
     );
     let timeouts = || async {
-        let text = common::metrics_text_via(&metrics, &base, METRICS_TOKEN).await;
-        common::counter_in(&text, TIMEOUTS)
+        let text = crate::helpers::metrics_text_via(&metrics, &base, METRICS_TOKEN).await;
+        crate::helpers::counter_in(&text, TIMEOUTS)
     };
     let mut send = h2_connection(app.port, &cert).await;
 

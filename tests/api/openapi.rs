@@ -2,11 +2,9 @@
 //! registers is documented and every documented operation exists, answers with a documented
 //! status, and its responses validate against the documented schemas.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{spawn_app, TestApp};
+use crate::helpers::{spawn_app, TestApp};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -359,7 +357,7 @@ async fn fetch_document(app: &TestApp) -> Value {
 
 #[test]
 fn configure_source_matches_the_route_list() {
-    let source = include_str!("../src/admin/mod.rs");
+    let source = include_str!("../../src/admin/mod.rs");
     let body = source
         .split("pub fn configure(")
         .nth(1)

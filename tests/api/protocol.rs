@@ -1,11 +1,9 @@
 //! MCP behaviour over real HTTP: version negotiation, lifecycle, batches, errors, pagination,
 //! logging, progress, cancellation, completion.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{initialize_body, spawn_app, spawn_app_with, SseReader};
+use crate::helpers::{initialize_body, spawn_app, spawn_app_with, SseReader};
 use serde_json::{json, Value};
 
 #[actix_rt::test]
@@ -568,7 +566,7 @@ async fn requests_answered_at_once_keep_the_session_rules() {
     );
     let answer = json_answer(c.send(&call(8, "echo", json!({ "text": "beside" }))).await).await;
     assert_eq!(answer["result"]["content"][0]["text"], "beside");
-    let (done, _) = common::read_answer(slow, 7).await;
+    let (done, _) = crate::helpers::read_answer(slow, 7).await;
     assert_eq!(done["result"]["content"][0]["text"], "counted 3", "{done}");
     let answer = json_answer(c.send(&call(7, "echo", json!({ "text": "free" }))).await).await;
     assert_eq!(answer["result"]["content"][0]["text"], "free");
@@ -580,7 +578,7 @@ async fn requests_answered_at_once_keep_the_session_rules() {
             "name": "echo", "arguments": { "text": "p" }, "_meta": { "progressToken": "t" } } }),
         )
         .await;
-    let (answer, _) = common::read_answer(resp, 10).await;
+    let (answer, _) = crate::helpers::read_answer(resp, 10).await;
     assert_eq!(answer["result"]["content"][0]["text"], "p");
 
     // Unknown session: 404, as before.

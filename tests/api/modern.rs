@@ -4,16 +4,14 @@
 //! cross-call and cross-tenant cases of `requestState`), progress and logging per request,
 //! `subscriptions/listen`, and a session-era client on the same tenant at the same time.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
-use common::{
+use crate::helpers::{
     spawn_app, stateless_body as body, stateless_meta as meta, SseReader, TestApp, STATELESS as V,
 };
+use actix_web::{web, HttpRequest, HttpResponse};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -29,7 +27,7 @@ async fn send(app: &TestApp, tenant: &str, body: &Value) -> (u16, Value, Vec<Val
         "no session id is minted"
     );
     let id = body["id"].as_i64().unwrap();
-    let (answer, notes) = common::read_answer(resp, id).await;
+    let (answer, notes) = crate::helpers::read_answer(resp, id).await;
     (status, answer, notes)
 }
 
@@ -193,7 +191,7 @@ async fn discovery_lists_results_and_errors_of_the_stateless_revision() {
 /// stateless requests).
 #[actix_rt::test]
 async fn tools_answering_at_once_keep_the_rules_of_a_stateless_call() {
-    let app = common::spawn_app_with(|c| {
+    let app = crate::helpers::spawn_app_with(|c| {
         c.metrics.token = secrecy::SecretString::from("modern-at-once-token")
     })
     .await;
@@ -388,7 +386,7 @@ async fn headers_must_match_the_body() {
         .unwrap()
         .contains(&json!("2026-07-28")));
     // A session-era client naming an unknown version gets the same error shape.
-    let init = common::initialize_body("2025-11-25", json!({}));
+    let init = crate::helpers::initialize_body("2025-11-25", json!({}));
     let answer = expect(
         raw(&init)
             .header("mcp-protocol-version", "1999-01-01")
@@ -482,7 +480,7 @@ async fn x_mcp_header_parameters_are_mirrored_and_checked() {
         .await
         .unwrap();
     assert_eq!(ok.status(), 200);
-    let (answer, _) = common::read_answer(ok, 1).await;
+    let (answer, _) = crate::helpers::read_answer(ok, 1).await;
     assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
     // A different value.
     let bad = app
@@ -665,9 +663,9 @@ async fn a_round_claimed_by_a_stopped_replica_is_retried_once_its_claim_lapses()
     let app = spawn_app().await;
     let (caps, args, first) = asked(&app).await;
     let state = first["requestState"].as_str().unwrap();
-    let key = common::first_input_key(&first);
+    let key = crate::helpers::first_input_key(&first);
     let answer = json!({ key.clone(): { "action": "accept", "content": { "username": "ada", "email": "ada@example.com" } } });
-    let until = common::unix_ms() + 1000;
+    let until = crate::helpers::unix_ms() + 1000;
     let pool = app.database().await;
     let claimed = sqlx::query("UPDATE mrtr_rounds SET claimed_until = ?")
         .bind(until)
@@ -698,11 +696,11 @@ async fn a_round_claimed_by_a_stopped_replica_is_retried_once_its_claim_lapses()
 /// A requestState past its lifetime (`modern.request_state_ttl_secs`) is refused as expired.
 #[actix_rt::test]
 async fn an_expired_request_state_is_refused() {
-    let app = common::spawn_app_with(|c| c.modern.request_state_ttl_secs = 1).await;
+    let app = crate::helpers::spawn_app_with(|c| c.modern.request_state_ttl_secs = 1).await;
     let (caps, args, first) = asked(&app).await;
     assert_eq!(first["resultType"], "input_required", "{first}");
     let state = first["requestState"].as_str().unwrap();
-    let key = common::first_input_key(&first);
+    let key = crate::helpers::first_input_key(&first);
     let answer = json!({ key.clone(): { "action": "decline" } });
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let (status, expired, _) =
@@ -768,7 +766,7 @@ async fn request_state_is_bound_to_its_tenant_and_holds_no_answers_in_clear() {
     )
     .await;
     let state = first["requestState"].as_str().unwrap();
-    let key = common::first_input_key(&first);
+    let key = crate::helpers::first_input_key(&first);
     let secret = "correct-horse-battery-staple";
     // The recorded round is sealed: nothing of the question is readable in the database.
     let answer = json!({ key.clone(): { "action": "accept", "content": { "username": secret, "email": "x@y.z" } } });
@@ -848,7 +846,7 @@ fn database_holds(app: &TestApp, needle: &[u8]) -> bool {
 
 // --- webhook tools: the endpoint's round is recorded and the retry goes on from it ---------
 
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+use crate::helpers::webhook::SECRET;
 
 #[derive(Default)]
 struct Endpoint {
@@ -961,7 +959,7 @@ async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>
         "/bad_schema" => json!({
             "input_request": { "type": "elicitation", "message": "Name?", "requested_schema": { "type": "string" } } }),
         "/bad_size" => json!({
-            "input_request": { "type": "elicitation", "message": "Name?", "requested_schema": common::doubling_schema(30) } }),
+            "input_request": { "type": "elicitation", "message": "Name?", "requested_schema": crate::helpers::doubling_schema(30) } }),
         "/bad_types" => json!({
             "input_request": { "type": "elicitation", "message": "Name?", "requested_schema": { "type": "object", "properties": { "name": { "type": "nonsense" } } } } }),
         // The same question twice, in rounds 1 and 2.
@@ -978,18 +976,10 @@ async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Arc<Endpoint>
 
 async fn start_endpoint() -> (String, Arc<Endpoint>) {
     let state = Arc::new(Endpoint::default());
-    let data = web::Data::new(state.clone());
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(data.clone())
-            .default_service(web::to(hook))
-    })
-    .workers(1)
-    .bind("127.0.0.1:0")
-    .unwrap();
-    let port = server.addrs()[0].port();
-    actix_rt::spawn(server.run());
-    (format!("http://127.0.0.1:{port}"), state)
+    (
+        crate::helpers::webhook::serve(state.clone(), hook).await,
+        state,
+    )
 }
 
 #[actix_rt::test]
@@ -1270,7 +1260,7 @@ async fn multiple_rounds_and_sampling_go_through_input_required() {
         &body(9, "tools/call", args.clone(), no_sampling.clone()),
     )
     .await;
-    let key1 = common::first_input_key(&first);
+    let key1 = crate::helpers::first_input_key(&first);
     let mut params = args.clone();
     params["requestState"] = first["requestState"].clone();
     params["inputResponses"] =
@@ -1565,7 +1555,7 @@ async fn listen_streams_are_limited_like_sessions() {
 /// keep-alive): at the limit, a new one is let in once the old one is gone.
 #[actix_rt::test]
 async fn a_closed_listen_stream_frees_its_place() {
-    let app = common::spawn_app_with(|c| c.server.sse_keepalive_secs = 1).await;
+    let app = crate::helpers::spawn_app_with(|c| c.server.sse_keepalive_secs = 1).await;
     let r = patch_other(&app, json!({ "limits": { "max_sessions": 1 } })).await;
     assert_eq!(r.unwrap().status(), 200);
     let listen = listen_request();

@@ -1,0 +1,31 @@
+//! The integration tests, one binary: each module spawns the real server (or its stores and
+//! shared-state backends) and checks what a client, an operator or another replica sees.
+//! Shared helpers (the test app, MCP and OAuth clients, fake webhook endpoints, tenant builders,
+//! test databases, a Redis proxy that fails on demand) live in `helpers`.
+
+mod helpers;
+
+mod admin;
+mod cli;
+mod cluster;
+mod cluster_contract;
+mod elicitation;
+mod fuzz_regressions;
+mod http_edge;
+mod https;
+mod logging;
+mod metrics;
+mod migrate;
+mod modern;
+mod oauth;
+mod openapi;
+mod outages;
+mod protocol;
+mod quotas;
+mod secrets_at_rest;
+mod sessions;
+mod store_contract;
+mod streams;
+mod telemetry;
+mod webhook;
+mod webhook_tools;
