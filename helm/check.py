@@ -4,18 +4,18 @@
   helm/install-check-deps.sh                              # once: venv with the two packages below
   ~/.cache/mcp-harbor/helmenv/bin/python helm/check.py    # [--binary target/release/mcp-harbor]
 
-For each scenario (defaults: embedded SQLite on an emptyDir; ingress with TLS, allowedHosts,
-allowedOrigins and extraEnv; SQLite on a PersistentVolumeClaim; PostgreSQL from existing Secrets with the migration
-hook Job (and OTLP/HTTPS export to a vendor with headers); the PostgreSQL URL inline in the
-chart-managed Secret; values-production.yaml; an inline admin token; OpenTelemetry export over
-OTLP/HTTP with collector headers from a Secret, JSON logs and a ServiceMonitor; OTLP/gRPC with
-traces only) it
+For each scenario (SCENARIOS below: defaults; ingress with TLS, allowedHosts, allowedOrigins and
+extraEnv; SQLite on a PersistentVolumeClaim; PostgreSQL from existing Secrets with the migration
+hook Job; the PostgreSQL URL inline; values-production.yaml (HPA on streams per pod, alerts,
+dashboard, egress policy); an inline admin token; OTLP export; OTLP/gRPC; KEDA with a floor of one
+replica; Gateway API routes on IPv6 with every extension point; an existing ServiceAccount with TLS
+Secrets for the data stores) it
   1. validates the values against values.schema.json and lints the chart (helm-python-sdk, which
      bundles Helm's own Go SDK),
   2. renders the chart and validates every manifest, hooks included, against the Kubernetes
      OpenAPI schemas of the oldest and newest Kubernetes versions checked (kubernetes-validate,
-     strict: unknown fields fail); the ServiceMonitor (a Prometheus Operator CRD, which
-     kubernetes-validate has no schema for) against SERVICE_MONITOR_SCHEMA below,
+     strict: unknown fields fail); the custom resources (ServiceMonitor, PrometheusRule,
+     ScaledObject, HTTPRoute) against the structural schemas of helm/crd_schemas.py,
   3. checks what the chart promises: config mounted where MCP_HARBOR_CONFIG points, host 0.0.0.0,
      probes on /healthz and /readyz, non-root read-only pod, config/secret checksums, allowed
      hosts, ingress; storage (SQLite data dir on a writable volume: emptyDir or the PVC; or the
@@ -24,7 +24,12 @@ traces only) it
      the admin token from a Secret (secretKeyRef) or, without one, NOTES telling where the
      generated token is printed; OpenTelemetry settings as env vars only when an endpoint is set,
      collector headers only through a secretKeyRef, OTEL_RESOURCE_ATTRIBUTES from the downward
-     API; the ServiceMonitor selecting the Service's labels and its "metrics" port,
+     API; the ServiceMonitor selecting the Service's labels and its "metrics" port; and, through
+     helm/check_objects.py: no public Ingress or HTTPRoute route reaches /admin/v1, the autoscaler
+     has a non-CPU MCP metric and a slow scale-down, the disruption budget never lets the last pod
+     go, egress is limited to what the server calls, the PrometheusRule and the dashboard render
+     and their PromQL names only metrics the server exports (its real /metrics when a binary is
+     found, else src/metrics.rs's registrations),
   4. when a built server binary is found, boots it with the rendered config and environment (the
      container's volume mounts remapped to temporary directories, secretKeyRefs resolved) and
      checks /healthz, /readyz, that every allowed Host and browser Origin (and no other) may
@@ -37,8 +42,10 @@ traces only) it
      PostgreSQL scenarios use a fresh database on --postgres (created and dropped with psql;
      skipped, saying why, when it is unreachable) and run `mcp-harbor migrate` with the Job's
      environment first when the binary has that subcommand.
-It also checks that values.schema.json rejects bad values and that the values table of the chart's
-README.md documents every value. Exit status 1 on any failure.
+It also checks that values.schema.json rejects bad values, that the chart refuses impossible
+combinations with a message, that Chart.yaml's kubeVersion matches the oldest Kubernetes validated,
+and that the values table of the chart's README.md is what helm/values_table.py generates. Exit
+status 1 on any failure.
 """
 
 from __future__ import annotations
@@ -72,11 +79,22 @@ except ImportError as e:
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import check_objects  # noqa: E402 - helm/'s own modules, beside this file
+import crd_schemas  # noqa: E402
+import values_table  # noqa: E402
+
 CHART = HERE / "mcp-harbor"
 RELEASE, NAMESPACE = "harbor", "mcp"
 # src/config.rs, deny_unknown_fields
-CONFIG_SECTIONS = {"server", "sessions", "log", "storage", "admin", "redis", "cluster", "auth", "tls",
-                   "metrics", "telemetry", "tenants"}
+CONFIG_SECTIONS = {"server", "sessions", "modern", "log", "storage", "admin", "webhooks", "redis", "cluster",
+                   "auth", "tls", "metrics", "telemetry", "tenants"}
+# The oldest Kubernetes the chart supports (Chart.yaml kubeVersion; the preStop sleep action).
+OLDEST_KUBE = "1.30.0"
+# Every scenario names the image: the chart has no default repository (none is published).
+IMAGE = {"image": {"repository": "registry.example.com/platform/mcp-harbor"}}
+# Scenarios rendered and validated but not booted, and why.
+NO_BOOT = {"store-tls": "its redis.tls_*_path settings arrive with issue 61 item 1 (server change)"}
 DATA_MOUNT = "/var/lib/mcp-harbor"
 HOOK, HOOK_WEIGHT, HOOK_DELETE = ("helm.sh/hook", "helm.sh/hook-weight",
                                   "helm.sh/hook-delete-policy")
@@ -100,83 +118,6 @@ TELEMETRY_ENV = ("MCP_HARBOR__TELEMETRY__OTLP_ENDPOINT", "MCP_HARBOR__TELEMETRY_
                  "MCP_HARBOR__TELEMETRY__SERVICE_NAME", "MCP_HARBOR__TELEMETRY__TRACES",
                  "MCP_HARBOR__TELEMETRY__METRICS", "OTEL_EXPORTER_OTLP_HEADERS",
                  "OTEL_RESOURCE_ATTRIBUTES")
-# A Prometheus duration (the CRD's pattern) and its length in milliseconds.
-PROM_DURATION = re.compile(r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?"
-                           r"(([0-9]+)s)?(([0-9]+)ms)?)$")
-_LABEL_VALUE = {"type": "string", "pattern": r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"}
-_LABELS = {"type": "object", "additionalProperties": _LABEL_VALUE}
-# monitoring.coreos.com/v1 ServiceMonitor, after the Prometheus Operator's CRD: every field it
-# defines for the spec and an endpoint (unknown ones fail, as with the strict built-in kinds),
-# typed where the chart sets them.
-SERVICE_MONITOR_SCHEMA = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "monitoring.coreos.com/v1"},
-        "kind": {"const": "ServiceMonitor"},
-        "metadata": {
-            "type": "object",
-            "required": ["name"],
-            "properties": {
-                "name": {"type": "string", "maxLength": 253,
-                         "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},
-                "namespace": {"type": "string"},
-                "labels": _LABELS,
-                "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
-            },
-        },
-        "spec": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["selector", "endpoints"],
-            "properties": {
-                "selector": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "properties": {"matchLabels": _LABELS,
-                                   "matchExpressions": {"type": "array", "items": {"type": "object"}}},
-                },
-                "namespaceSelector": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "properties": {"any": {"type": "boolean"},
-                                   "matchNames": {"type": "array", "items": {"type": "string"}}},
-                },
-                "endpoints": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "properties": {
-                            "port": {"type": "string", "minLength": 1},
-                            "targetPort": {"type": ["integer", "string"]},
-                            "path": {"type": "string", "pattern": "^/"},
-                            "scheme": {"enum": ["http", "https", "HTTP", "HTTPS"]},
-                            "interval": {"type": "string", "pattern": PROM_DURATION.pattern},
-                            "scrapeTimeout": {"type": "string", "pattern": PROM_DURATION.pattern},
-                            **{k: {} for k in (
-                                "authorization", "basicAuth", "bearerTokenFile", "bearerTokenSecret",
-                                "enableHttp2", "filterRunning", "followRedirects", "honorLabels",
-                                "honorTimestamps", "metricRelabelings", "noProxy", "oauth2", "params",
-                                "proxyConnectHeader", "proxyFromEnvironment", "proxyUrl", "relabelings",
-                                "tlsConfig", "trackTimestampsStaleness")},
-                        },
-                        "not": {"required": ["port", "targetPort"]},
-                    },
-                },
-                **{k: {} for k in (
-                    "attachMetadata", "bodySizeLimit", "fallbackScrapeProtocol", "jobLabel",
-                    "keepDroppedTargets", "labelLimit", "labelNameLengthLimit", "labelValueLengthLimit",
-                    "nativeHistogramBucketLimit", "nativeHistogramMinBucketFactor", "podTargetLabels",
-                    "sampleLimit", "scrapeClass", "scrapeClassicHistograms", "scrapeProtocols",
-                    "selectorMechanism", "targetLabels", "targetLimit")},
-            },
-        },
-    },
-}
-
 SCENARIOS: dict[str, dict] = {
     "defaults": {},
     "ingress": {
@@ -208,6 +149,8 @@ SCENARIOS: dict[str, dict] = {
         "drainGraceSeconds": 30,
         "replicaCount": 2,
         "migration": {"podAnnotations": {"sidecar.istio.io/inject": "false"}},
+        # The migration Job runs as a hook copy of the chart's ServiceAccount, annotations included.
+        "serviceAccount": {"annotations": {"iam.example.com/role": "harbor-migrate"}},
         # The migration Job gets the same telemetry env (and reads the headers Secret) too.
         "telemetry": {"otlp": {"endpoint": "https://otlp.vendor.example.com/otlp", "protocol": "http/protobuf",
                                "headersSecret": {"name": "harbor-otlp", "key": "headers"}}},
@@ -252,10 +195,67 @@ SCENARIOS: dict[str, dict] = {
             "logFormat": "plain",
         },
     },
+    # KEDA on sessions per pod with a floor of one replica (the budget keeps that pod), the alerts
+    # with runbook links and the dashboard, egress without the internet rule.
+    "keda": {
+        "storage": {"databaseUrl": "postgres://harbor:s3cret@postgres.db.svc:5432/harbor"},
+        "redis": {"url": "redis://redis.db.svc:6379/0"},
+        "auth": {"sealingKeys": SEALING_KEYS},
+        "autoscaling": {"enabled": True, "provider": "keda", "minReplicas": 1, "maxReplicas": 6,
+                        "metric": "sessions", "targetPerPod": 300, "targetCPUUtilizationPercentage": None,
+                        "keda": {"serverAddress": "http://prometheus-operated.monitoring.svc:9090"}},
+        "metrics": {"enabled": True,
+                    "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"},
+                                       "runbookBaseUrl": "https://docs.example.com/mcp-harbor/observability"},
+                    "dashboard": {"enabled": True, "annotations": {"grafana_folder": "MCP"}}},
+        "networkPolicy": {"enabled": True, "egress": {"internet": {"enabled": False},
+                                                      "postgres": {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "port": 5432}}},
+    },
+    # Gateway API routes (public, and the admin API on an internal Gateway) and an admin Ingress,
+    # on an IPv6 cluster, with every extension point.
+    "gateway-ipv6": {
+        "ipFamily": "IPv6",
+        "httpRoute": {"enabled": True, "hostnames": ["mcp.example.com"],
+                      "parentRefs": [{"name": "public", "namespace": "gateway-system", "sectionName": "https"}],
+                      "admin": {"enabled": True, "hostnames": ["mcp-admin.internal.example.com"],
+                                "parentRefs": [{"name": "internal", "namespace": "gateway-system"}]}},
+        "ingress": {"enabled": False, "className": "nginx",
+                    "admin": {"enabled": True, "host": "admin.internal.example.com",
+                              "annotations": {"nginx.ingress.kubernetes.io/whitelist-source-range": "10.0.0.0/8"},
+                              "tls": {"enabled": True}}},
+        "trustedProxies": ["fd00:10:244::/56"],
+        "image": {"digest": "sha256:" + "ab" * 32},
+        "service": {"annotations": {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}},
+        "extraEnvFrom": [{"configMapRef": {"name": "harbor-extra-env"}}],
+        "extraVolumes": [{"name": "scratch", "emptyDir": {}}],
+        "extraVolumeMounts": [{"name": "scratch", "mountPath": "/var/scratch"}],
+        "initContainers": [{"name": "wait", "image": "busybox:1.36", "command": ["true"]}],
+        "sidecars": [{"name": "shipper", "image": "fluent/fluent-bit:3.0"}],
+        "priorityClassName": "mcp-critical",
+        "podLabels": {"team": "mcp"},
+        "startupProbe": {"periodSeconds": 5, "failureThreshold": 12},
+    },
+    # An existing ServiceAccount (the migration Job runs as it too) and TLS Secrets for PostgreSQL
+    # and Redis mounted for the issue 61 item 1 settings.
+    "store-tls": {
+        "serviceAccount": {"create": False, "name": "harbor-sa"},
+        "storage": {"existingSecret": "harbor-db", "databaseUrlKey": "url", "tls": {"secretName": "harbor-pg-tls"}},
+        "redis": {"existingSecret": "harbor-redis", "urlKey": "url",
+                  "tls": {"secretName": "harbor-redis-tls", "caKey": "ca.crt", "certKey": "tls.crt", "keyKey": "tls.key"}},
+        "auth": {"existingSecret": "harbor-seal", "sealingKeysKey": "keys"},
+    },
 }
 
 SCENARIOS["production"] = json.loads(json.dumps(
     yaml.safe_load((CHART / "values-production.yaml").read_text())))
+
+
+def with_image(values: dict) -> dict:
+    """values with IMAGE's repository (the chart refuses to render without one)."""
+    return values | {"image": IMAGE["image"] | values.get("image", {})}
+
+
+SCENARIOS = {name: with_image(values) for name, values in SCENARIOS.items()}
 
 # Values the schema must refuse.
 BAD_VALUES: dict[str, dict] = {
@@ -325,10 +325,28 @@ BAD_VALUES: dict[str, dict] = {
     "unknown metrics.serviceMonitor key":
         {"metrics": {"serviceMonitor": {"enabled": True, "port": "metrics"}}},
     "networkPolicy.metricsFrom not a list": {"networkPolicy": {"metricsFrom": {"podSelector": {}}}},
+    "image.repository with a tag": {"image": {"repository": "registry.example.com/mcp-harbor:0.1.0"}},
+    "image.digest that is not sha256:<64 hex>": {"image": {"digest": "latest"}},
+    "ingress.path (the chart routes the public paths itself)": {"ingress": {"path": "/"}},
+    "ingress.admin enabled without a host": {"ingress": {"admin": {"enabled": True}}},
+    "httpRoute enabled without parentRefs":
+        {"httpRoute": {"enabled": True, "hostnames": ["mcp.example.com"], "parentRefs": []}},
+    "httpRoute timeout that is not a duration": {"httpRoute": {"timeouts": {"request": "forever"}}},
+    'autoscaling.metric "cpu"': {"autoscaling": {"metric": "cpu"}},
+    'autoscaling.provider "vpa"': {"autoscaling": {"provider": "vpa"}},
+    "autoscaling.provider keda without keda.serverAddress":
+        {"autoscaling": {"enabled": True, "provider": "keda", "keda": {"serverAddress": ""}}},
+    "autoscaling.minReplicas 0": {"autoscaling": {"minReplicas": 0}},
+    'ipFamily "dual"': {"ipFamily": "dual"},
+    "networkPolicy.egress.internet.except entry without a prefix length":
+        {"networkPolicy": {"egress": {"internet": {"except": ["10.0.0.0"]}}}},
+    "metrics.prometheusRule.errorRatio 2": {"metrics": {"prometheusRule": {"errorRatio": 2}}},
+    "sidecars not a list": {"sidecars": {"name": "x"}},
 }
 
 # Values that pass the schema but the chart must refuse when rendering, with the message's start.
 REFUSED_RENDERS: dict[str, tuple[dict, str]] = {
+    "no image.repository (no image is published)": ({"image": {"repository": ""}}, "image.repository is required"),
     "replicaCount 2 on embedded SQLite": ({"replicaCount": 2}, "replicaCount > 1 needs"),
     "replicaCount 2 with PostgreSQL but no Redis":
         ({"replicaCount": 2, "storage": {"databaseUrl": "postgres://db/x"}}, "replicaCount > 1 needs"),
@@ -341,7 +359,20 @@ REFUSED_RENDERS: dict[str, tuple[dict, str]] = {
     "metrics.serviceMonitor.enabled without metrics.enabled":
         ({"metrics": {"enabled": False, "serviceMonitor": {"enabled": True}}},
          "metrics.serviceMonitor.enabled needs metrics.enabled=true"),
+    "metrics.prometheusRule.enabled without metrics.enabled":
+        ({"metrics": {"enabled": False, "prometheusRule": {"enabled": True}}},
+         "metrics.prometheusRule.enabled needs metrics.enabled=true"),
+    "autoscaling without metrics.enabled (no MCP metric to scale on)":
+        ({"autoscaling": {"enabled": True}, "storage": {"databaseUrl": "postgres://db/x"},
+          "redis": {"url": "redis://r:6379"}, "auth": {"sealingKeys": SEALING_KEYS}},
+         "autoscaling.enabled needs metrics.enabled=true"),
+    "podDisruptionBudget.maxUnavailable 3 with 3 replicas (every replica could go)":
+        ({"replicaCount": 3, "podDisruptionBudget": {"maxUnavailable": 3},
+          "storage": {"databaseUrl": "postgres://db/x"}, "redis": {"url": "redis://r:6379"},
+          "auth": {"sealingKeys": SEALING_KEYS}}, "would let every replica go"),
 }
+REFUSED_RENDERS = {name: (values if name.startswith("no image") else with_image(values), message)
+                   for name, (values, message) in REFUSED_RENDERS.items()}
 
 
 class Report:
@@ -427,20 +458,13 @@ def mount_of(container: dict, pod_spec: dict, path: str) -> tuple[dict, dict] | 
 
 
 def check_readme_table(r: Report, chart_dir: Path) -> None:
-    """Every value in values.yaml has a row (its own, or a parent's) in README.md's table."""
-    def leaves(d: dict, prefix: str = ""):
-        for k, v in d.items():
-            if isinstance(v, dict) and v:
-                yield from leaves(v, f"{prefix}{k}.")
-            else:
-                yield f"{prefix}{k}"
-    values = list(leaves(yaml.safe_load((chart_dir / "values.yaml").read_text())))
-    rows = set(re.findall(r"^\| `([^`]+)` \|", (chart_dir / "README.md").read_text(), re.M))
-    covered = lambda leaf, key: leaf == key or leaf.startswith(key + ".")  # noqa: E731
-    missing = [v for v in values if not any(covered(v, k) for k in rows)]
-    stale = sorted(k for k in rows if not any(covered(v, k) for v in values))
-    r.check("README.md's values table has a row for every value, and none for a removed one",
-            not missing and not stale, f"missing {missing}, stale {stale}")
+    """README.md's values table is what helm/values_table.py generates from values.yaml, and every
+    value is described (by its own comment or its section's)."""
+    current = values_table.readme_table((chart_dir / "README.md").read_text())
+    r.check("README.md's values table is generated from values.yaml (helm/values_table.py --write)",
+            current == values_table.table(chart_dir), "stale: run helm/values_table.py --write")
+    missing = values_table.undescribed(chart_dir)
+    r.check("every value in values.yaml has a comment (its own or its section's)", not missing, str(missing))
 
 
 def check_lint(r: Report, chart_dir: Path, values: dict, kube_version: str) -> None:
@@ -454,8 +478,9 @@ def check_lint(r: Report, chart_dir: Path, values: dict, kube_version: str) -> N
 
 def check_manifests(r: Report, docs: list[dict], kube_versions: list[str]) -> None:
     for doc in docs:
-        if (doc.get("apiVersion"), doc.get("kind")) == ("monitoring.coreos.com/v1", "ServiceMonitor"):
-            check_service_monitor_schema(r, doc)
+        schema = crd_schemas.SCHEMAS.get((doc.get("apiVersion"), doc.get("kind")))
+        if schema is not None:
+            check_crd_schema(r, doc, schema)
             continue
         for v in kube_versions:
             hook = " (hook)" if is_hook(doc) else ""
@@ -473,30 +498,32 @@ def check_manifests(r: Report, docs: list[dict], kube_versions: list[str]) -> No
 
 def prom_duration_ms(text: str) -> int:
     """A Prometheus duration (30s, 1m30s, 500ms) in milliseconds."""
-    if not PROM_DURATION.match(text):
+    if not crd_schemas.PROM_DURATION.match(text):
         raise ValueError(f"not a Prometheus duration: {text!r}")
     units = {"y": 365 * 86400_000, "w": 7 * 86400_000, "d": 86400_000, "h": 3600_000,
              "m": 60_000, "s": 1000, "ms": 1}
     return sum(int(n) * units[u] for n, u in re.findall(r"([0-9]+)(ms|y|w|d|h|m|s)", text))
 
 
-def check_service_monitor_schema(r: Report, doc: dict) -> None:
-    """kubernetes-validate knows no CRD: the ServiceMonitor against SERVICE_MONITOR_SCHEMA."""
-    name = f"{doc['kind']}/{doc['metadata']['name']} valid for monitoring.coreos.com/v1 (structural, strict)"
-    errors = sorted(jsonschema.Draft7Validator(SERVICE_MONITOR_SCHEMA).iter_errors(doc), key=str)
+def check_crd_schema(r: Report, doc: dict, schema: dict) -> None:
+    """kubernetes-validate knows no CRD: a custom resource against its structural schema."""
+    name = f"{doc['kind']}/{doc['metadata']['name']} valid for {doc['apiVersion']} (structural, strict)"
+    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(doc), key=str)
     r.check(name, not errors, "; ".join(
         f"{'.'.join(str(p) for p in e.absolute_path)}: {e.message}" for e in errors[:5]))
     if errors:
         return
-    for i, ep in enumerate(doc["spec"]["endpoints"]):
+    for i, ep in enumerate(doc["spec"].get("endpoints", [])):
         if "interval" in ep and "scrapeTimeout" in ep:
             r.check(f"endpoint {i}: 0 < scrapeTimeout <= interval (Prometheus refuses a longer timeout)",
                     0 < prom_duration_ms(ep["scrapeTimeout"]) <= prom_duration_ms(ep["interval"]),
                     f"{ep['scrapeTimeout']} vs {ep['interval']}")
 
 
-def check_production_objects(r: Report, merged: dict, kinds: dict, dep: dict, pod: dict) -> None:
-    """ServiceAccount, topology spread, autoscaler, disruption budget, network policy."""
+def check_production_objects(r: Report, merged: dict, kinds: dict, docs: list[dict], dep: dict, pod: dict,
+                             exported: set[str], postgres: bool) -> None:
+    """ServiceAccount, topology spread, routes, autoscaler, disruption budget, network policy,
+    alert rules and dashboard (the last five in helm/check_objects.py)."""
     labels = dep["spec"]["selector"]["matchLabels"]
     spec = pod["spec"]
     sa = kinds.get("ServiceAccount")
@@ -510,21 +537,6 @@ def check_production_objects(r: Report, merged: dict, kinds: dict, dep: dict, po
         r.check("pods spread over hostnames and zones, selecting their own labels",
                 {c["topologyKey"] for c in spread} == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
                 and all(c["labelSelector"]["matchLabels"] == labels for c in spread))
-    hpa = kinds.get("HorizontalPodAutoscaler")
-    if merged["autoscaling"]["enabled"]:
-        a = merged["autoscaling"]
-        r.check("the HPA scales the Deployment on CPU between min and max; no fixed replicas",
-                hpa is not None and hpa["spec"]["scaleTargetRef"]["name"] == dep["metadata"]["name"]
-                and hpa["spec"]["minReplicas"] == a["minReplicas"]
-                and hpa["spec"]["maxReplicas"] == a["maxReplicas"]
-                and hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"]
-                == a["targetCPUUtilizationPercentage"]
-                and "replicas" not in dep["spec"])
-    pdb = kinds.get("PodDisruptionBudget")
-    if merged["autoscaling"]["enabled"] or merged["replicaCount"] > 1:
-        r.check("a PodDisruptionBudget keeps replicas serving through node drains",
-                pdb is not None and pdb["spec"]["selector"]["matchLabels"] == labels
-                and pdb["spec"]["maxUnavailable"] == merged["podDisruptionBudget"]["maxUnavailable"])
     netpol = kinds.get("NetworkPolicy")
     if merged["networkPolicy"]["enabled"]:
         m = merged["metrics"]
@@ -549,14 +561,19 @@ def check_production_objects(r: Report, merged: dict, kinds: dict, dep: dict, po
         if scrapers:
             r.check("networkPolicy.metricsFrom peers reach the metrics port only",
                     rules[-1]["from"] == scrapers)
-        r.check("the NetworkPolicy restricts ingress only: egress (webhooks, databases, the OTLP "
-                "collector) stays open",
-                netpol is not None and netpol["spec"].get("policyTypes") == ["Ingress"]
-                and "egress" not in netpol["spec"])
+    redis = bool(merged["redis"]["url"] or merged["redis"]["existingSecret"])
+    check_objects.check_egress(r, merged, netpol, labels, postgres, redis)
+    check_objects.check_routes(r, merged, docs, kinds["Service"])
+    check_objects.check_autoscaling(r, merged, docs, dep, exported)
+    check_objects.check_disruption_budget(r, merged, docs, labels)
+    runbooks = ROOT / "docs" / "observability.md"
+    check_objects.check_prometheus_rule(r, merged, docs, exported,
+                                        runbooks.read_text() if runbooks.is_file() else None)
+    check_objects.check_dashboard(r, merged, docs, exported)
 
 
 def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
-                         docs: list[dict]) -> dict:
+                         docs: list[dict], exported: set[str]) -> dict:
     """The chart-specific assertions; returns what the boot check needs."""
     merged = chart.merge_values(values)
     storage, persistence, admin = merged["storage"], merged["persistence"], merged["admin"]
@@ -567,36 +584,44 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
                         or auth["sealingKeys"])
     pvc_wanted = not postgres and persistence["enabled"] and not persistence["existingClaim"]
     release_docs = [d for d in docs if not is_hook(d)]
-    hook_docs = [d for d in docs if is_hook(d)]
-    kinds = by_kind(release_docs)
-    autoscaling = merged["autoscaling"]["enabled"]
-    many = autoscaling or merged["replicaCount"] > 1
-    want = {"ConfigMap", "Deployment", "Service"} | ({"Ingress"} if merged["ingress"]["enabled"] else set())
-    want |= ({"Secret"} if chart_secret else set()) | ({"PersistentVolumeClaim"} if pvc_wanted else set())
-    want |= ({"ServiceAccount"} if merged["serviceAccount"]["create"] else set())
-    want |= ({"HorizontalPodAutoscaler"} if autoscaling else set())
-    want |= ({"PodDisruptionBudget"} if many else set())
-    want |= ({"NetworkPolicy"} if merged["networkPolicy"]["enabled"] else set())
-    want |= ({"ServiceMonitor"} if merged["metrics"]["serviceMonitor"]["enabled"] else set())
+    hook_docs = [d for d in docs if is_hook(d) and "test" not in d["metadata"]["annotations"][HOOK].split(",")]
+    test_docs = [d for d in docs if is_hook(d) and d not in hook_docs]
+    # The release's main object of each kind (the admin routes and the dashboard are extra ones).
+    kinds = by_kind([d for d in release_docs if not check_objects.is_admin(d)
+                     and not d["metadata"]["name"].endswith("-dashboard")])
+    a, ing, route, m = merged["autoscaling"], merged["ingress"], merged["httpRoute"], merged["metrics"]
+    many = a["enabled"] or merged["replicaCount"] > 1
+    want = ["ConfigMap", "Deployment", "Service"] + ["Ingress"] * (ing["enabled"] + ing["admin"]["enabled"])
+    want += ["HTTPRoute"] * (route["enabled"] + route["admin"]["enabled"])
+    want += ["Secret"] * chart_secret + ["PersistentVolumeClaim"] * pvc_wanted
+    want += ["ServiceAccount"] * merged["serviceAccount"]["create"]
+    want += [{"hpa": "HorizontalPodAutoscaler", "keda": "ScaledObject"}[a["provider"]]] * a["enabled"]
+    want += ["PodDisruptionBudget"] * (many and merged["podDisruptionBudget"]["enabled"])
+    want += ["NetworkPolicy"] * merged["networkPolicy"]["enabled"]
+    want += ["ServiceMonitor"] * m["serviceMonitor"]["enabled"] + ["PrometheusRule"] * m["prometheusRule"]["enabled"]
+    want += ["ConfigMap"] * m["dashboard"]["enabled"]
     r.check(f"renders exactly {sorted(want)} (besides hooks)",
-            set(kinds) == want and len(release_docs) == len(want),
-            f"got {[d['kind'] for d in release_docs]}")
-    want_hooks = ({"ConfigMap", "Job"} | ({"Secret"} if chart_secret else set())) if postgres else set()
-    r.check(f"hooks: exactly {sorted(want_hooks) or 'none'}",
+            sorted(d["kind"] for d in release_docs) == sorted(want),
+            f"got {sorted(d['kind'] for d in release_docs)}")
+    want_hooks = ((["ConfigMap", "Job"] + ["Secret"] * chart_secret
+                   + ["ServiceAccount"] * merged["serviceAccount"]["create"]) if postgres else [])
+    r.check(f"hooks: exactly {sorted(want_hooks) or 'none'} (and the helm test Pod)",
             sorted(d["kind"] for d in hook_docs) == sorted(want_hooks),
             f"got {[d['kind'] for d in hook_docs]}")
     cm, dep, svc = kinds.get("ConfigMap"), kinds.get("Deployment"), kinds.get("Service")
     if not (cm and dep and svc):
         return {}
     pod = dep["spec"]["template"]
-    (container,) = pod["spec"]["containers"]
+    container = next(c for c in pod["spec"]["containers"] if c["name"] == "mcp-harbor")
     release_secrets = {d["metadata"]["name"]: secret_data(d) for d in release_docs if d["kind"] == "Secret"}
     env = r.run("every env secretKeyRef names a chart-managed or pre-existing Secret key",
                 lambda: resolve_env(container, release_secrets | EXISTING_SECRETS))
     if env is None:
         return {}
     refs = secret_refs(container)
-    check_production_objects(r, merged, kinds, dep, pod)
+    check_production_objects(r, merged, kinds, release_docs, dep, pod, exported, postgres)
+    check_helm_test(r, merged, test_docs, svc, container)
+    check_extension_points(r, merged, dep, pod, container, svc)
 
     # Configuration file: valid TOML of known sections, mounted where MCP_HARBOR_CONFIG points.
     config_text = cm["data"].get("config.toml", "")
@@ -617,7 +642,10 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
             annotations.get("checksum/config") == want_sum)
 
     # Listening, probes, ports.
-    r.check("MCP_HARBOR__SERVER__HOST=0.0.0.0", env.get("MCP_HARBOR__SERVER__HOST") == "0.0.0.0")
+    ipv6 = merged["ipFamily"] == "IPv6"
+    want_host = "::" if ipv6 else "0.0.0.0"
+    r.check(f"MCP_HARBOR__SERVER__HOST={want_host} (ipFamily {merged['ipFamily']})",
+            env.get("MCP_HARBOR__SERVER__HOST") == want_host)
     ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
     r.check("container port matches MCP_HARBOR__SERVER__PORT",
             str(ports.get("http")) == env.get("MCP_HARBOR__SERVER__PORT"), f"{ports} vs {env}")
@@ -629,9 +657,11 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
     # Replicas: each pod a named replica reachable at its IP; Redis when there is more than one.
     r.check("MCP_HARBOR__CLUSTER__REPLICA_ID is the pod name",
             env.get("MCP_HARBOR__CLUSTER__REPLICA_ID") == POD_FIELDS["metadata.name"])
-    r.check("MCP_HARBOR__CLUSTER__ADVERTISE_URL is http://<pod IP>:<port>",
-            env.get("MCP_HARBOR__CLUSTER__ADVERTISE_URL")
-            == f"http://{POD_FIELDS['status.podIP']}:{env.get('MCP_HARBOR__SERVER__PORT')}")
+    raw_env = {e["name"]: e.get("value") for e in container.get("env", [])}
+    want_url = f"http://[$(POD_IP)]:{merged['containerPort']}" if ipv6 else f"http://$(POD_IP):{merged['containerPort']}"
+    r.check(f"MCP_HARBOR__CLUSTER__ADVERTISE_URL is {want_url} (an IPv6 pod IP in brackets)",
+            raw_env.get("MCP_HARBOR__CLUSTER__ADVERTISE_URL") == want_url
+            and raw_env.get("POD_IP") is None, f"got {raw_env.get('MCP_HARBOR__CLUSTER__ADVERTISE_URL')}")
     r.check("drain grace from drainGraceSeconds, pod grace covers preStop + drain + 10 s",
             env.get("MCP_HARBOR__CLUSTER__DRAIN_GRACE_SECS") == str(merged["drainGraceSeconds"])
             and pod["spec"].get("terminationGracePeriodSeconds")
@@ -643,7 +673,7 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
     metrics_ports = [p for p in container.get("ports", []) if p["name"] == "metrics"]
     if m["enabled"]:
         r.check("metrics on their own port: env, container port and Service port",
-                env.get("MCP_HARBOR__METRICS__LISTEN") == f"0.0.0.0:{m['port']}"
+                env.get("MCP_HARBOR__METRICS__LISTEN") == f"{'[::]' if ipv6 else '0.0.0.0'}:{m['port']}"
                 and [p["containerPort"] for p in metrics_ports] == [m["port"]]
                 and any(p["name"] == "metrics" and p["port"] == m["port"]
                         for p in svc["spec"]["ports"]))
@@ -699,8 +729,13 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
     want_hosts = set(merged["allowedHosts"]) | {svc_name, f"{svc_name}.{NAMESPACE}.svc"}
     ingress = kinds.get("Ingress")
     if ingress:
-        want_hosts.add(merged["ingress"]["host"])
-    r.check("allowed hosts include allowedHosts, the Service names and the ingress host",
+        want_hosts |= {merged["ingress"]["host"], *merged["ingress"]["extraHosts"]}
+    if merged["ingress"]["admin"]["enabled"]:
+        want_hosts.add(merged["ingress"]["admin"]["host"])
+    for r_ in (merged["httpRoute"], merged["httpRoute"]["admin"]):
+        if r_["enabled"]:
+            want_hosts |= set(r_["hostnames"])
+    r.check("allowed hosts include allowedHosts, the Service names and every Ingress and HTTPRoute host",
             want_hosts <= set(hosts), f"missing {sorted(want_hosts - set(hosts))}")
 
     # Allowed browser origins: only set when there are some, as the JSON list the server reads.
@@ -712,26 +747,29 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
     else:
         r.check("no MCP_HARBOR__SERVER__ALLOWED_ORIGINS without allowedOrigins", origins_env is None)
 
-    # Trusted proxies: the listed ones, else the private ranges behind the ingress, else none.
+    # Trusted proxies: exactly the listed ones (never a private range by default).
     proxies_env = env.get("MCP_HARBOR__SERVER__TRUSTED_PROXIES")
-    want_proxies = merged["trustedProxies"] or (
-        ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"]
-        if merged["ingress"]["enabled"] else [])
-    r.check("MCP_HARBOR__SERVER__TRUSTED_PROXIES: trustedProxies, or the private ranges behind the ingress",
-            (json.loads(proxies_env) if proxies_env is not None else []) == want_proxies,
+    r.check("MCP_HARBOR__SERVER__TRUSTED_PROXIES is trustedProxies, no default ranges",
+            (json.loads(proxies_env) if proxies_env is not None else []) == merged["trustedProxies"],
             f"got {proxies_env!r}")
+    proxied = merged["ingress"]["enabled"] or merged["httpRoute"]["enabled"]
+    notes_text = rendered.get(f"{chart.name}/templates/NOTES.txt", "")
+    r.check("NOTES.txt warns when a proxy fronts the pods and trustedProxies is empty",
+            ("WARNING: trustedProxies is empty" in notes_text) == (proxied and not merged["trustedProxies"]))
 
     for extra in merged["extraEnv"]:
         r.check(f"extraEnv {extra['name']} reaches the container",
                 env.get(extra["name"]) == extra.get("value", ""))
 
     if ingress:
-        rule = ingress["spec"]["rules"][0]
-        backend = rule["http"]["paths"][0]["backend"]["service"]
         svc_ports = {p["name"] for p in svc["spec"]["ports"]}
-        r.check("Ingress routes its host to the Service's http port",
-                rule["host"] == merged["ingress"]["host"] and backend["name"] == svc_name
-                and backend["port"].get("name") in svc_ports, json.dumps(rule))
+        hosts_routed = [rule["host"] for rule in ingress["spec"]["rules"]]
+        backends = [p["backend"]["service"] for rule in ingress["spec"]["rules"] for p in rule["http"]["paths"]]
+        r.check("Ingress routes its hosts to the Service's http port",
+                hosts_routed == list(dict.fromkeys([merged["ingress"]["host"], *merged["ingress"]["extraHosts"]]))
+                and all(b["name"] == svc_name and b["port"].get("name") == "http" and "http" in svc_ports for b in backends),
+                json.dumps(ingress["spec"]["rules"])[:300])
+        rule = ingress["spec"]["rules"][0]
         tls = ingress["spec"].get("tls", [])
         r.check("Ingress TLS covers the host when enabled",
                 bool(tls) == merged["ingress"]["tls"]["enabled"]
@@ -839,6 +877,66 @@ def check_chart_promises(r: Report, values: dict, chart, rendered: dict,
             "persistent": not postgres and persistence["enabled"],
             "metrics": merged["metrics"]["enabled"], "telemetry": merged["telemetry"],
             "log_format": effective_log_format(env, config or {})}
+
+
+def check_helm_test(r: Report, merged: dict, tests: list[dict], svc: dict, container: dict) -> None:
+    """`helm test`: one Pod running the release's image to probe the Service."""
+    if not r.check("one helm test Pod", len(tests) == 1 and tests[0]["kind"] == "Pod", str(len(tests))):
+        return
+    spec = tests[0]["spec"]
+    (probe,) = spec["containers"]
+    url = f"http://{svc['metadata']['name']}.{NAMESPACE}.svc:{merged['service']['port']}"
+    r.check(f"helm test runs `mcp-harbor healthcheck --url {url}` from the release's image, once",
+            probe["image"] == container["image"] and probe.get("args") == ["healthcheck", "--url", url]
+            and spec.get("restartPolicy") == "Never" and spec.get("automountServiceAccountToken") is False)
+
+
+def check_extension_points(r: Report, merged: dict, dep: dict, pod: dict, container: dict, svc: dict) -> None:
+    """extraEnvFrom, extraVolumes and mounts, initContainers, sidecars, priorityClassName,
+    podLabels, the startup probe, the image digest and Service annotations reach their objects."""
+    spec = pod["spec"]
+    names = [c["name"] for c in spec["containers"]]
+    r.check("the server container first, then the sidecars",
+            names == ["mcp-harbor"] + [s["name"] for s in merged["sidecars"]], str(names))
+    r.check("initContainers as given", spec.get("initContainers", []) == merged["initContainers"])
+    r.check("extraEnvFrom as the container's envFrom", container.get("envFrom", []) == merged["extraEnvFrom"])
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    r.check("extraVolumes in the pod, extraVolumeMounts in the server container",
+            all(volumes.get(v["name"]) == v for v in merged["extraVolumes"])
+            and all(m in container.get("volumeMounts", []) for m in merged["extraVolumeMounts"]))
+    r.check("priorityClassName on the pod only when set",
+            spec.get("priorityClassName") == (merged["priorityClassName"] or None))
+    labels = pod["metadata"]["labels"]
+    r.check("podLabels on the pods, not in the Deployment's selector",
+            merged["podLabels"].items() <= labels.items()
+            and not set(merged["podLabels"]) & set(dep["spec"]["selector"]["matchLabels"]))
+    startup = container.get("startupProbe")
+    s = merged["startupProbe"]
+    r.check("a startup probe on /healthz (liveness waits for it) when enabled",
+            (startup is not None) == s["enabled"] and (not startup or (
+                startup["httpGet"]["path"] == "/healthz" and startup["periodSeconds"] == s["periodSeconds"]
+                and startup["failureThreshold"] == s["failureThreshold"])), json.dumps(startup))
+    image = merged["image"]
+    want = f"{image['repository']}:{image['tag'] or '0.1.0'}" + (f"@{image['digest']}" if image["digest"] else "")
+    r.check(f"image {want}", container["image"] == want, container["image"])
+    r.check("service.annotations on the Service",
+            (svc["metadata"].get("annotations") or {}) == merged["service"]["annotations"])
+    mounts = {m["name"]: m for m in container.get("volumeMounts", [])}
+    for store, secret, path in (("redis", merged["redis"]["tls"]["secretName"], "/etc/mcp-harbor/redis-tls"),
+                                ("postgres", merged["storage"]["tls"]["secretName"], "/etc/mcp-harbor/postgres-tls")):
+        if secret:
+            volume = volumes.get(f"{store}-tls", {})
+            r.check(f"{store} TLS Secret {secret} mounted read-only at {path}",
+                    volume.get("secret", {}).get("secretName") == secret
+                    and mounts.get(f"{store}-tls", {}).get("mountPath") == path
+                    and mounts[f"{store}-tls"].get("readOnly") is True)
+    tls = merged["redis"]["tls"]
+    if tls["secretName"]:
+        raw = {e["name"]: e.get("value") for e in container.get("env", [])}
+        want_env = {f"MCP_HARBOR__REDIS__TLS_{k}_PATH": f"/etc/mcp-harbor/redis-tls/{v}"
+                    for k, v in (("CA", tls["caKey"]), ("CERT", tls["certKey"]), ("KEY", tls["keyKey"])) if v}
+        r.check("MCP_HARBOR__REDIS__TLS_{CA,CERT,KEY}_PATH name the mounted files",
+                {k: raw.get(k) for k in want_env} == want_env, str(want_env))
 
 
 def effective_log_format(env: dict[str, str], config: dict) -> str:
@@ -974,6 +1072,17 @@ def check_migration_job(r: Report, merged: dict, hooks: list[dict], dep: dict, c
             pod["spec"].get("restartPolicy") == "Never"
             and pod["spec"].get("securityContext") == dep["spec"]["template"]["spec"].get("securityContext")
             and jc.get("securityContext") == container.get("securityContext"))
+    sa_name = pod["spec"].get("serviceAccountName")
+    if merged["serviceAccount"]["create"]:
+        copies = [d for d in hooks if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == sa_name]
+        annotations = copies[0]["metadata"]["annotations"] if copies else {}
+        r.check("Job runs as the hook copy of the chart's ServiceAccount (same annotations, no token)",
+                len(copies) == 1 and copies[0].get("automountServiceAccountToken") is False
+                and merged["serviceAccount"]["annotations"].items() <= annotations.items(), str(sa_name))
+    else:
+        r.check("Job runs as the configured ServiceAccount, like the pods",
+                sa_name == dep["spec"]["template"]["spec"].get("serviceAccountName") == (
+                    merged["serviceAccount"]["name"] or "default"), str(sa_name))
     r.check("Job pod annotations are migration.podAnnotations",
             (pod["metadata"].get("annotations") or {}) == merged["migration"]["podAnnotations"])
     selector = svc["spec"]["selector"]
@@ -1410,7 +1519,7 @@ def main() -> int:
     latest = kubernetes_validate.utils.latest_version()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kube-version", action="append", dest="kube_versions",
-                    help=f"Kubernetes version(s) to validate against (default: 1.29.0 and {latest})")
+                    help=f"Kubernetes version(s) to validate against (default: {OLDEST_KUBE} and {latest})")
     ap.add_argument("--binary", help="mcp-harbor binary for the boot check "
                     "(default: $MCP_HARBOR_BIN, target/release, target/debug)")
     ap.add_argument("--no-boot", action="store_true", help="skip the boot check")
@@ -1423,7 +1532,7 @@ def main() -> int:
     ap.add_argument("--chart", type=Path, default=CHART, help="chart directory (default: %(default)s)")
     args = ap.parse_args()
     chart_dir = args.chart.resolve()
-    kube_versions = args.kube_versions or ["1.29.0", latest]
+    kube_versions = args.kube_versions or [OLDEST_KUBE, latest]
     binary = None if args.no_boot else find_binary(args.binary)
     if args.binary and binary is None:
         sys.exit(f"helm/check.py: --binary {args.binary} is not an executable file")
@@ -1442,6 +1551,15 @@ def main() -> int:
         print(f"\n[chart] {meta['name']} {meta['version']} (appVersion {meta.get('appVersion')})")
         r.check("Chart.yaml: apiVersion v2, appVersion 0.1.0",
                 meta.get("apiVersion") == "v2" and meta.get("appVersion") == "0.1.0")
+        r.check(f"Chart.yaml: kubeVersion >={OLDEST_KUBE}-0, the oldest version validated (preStop sleep)",
+                meta.get("kubeVersion") == f">={OLDEST_KUBE}-0" and kube_versions[0] == OLDEST_KUBE,
+                f"{meta.get('kubeVersion')!r}, validating {kube_versions}")
+        families = r.run("the server's metric families: " + (
+            f"from {binary}'s /metrics" if binary else "from src/metrics.rs (no binary built)"),
+            lambda: check_objects.families_from_server(binary) if binary
+            else check_objects.families_from_source(ROOT / "src" / "metrics.rs"))
+        exported = check_objects.sample_names(families or {})
+        r.check(f"{len(families or {})} metric families found", len(families or {}) >= 15, str(families))
         r.check("values.schema.json is present", chart.schema is not None)
         check_readme_table(r, chart_dir)
         for name, bad in BAD_VALUES.items():
@@ -1475,13 +1593,15 @@ def main() -> int:
             if docs is None:
                 continue
             check_manifests(r, docs, kube_versions)
-            facts = check_chart_promises(r, values, chart, rendered, docs)
+            facts = check_chart_promises(r, values, chart, rendered, docs, exported)
             if scenario == "production" and facts:
                 r.check("values-production.yaml: JSON log lines (MCP_HARBOR__LOG__FORMAT=json)",
                         facts["log_format"] == "json" and facts["env"].get("MCP_HARBOR__LOG__FORMAT") == "json")
             if binary is None:
                 print("  skip  boot check: no built mcp-harbor binary (cargo build --release, or --binary)"
                       if not args.no_boot else "  skip  boot check (--no-boot)")
+            elif scenario in NO_BOOT:
+                print(f"  skip  boot check: {NO_BOOT[scenario]}")
             elif facts:
                 check_boot(r, binary, facts, pg, scenario)
 

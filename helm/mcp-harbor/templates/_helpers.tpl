@@ -28,19 +28,35 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{/*
+The image reference: repository:tag, or repository:tag@digest when a digest pins it. There is no
+default repository: nobody publishes the image, the operator builds and pushes it.
+*/}}
 {{- define "mcp-harbor.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- $repository := required "image.repository is required: no public mcp-harbor image is published. Build deploy/Dockerfile, push it to a registry your cluster pulls from and set image.repository (docs/kubernetes.md, step 1)" .Values.image.repository }}
+{{- $ref := printf "%s:%s" $repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- with .Values.image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end }}
+{{- $ref }}
 {{- end }}
 
 {{/*
 server.allowed_hosts as a JSON list (the form MCP_HARBOR__SERVER__ALLOWED_HOSTS takes):
-allowedHosts, the Service's in-cluster DNS names and, when the ingress is on, its host.
+allowedHosts, the Service's in-cluster DNS names and the hosts of every Ingress and HTTPRoute.
 */}}
 {{- define "mcp-harbor.allowedHosts" -}}
 {{- $fullname := include "mcp-harbor.fullname" . }}
 {{- $hosts := concat .Values.allowedHosts (list $fullname (printf "%s.%s" $fullname .Release.Namespace) (printf "%s.%s.svc" $fullname .Release.Namespace) (printf "%s.%s.svc.cluster.local" $fullname .Release.Namespace)) }}
 {{- if .Values.ingress.enabled }}
-{{- $hosts = append $hosts .Values.ingress.host }}
+{{- $hosts = concat $hosts (list .Values.ingress.host) .Values.ingress.extraHosts }}
+{{- end }}
+{{- if .Values.ingress.admin.enabled }}
+{{- $hosts = append $hosts .Values.ingress.admin.host }}
+{{- end }}
+{{- if .Values.httpRoute.enabled }}
+{{- $hosts = concat $hosts .Values.httpRoute.hostnames }}
+{{- end }}
+{{- if .Values.httpRoute.admin.enabled }}
+{{- $hosts = concat $hosts .Values.httpRoute.admin.hostnames }}
 {{- end }}
 {{- $hosts | uniq | toJson }}
 {{- end }}
@@ -95,7 +111,7 @@ Call with (dict "root" $ "resources" <name of the ConfigMap/Secret to read> "mig
 - name: MCP_HARBOR_CONFIG
   value: /etc/mcp-harbor/config.toml
 - name: MCP_HARBOR__SERVER__HOST
-  value: "0.0.0.0"
+  value: {{ ternary "::" "0.0.0.0" (eq $v.ipFamily "IPv6") | quote }}
 - name: MCP_HARBOR__SERVER__PORT
   value: {{ $v.containerPort | quote }}
 - name: MCP_HARBOR__SERVER__ALLOWED_HOSTS
@@ -104,11 +120,7 @@ Call with (dict "root" $ "resources" <name of the ConfigMap/Secret to read> "mig
 - name: MCP_HARBOR__SERVER__ALLOWED_ORIGINS
   value: {{ toJson . | quote }}
 {{- end }}
-{{- $proxies := $v.trustedProxies }}
-{{- if and (not $proxies) $v.ingress.enabled }}
-{{- $proxies = list "10.0.0.0/8" "172.16.0.0/12" "192.168.0.0/16" "fc00::/7" }}
-{{- end }}
-{{- with $proxies }}
+{{- with $v.trustedProxies }}
 - name: MCP_HARBOR__SERVER__TRUSTED_PROXIES
   value: {{ toJson . | quote }}
 {{- end }}
@@ -147,7 +159,7 @@ Call with (dict "root" $ "resources" <name of the ConfigMap/Secret to read> "mig
   value: {{ $v.admin.allowHttpLoopbackWebhooks | quote }}
 {{- if $v.metrics.enabled }}
 - name: MCP_HARBOR__METRICS__LISTEN
-  value: {{ printf "0.0.0.0:%d" (int $v.metrics.port) | quote }}
+  value: {{ printf "%s:%d" (ternary "[::]" "0.0.0.0" (eq $v.ipFamily "IPv6")) (int $v.metrics.port) | quote }}
 {{- end }}
 {{- with $v.auth.publicUrl }}
 - name: MCP_HARBOR__AUTH__PUBLIC_URL
@@ -178,6 +190,16 @@ Call with (dict "root" $ "resources" <name of the ConfigMap/Secret to read> "mig
       {{- end }}
 - name: MCP_HARBOR__REDIS__KEY_PREFIX
   value: {{ $v.redis.keyPrefix | quote }}
+{{- with $v.redis.tls }}
+{{- if .secretName }}
+{{- range $setting, $key := dict "CA" .caKey "CERT" .certKey "KEY" .keyKey }}
+{{- if $key }}
+- name: MCP_HARBOR__REDIS__TLS_{{ $setting }}_PATH
+  value: {{ printf "%s/%s" (include "mcp-harbor.redisTlsDir" $) $key | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- /* Each pod is a replica: named after the pod, reached by the others at its IP. */}}
 - name: MCP_HARBOR__CLUSTER__REPLICA_ID
@@ -189,7 +211,7 @@ Call with (dict "root" $ "resources" <name of the ConfigMap/Secret to read> "mig
     fieldRef:
       fieldPath: status.podIP
 - name: MCP_HARBOR__CLUSTER__ADVERTISE_URL
-  value: "http://$(POD_IP):{{ $v.containerPort }}"
+  value: {{ printf (ternary "http://[$(POD_IP)]:%v" "http://$(POD_IP):%v" (eq $v.ipFamily "IPv6")) $v.containerPort | quote }}
 - name: MCP_HARBOR__CLUSTER__DRAIN_GRACE_SECS
   value: {{ $v.drainGraceSeconds | quote }}
 {{- with $v.telemetry.logFormat }}
@@ -257,7 +279,6 @@ attributes through the downward API ($(VAR) refers to the variables just above i
 {{- regexReplaceAll "\\.?0+$" (printf "%.12f" (float64 .Values.telemetry.samplingRatio)) "" }}
 {{- end }}
 
-{{/* Pod-level settings shared by the Deployment and the migration Job. */}}
 {{/* The pods' ServiceAccount. */}}
 {{- define "mcp-harbor.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
@@ -267,8 +288,69 @@ attributes through the downward API ($(VAR) refers to the variables just above i
 {{- end -}}
 {{- end }}
 
+{{/*
+The migration Job's ServiceAccount: the pods' own when it exists before install
+(serviceAccount.create=false); else the hook copy of the chart's ServiceAccount (same annotations),
+since a pre-install hook runs before the release's ServiceAccount is created.
+*/}}
+{{- define "mcp-harbor.migrationServiceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- include "mcp-harbor.suffixed" (dict "root" . "suffix" "migrate") -}}
+{{- else -}}
+{{- include "mcp-harbor.serviceAccountName" . -}}
+{{- end -}}
+{{- end }}
+
+{{/* Where the Redis and PostgreSQL TLS Secrets are mounted. */}}
+{{- define "mcp-harbor.redisTlsDir" -}}/etc/mcp-harbor/redis-tls{{- end }}
+{{- define "mcp-harbor.postgresTlsDir" -}}/etc/mcp-harbor/postgres-tls{{- end }}
+
+{{/* Volumes and mounts of the data stores' TLS Secrets (Deployment and migration Job). */}}
+{{- define "mcp-harbor.storeTlsVolumes" -}}
+{{- if and (include "mcp-harbor.redis" .) .Values.redis.tls.secretName }}
+- name: redis-tls
+  secret:
+    secretName: {{ .Values.redis.tls.secretName | quote }}
+{{- end }}
+{{- if and (include "mcp-harbor.postgres" .) .Values.storage.tls.secretName }}
+- name: postgres-tls
+  secret:
+    secretName: {{ .Values.storage.tls.secretName | quote }}
+{{- end }}
+{{- end }}
+{{- define "mcp-harbor.storeTlsMounts" -}}
+{{- if and (include "mcp-harbor.redis" .) .Values.redis.tls.secretName }}
+- name: redis-tls
+  mountPath: {{ include "mcp-harbor.redisTlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- if and (include "mcp-harbor.postgres" .) .Values.storage.tls.secretName }}
+- name: postgres-tls
+  mountPath: {{ include "mcp-harbor.postgresTlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/* The fewest replicas that run: autoscaling.minReplicas, or replicaCount. */}}
+{{- define "mcp-harbor.replicaFloor" -}}
+{{- if .Values.autoscaling.enabled }}{{ .Values.autoscaling.minReplicas }}{{ else }}{{ .Values.replicaCount }}{{ end }}
+{{- end }}
+
+{{/* PromQL label matchers of this release's series (metrics.seriesSelector). */}}
+{{- define "mcp-harbor.seriesSelector" -}}
+{{- .Values.metrics.seriesSelector | default (printf "namespace=%q,service=%q" .Release.Namespace (include "mcp-harbor.fullname" .)) }}
+{{- end }}
+
+{{/* The Prometheus metric autoscaling.metric names. */}}
+{{- define "mcp-harbor.autoscalingMetric" -}}
+{{- get (dict "sessions" "mcp_harbor_sessions_active" "streams" "mcp_harbor_sse_streams_open" "connections" "mcp_harbor_http_connections_open") .Values.autoscaling.metric }}
+{{- end }}
+
 {{- define "mcp-harbor.podCommon" -}}
 automountServiceAccountToken: false
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . | quote }}
+{{- end }}
 {{- with .Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
