@@ -136,7 +136,9 @@ impl Application {
         let backends = if config.redis.url.is_empty() {
             Backends::in_process(retention)
         } else {
-            Backends::redis(&config.redis.url, &config.redis.key_prefix, retention).await?
+            let tls = crate::cluster::redis::RedisTls::from_config(&config.redis)?;
+            Backends::redis_with(&config.redis.url, &tls, &config.redis.key_prefix, retention)
+                .await?
         };
         let replica_id = if config.cluster.replica_id.is_empty() {
             format!("r-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])

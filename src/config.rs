@@ -163,10 +163,19 @@ pub struct AuthConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisConfig {
-    /// `redis://host:port[/db]`; empty means in-process state (one replica, nothing to install).
+    /// `redis://host:port[/db]`, or `rediss://…` for TLS; empty means in-process state (one
+    /// replica, nothing to install).
     pub url: String,
     /// Prefix of every key and channel (several deployments can share one Redis).
     pub key_prefix: String,
+    /// With `rediss://`: a PEM bundle of the CAs that may sign the server's certificate, used
+    /// instead of the system's and Mozilla's roots (a managed Redis with its own CA); empty:
+    /// those roots.
+    pub tls_ca_path: String,
+    /// With `rediss://`: a PEM client certificate for mutual TLS (with `tls_key_path`).
+    pub tls_cert_path: String,
+    /// With `rediss://`: the PEM private key of `tls_cert_path`.
+    pub tls_key_path: String,
 }
 
 /// This replica among the others.
@@ -356,6 +365,9 @@ impl Default for Config {
             redis: RedisConfig {
                 url: String::new(),
                 key_prefix: "mcp-harbor".into(),
+                tls_ca_path: String::new(),
+                tls_cert_path: String::new(),
+                tls_key_path: String::new(),
             },
             cluster: ClusterConfig {
                 replica_id: String::new(),
@@ -528,6 +540,17 @@ impl Config {
         }
         if let Err(e) = self.server.trusted_proxy_nets() {
             return bad(e);
+        }
+        let r = &self.redis;
+        let tls_files = [&r.tls_ca_path, &r.tls_cert_path, &r.tls_key_path];
+        if tls_files.iter().any(|p| !p.is_empty()) && !r.url.starts_with("rediss://") {
+            return bad(
+                "redis.tls_ca_path, tls_cert_path and tls_key_path need a rediss:// redis.url"
+                    .into(),
+            );
+        }
+        if r.tls_cert_path.is_empty() != r.tls_key_path.is_empty() {
+            return bad("redis.tls_cert_path and redis.tls_key_path go together".into());
         }
         for origin in &self.server.allowed_origins {
             if !(origin.starts_with("http://") || origin.starts_with("https://")) {

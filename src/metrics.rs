@@ -14,7 +14,7 @@ use std::time::Duration;
 use opentelemetry::metrics::{Counter as OtelCounter, Histogram as OtelHistogram, UpDownCounter};
 use opentelemetry::KeyValue;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -76,8 +76,43 @@ fn lifetimes() -> Histogram {
     Histogram::new(exponential_buckets(1.0, 2.0, 16))
 }
 
-pub struct Metrics {
+/// The registry and what it holds: each family's exported name (unit suffix included) and type,
+/// for the reference docs (`families`): a family with no sample yet is not in `/metrics`.
+struct Described {
     registry: Registry,
+    families: Vec<(String, &'static str)>,
+}
+
+impl Described {
+    fn register(
+        &mut self,
+        name: &str,
+        help: &str,
+        unit: Option<Unit>,
+        metric: impl EncodeMetric + Send + Sync + std::fmt::Debug + 'static,
+    ) {
+        let exported = match &unit {
+            Some(unit) => format!("{name}_{}", unit.as_str()),
+            None => name.to_string(),
+        };
+        use prometheus_client::metrics::MetricType;
+        let kind = match metric.metric_type() {
+            MetricType::Counter => "counter",
+            MetricType::Gauge => "gauge",
+            MetricType::Histogram => "histogram",
+            MetricType::Info => "info",
+            MetricType::Unknown => "unknown",
+        };
+        self.families.push((exported, kind));
+        match unit {
+            Some(unit) => self.registry.register_with_unit(name, help, unit, metric),
+            None => self.registry.register(name, help, metric),
+        }
+    }
+}
+
+pub struct Metrics {
+    registry: Described,
     pub operation_duration: Histograms<OperationLabels>,
     pub session_duration: Histograms<TenantLabels>,
     pub sessions_active: Family<TenantLabels, Gauge>,
@@ -112,36 +147,42 @@ pub struct Metrics {
 
 impl Metrics {
     fn new() -> Metrics {
-        let mut registry = Registry::default();
+        let mut registry = Described {
+            registry: Registry::default(),
+            families: Vec::new(),
+        };
         let operation_duration: Histograms<OperationLabels> = Family::new_with_constructor(latency);
-        registry.register_with_unit(
+        registry.register(
             "mcp_server_operation_duration",
             "MCP request handling time (mcp.server.operation.duration)",
-            Unit::Seconds,
+            Some(Unit::Seconds),
             operation_duration.clone(),
         );
         let session_duration: Histograms<TenantLabels> = Family::new_with_constructor(lifetimes);
-        registry.register_with_unit(
+        registry.register(
             "mcp_server_session_duration",
             "MCP session lifetime on this replica (mcp.server.session.duration)",
-            Unit::Seconds,
+            Some(Unit::Seconds),
             session_duration.clone(),
         );
         registry.register(
             "mcp_harbor_build",
             "The version this replica runs (during a rolling upgrade, count the replicas of each)",
+            None,
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
         );
         let sessions_active = Family::<TenantLabels, Gauge>::default();
         registry.register(
             "mcp_harbor_sessions_active",
             "MCP sessions held by this replica",
+            None,
             sessions_active.clone(),
         );
         let sse_streams_open = Family::<TenantLabels, Gauge>::default();
         registry.register(
             "mcp_harbor_sse_streams_open",
             "Open SSE response streams",
+            None,
             sse_streams_open.clone(),
         );
         let http_connections_open = Gauge::default();
@@ -149,43 +190,46 @@ impl Metrics {
             "mcp_harbor_http_connections_open",
             "Open HTTP connections on the main port (each keep-alive connection, whether busy, \
              idle or holding a stream)",
+            None,
             http_connections_open.clone(),
         );
         let http_write_timeouts = Counter::default();
         registry.register(
             "mcp_harbor_http_write_timeouts",
             "Responses given up because their client took none of their bytes for server.write_timeout_secs (HTTP/1: the connection closed; HTTP/2: the stream reset)",
-            http_write_timeouts.clone(),
+            None, http_write_timeouts.clone(),
         );
         let sse_streams_overflowed = Counter::default();
         registry.register(
             "mcp_harbor_sse_streams_overflowed",
             "SSE streams closed because their client left more than sessions.stream_buffer_bytes unread (the client may resume them)",
-            sse_streams_overflowed.clone(),
+            None, sse_streams_overflowed.clone(),
         );
         let webhook_duration: Histograms<OutcomeLabels> = Family::new_with_constructor(latency);
-        registry.register_with_unit(
+        registry.register(
             "mcp_harbor_webhook_duration",
             "Webhook tool calls (one HTTP round each) by outcome: ok (a 2xx JSON answer), failed (unreachable, timeout, non-2xx, too large or not JSON), busy (not sent: the tenant's calls in flight stayed at their cap; the time waited)",
-            Unit::Seconds,
+            Some(Unit::Seconds),
             webhook_duration.clone(),
         );
         let oauth_grants = Family::<GrantLabels, Counter>::default();
         registry.register(
             "mcp_harbor_oauth_grants",
             "Token endpoint requests by grant type and outcome (issued or the OAuth error)",
+            None,
             oauth_grants.clone(),
         );
         let oauth_registrations = Family::<OutcomeLabels, Counter>::default();
         registry.register(
             "mcp_harbor_oauth_registrations",
             "Dynamic Client Registration requests by outcome (registered, rate_limited or the OAuth error)",
-            oauth_registrations.clone(),
+            None, oauth_registrations.clone(),
         );
         let rate_limited = Family::<TenantLabels, Counter>::default();
         registry.register(
             "mcp_harbor_rate_limited",
             "Requests refused by a tenant's rate limit (429)",
+            None,
             rate_limited.clone(),
         );
         let quota_unchecked = Family::<TenantLabels, Counter>::default();
@@ -193,36 +237,40 @@ impl Metrics {
             "mcp_harbor_quota_unchecked",
             "Requests of rate-limited tenants let in unchecked across replicas (shared state \
              unreachable; only this replica's own limit applied)",
+            None,
             quota_unchecked.clone(),
         );
         let http_requests = Family::<HttpLabels, Counter>::default();
         registry.register(
             "mcp_harbor_http_requests",
             "HTTP requests by route group and status",
+            None,
             http_requests.clone(),
         );
         let event_log_appends = Family::<TenantLabels, Counter>::default();
         registry.register(
             "mcp_harbor_event_log_appends",
             "SSE events appended to the event log (each is resumable with Last-Event-ID)",
+            None,
             event_log_appends.clone(),
         );
         let event_log_replays = Family::<OutcomeLabels, Counter>::default();
         registry.register(
             "mcp_harbor_event_log_replays",
             "Stream resumptions (Last-Event-ID) by outcome: replayed, unknown (event not in the log), failed",
-            event_log_replays.clone(),
+            None, event_log_replays.clone(),
         );
         let pending_client_requests = Family::<MethodLabels, Gauge>::default();
         registry.register(
             "mcp_harbor_pending_client_requests",
             "Server-to-client requests awaiting the client's answer (elicitation/create, sampling/createMessage, roots/list)",
-            pending_client_requests.clone(),
+            None, pending_client_requests.clone(),
         );
         let runtime_tasks = Gauge::default();
         registry.register(
             "mcp_harbor_runtime_alive_tasks",
             "Tasks alive on the process's async runtimes (HTTP workers and the main runtime)",
+            None,
             runtime_tasks.clone(),
         );
         Metrics {
@@ -250,6 +298,13 @@ impl Metrics {
         }
     }
 
+    /// Every family this registry holds, as `/metrics` names it (unit suffix included, before
+    /// the `_total`/`_info`/histogram series suffixes), with its type: what the reference docs
+    /// must describe.
+    pub fn families(&self) -> &[(String, &'static str)] {
+        &self.registry.families
+    }
+
     /// Counts the current thread's runtime in `mcp_harbor_runtime_alive_tasks` (once per
     /// thread; outside a runtime, nothing).
     pub fn register_runtime(&self) {
@@ -274,7 +329,7 @@ impl Metrics {
         self.runtime_tasks
             .set(i64::try_from(tasks).unwrap_or(i64::MAX));
         let mut out = String::new();
-        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry.registry).is_err() {
             out.clear();
         }
         out

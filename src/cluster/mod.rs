@@ -417,7 +417,17 @@ impl Backends {
         prefix: &str,
         retention: Retention,
     ) -> Result<Backends, BackendError> {
-        let state = redis::RedisCluster::connect(url, prefix, retention).await?;
+        Self::redis_with(url, &redis::RedisTls::default(), prefix, retention).await
+    }
+
+    /// [`Backends::redis`] with the certificates of a `rediss://` URL.
+    pub async fn redis_with(
+        url: &str,
+        tls: &redis::RedisTls,
+        prefix: &str,
+        retention: Retention,
+    ) -> Result<Backends, BackendError> {
+        let state = redis::RedisCluster::connect(url, tls, prefix, retention).await?;
         Ok(Backends {
             events: state.clone(),
             snapshots: state.clone(),

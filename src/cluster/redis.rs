@@ -298,16 +298,68 @@ fn entry_event(stream: StreamId, (id, fields): Entry) -> Result<StoredEvent, Bac
     })
 }
 
+/// What a `rediss://` connection trusts and presents beyond the defaults (PEM bytes): the CAs
+/// that may sign the server's certificate (instead of the system's and Mozilla's roots), and a
+/// client certificate with its key (mutual TLS).
+#[derive(Debug, Clone, Default)]
+pub struct RedisTls {
+    pub ca: Option<Vec<u8>>,
+    pub client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl RedisTls {
+    /// Reads the files `redis.tls_ca_path`, `tls_cert_path` and `tls_key_path` name (empty: none).
+    pub fn from_config(c: &crate::config::RedisConfig) -> Result<RedisTls, BackendError> {
+        let read = |path: &str| -> Result<Option<Vec<u8>>, BackendError> {
+            if path.is_empty() {
+                return Ok(None);
+            }
+            std::fs::read(path)
+                .map(Some)
+                .map_err(|e| BackendError::Unavailable(format!("redis: cannot read {path}: {e}")))
+        };
+        let client = match (read(&c.tls_cert_path)?, read(&c.tls_key_path)?) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            _ => None,
+        };
+        Ok(RedisTls {
+            ca: read(&c.tls_ca_path)?,
+            client,
+        })
+    }
+
+    fn is_default(&self) -> bool {
+        self.ca.is_none() && self.client.is_none()
+    }
+}
+
 impl RedisCluster {
-    /// Connects to Redis at `url`, keeping every key under `prefix`; fails with `Unavailable` when
-    /// Redis cannot be reached now.
+    /// Connects to Redis at `url` (`rediss://`: over TLS, trusting and presenting what `tls`
+    /// says), keeping every key under `prefix`; fails with `Unavailable` when Redis cannot be
+    /// reached now, or its certificate is not trusted.
     pub async fn connect(
         url: &str,
+        tls: &RedisTls,
         prefix: &str,
         retention: Retention,
     ) -> Result<Arc<RedisCluster>, BackendError> {
-        let client = Client::open(url)
-            .map_err(|e| BackendError::Unavailable(format!("invalid redis URL: {e}")))?;
+        let client = if tls.is_default() {
+            Client::open(url)
+        } else {
+            let certificates = redis::TlsCertificates {
+                client_tls: tls.client.clone().map(|(client_cert, client_key)| {
+                    redis::ClientTlsConfig {
+                        client_cert,
+                        client_key,
+                    }
+                }),
+                root_cert: tls.ca.clone(),
+            };
+            Client::build_with_tls(url, certificates)
+        }
+        .map_err(|e| {
+            BackendError::Unavailable(format!("invalid redis URL or certificates: {e}"))
+        })?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(COMMAND_TIMEOUT))
             .set_response_timeout(Some(COMMAND_TIMEOUT))
