@@ -29,7 +29,7 @@ Secrets for the data stores) it
      has a non-CPU MCP metric and a slow scale-down, the disruption budget never lets the last pod
      go, egress is limited to what the server calls, the PrometheusRule and the dashboard render
      and their PromQL names only metrics the server exports (its real /metrics when a binary is
-     found, else src/metrics.rs's registrations),
+     found, else src/observe/metrics.rs's registrations),
   4. when a built server binary is found, boots it with the rendered config and environment (the
      container's volume mounts remapped to temporary directories, secretKeyRefs resolved) and
      checks /healthz, /readyz, that every allowed Host and browser Origin (and no other) may
@@ -1555,9 +1555,9 @@ def main() -> int:
                 meta.get("kubeVersion") == f">={OLDEST_KUBE}-0" and kube_versions[0] == OLDEST_KUBE,
                 f"{meta.get('kubeVersion')!r}, validating {kube_versions}")
         families = r.run("the server's metric families: " + (
-            f"from {binary}'s /metrics" if binary else "from src/metrics.rs (no binary built)"),
+            f"from {binary}'s /metrics" if binary else "from src/observe/metrics.rs (no binary built)"),
             lambda: check_objects.families_from_server(binary) if binary
-            else check_objects.families_from_source(ROOT / "src" / "metrics.rs"))
+            else check_objects.families_from_source(ROOT / "src" / "observe" / "metrics.rs"))
         exported = check_objects.sample_names(families or {})
         r.check(f"{len(families or {})} metric families found", len(families or {}) >= 15, str(families))
         r.check("values.schema.json is present", chart.schema is not None)

@@ -70,7 +70,7 @@ def families_from_server(binary: Path) -> dict[str, str]:
 
 
 def families_from_source(metrics_rs: Path) -> dict[str, str]:
-    """Family name -> type, read from src/metrics.rs's registrations (when no binary is built):
+    """Family name -> type, read from src/observe/metrics.rs's registrations (when no binary is built):
     the registered name (with `_seconds` for Unit::Seconds) and the type of what is registered."""
     text = metrics_rs.read_text()
     kinds = {}

@@ -6,7 +6,7 @@
 #
 # Prints per target the runs (execs) and exec/s libFuzzer reports and whether it crashed; exits
 # non-zero when any target crashed (its input is in fuzz/artifacts/<target>/: turn it into a
-# regression test in tests/fuzz_regressions.rs). cargo-fuzz is installed into
+# regression test in tests/api/fuzz_regressions.rs). cargo-fuzz is installed into
 # $MCP_HARBOR_CI_CACHE/cargo-fuzz (default ~/.cache/mcp-harbor) when missing.
 #
 # Environment: FUZZ_JOBS (parallel libFuzzer workers per target, default 1), FUZZ_SANITIZER

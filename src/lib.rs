@@ -1,48 +1,49 @@
 //! mcp-harbor: a multi-tenant hosted Model Context Protocol server.
 //!
 //! - `protocol`: pure JSON-RPC and MCP types and rules (no I/O)
-//! - `session`: the session state machine, its actor, and the per-tenant supervisor
-//! - `transport`: the HTTP edge (Streamable HTTP and the legacy HTTP+SSE transport)
-//! - `catalog`: what tenants serve (built-in `reference` and `demo` catalogs)
+//! - `session`: sessions of the session-era revisions: their state machine, actor, per-tenant
+//!   supervisor, and the one front door the HTTP edge reaches them through (`Sessions`)
+//! - `stateless`: the stateless 2026-07-28 revision (no session): discovery, multi round-trip
+//!   requests with sealed `requestState`, `subscriptions/listen`
+//! - `transport`: the HTTP edge (Streamable HTTP, the legacy HTTP+SSE transport, 2026-07-28)
+//! - `catalog`: what tenants serve (built-in `reference` and `demo` catalogs, published entries)
+//! - `tools`: tool backends (webhook tools)
 //! - `cluster`: session state shared between replicas (event log, snapshots, leases, bus)
+//! - `store`: what is kept in PostgreSQL or SQLite
 //! - `request`: the context of one request (who, which revision, a port back to the client)
 //! - `methods`: the handling of MCP methods that need no session
 //! - `elicitation`: URL-mode elicitations (a tool asks the user for a secret on the platform's page)
-//! - `modern`: stateless 2026-07-28 requests (no session): discovery, multi round-trip requests
-//!   with sealed `requestState`, `subscriptions/listen`
+//! - `auth`, `oauth`: tokens, keys and sealing; each tenant's authorization server
+//! - `admin`: the admin API; `cli`: its command line
 //! - `egress`: where outgoing calls (webhooks, OAuth fetches) may go
-//! - `tenant`, `config`, `telemetry`, `app`: wiring
+//! - `observe`: traces, metrics and logs (OpenTelemetry, Prometheus), connection counting
+//! - `server`: assembling the application: startup, HTTPS, body deadlines, memory settings
+//! - `tenant`, `config`, `reseal`: wiring
 
 pub mod admin;
-pub mod app;
 pub mod auth;
-pub mod body_deadline;
 pub mod catalog;
 pub mod cli;
 pub mod cluster;
 pub mod config;
-pub mod connections;
 pub mod egress;
 pub mod elicitation;
-pub mod memory;
 pub mod methods;
-pub mod metrics;
-pub mod modern;
 pub mod oauth;
+pub mod observe;
 pub mod protocol;
 pub mod request;
 pub mod reseal;
-pub mod routes;
+pub mod server;
 pub mod session;
+pub mod stateless;
 pub mod store;
-pub mod telemetry;
 pub mod tenant;
-pub mod tls;
 pub mod tools;
 pub mod transport;
 
-pub use app::Application;
 pub use config::Config;
+pub use server::app::Application;
 
 /// Maps and sets on the hot path: keyed by ids this server made, tool names of the tenant's
 /// catalog or a session's own request ids (a few at a time), so foldhash (randomly seeded per

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use mcp_harbor::{telemetry, Application, Config};
+use mcp_harbor::observe::telemetry;
+use mcp_harbor::{Application, Config};
 
 /// mimalloc: the request path allocates many small JSON values; glibc malloc spent ~20% of a
 /// core on them under load (`memory::Allocator` says how it is called). (`--features
@@ -13,7 +14,7 @@ use mcp_harbor::{telemetry, Application, Config};
 /// allocation.)
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
-static GLOBAL: mcp_harbor::memory::Allocator = mcp_harbor::memory::Allocator;
+static GLOBAL: mcp_harbor::server::memory::Allocator = mcp_harbor::server::memory::Allocator;
 
 #[derive(Parser)]
 #[command(name = "mcp-harbor", version, about = "Multi-tenant hosted MCP server")]
@@ -58,9 +59,10 @@ fn serve(config_file: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Before the server allocates its heap (src/memory.rs says what it costs either way).
-    let huge_pages =
-        mcp_harbor::memory::set_transparent_huge_pages(config.server.transparent_huge_pages);
+    // Before the server allocates its heap (src/server/memory.rs says what it costs either way).
+    let huge_pages = mcp_harbor::server::memory::set_transparent_huge_pages(
+        config.server.transparent_huge_pages,
+    );
     // One replica id for the cluster and the telemetry resource (service.instance.id).
     if config.cluster.replica_id.is_empty() {
         config.cluster.replica_id =
@@ -89,7 +91,7 @@ fn serve(config_file: Option<PathBuf>) -> ExitCode {
         }
         app.run_until_stopped()
             .await
-            .map_err(|e| mcp_harbor::app::StartError::Bind {
+            .map_err(|e| mcp_harbor::server::app::StartError::Bind {
                 addr: "server".into(),
                 source: e,
             })
@@ -116,9 +118,9 @@ fn migrate(config_file: Option<PathBuf>) -> ExitCode {
     telemetry::init_logging(&config.log);
     config.storage.migrate_on_start = true;
     let result = actix_web::rt::System::new().block_on(async move {
-        let store = mcp_harbor::app::open_store(&config).await?;
+        let store = mcp_harbor::server::app::open_store(&config).await?;
         store.close().await;
-        Ok::<_, mcp_harbor::app::StartError>(())
+        Ok::<_, mcp_harbor::server::app::StartError>(())
     });
     match result {
         Ok(()) => {

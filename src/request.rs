@@ -421,7 +421,7 @@ fn require(
     }
     let message = format!("the client did not declare the {name} capability");
     Err(if version.is_modern() {
-        crate::protocol::modern::missing_capability(message, required)
+        crate::protocol::stateless::missing_capability(message, required)
     } else {
         RpcError::invalid_request(message)
     })

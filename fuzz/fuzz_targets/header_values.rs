@@ -1,4 +1,4 @@
-//! The header values of protocol version 2026-07-28 (`protocol::modern`): the Base64 sentinel
+//! The header values of protocol version 2026-07-28 (`protocol::stateless`): the Base64 sentinel
 //! encoding of `Mcp-Name` / `Mcp-Param-{Name}` values and the comparison of a decoded header with
 //! the body value it mirrors (`header_matches`).
 //!
@@ -16,7 +16,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcp_harbor::protocol::modern::{decode_header_value, encode_header_value, header_matches};
+use mcp_harbor::protocol::stateless::{decode_header_value, encode_header_value, header_matches};
 use serde_json::{json, Value};
 
 /// The first 8 bytes of `bytes`, zero-padded.

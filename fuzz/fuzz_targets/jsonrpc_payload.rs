@@ -14,7 +14,7 @@ use libfuzzer_sys::fuzz_target;
 use mcp_harbor::protocol::jsonrpc::{
     classify, encode_response, parse_payload, INVALID_REQUEST, PARSE_ERROR,
 };
-use mcp_harbor::protocol::modern::WireMeta;
+use mcp_harbor::protocol::stateless::WireMeta;
 use mcp_harbor::protocol::{Message, Payload};
 use serde_json::{json, Map, Value};
 

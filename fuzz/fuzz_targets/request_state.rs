@@ -1,4 +1,4 @@
-//! `requestState` of multi round-trip requests (2026-07-28, `modern::mrtr::Token`): the text a
+//! `requestState` of multi round-trip requests (2026-07-28, `stateless::mrtr::Token`): the text a
 //! client sends back on a retry, opened as is under the tenant its request is addressed to (a
 //! fixed test key).
 //!
@@ -17,7 +17,7 @@
 use libfuzzer_sys::fuzz_target;
 use mcp_harbor::auth::seal::purpose::round_state;
 use mcp_harbor::config::is_valid_slug;
-use mcp_harbor::modern::mrtr::Token;
+use mcp_harbor::stateless::mrtr::Token;
 
 #[path = "../shared/sealing.rs"]
 mod sealing;

@@ -157,7 +157,7 @@ fn validate_tool(
     validate_object_schema("input_schema", &input.input_schema)?;
     // Its `x-mcp-header` annotations (2026-07-28): clients drop a tool with an invalid one, so
     // it is not published.
-    crate::protocol::modern::param_headers(&input.input_schema)
+    crate::protocol::stateless::param_headers(&input.input_schema)
         .map_err(|e| AdminError::invalid("input_schema", e))?;
     if let Some(schema) = &input.output_schema {
         validate_object_schema("output_schema", schema)?;

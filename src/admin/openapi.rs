@@ -4,7 +4,7 @@
 //! documented schemas (422 naming the field), query strings against the documented parameters (400
 //! for one the operation does not take), and a method a documented path lacks answers 405 with
 //! `Allow`. Handlers add only the rules a schema cannot state (cross-field and state rules, each
-//! described in the document's prose). `tests/openapi.rs` and `scripts/contract.sh` hold the
+//! described in the document's prose). `tests/api/openapi.rs` and `scripts/contract.sh` hold the
 //! document to the running server.
 
 use std::collections::HashMap;

@@ -93,7 +93,7 @@ impl Catalog for DemoCatalog {
                             json!({ "content": [text_content(roots.to_string())], "structuredContent": { "roots": roots }, "isError": false })
                         }
                         // A stateless request says which capability it lacks, as a protocol error.
-                        Err(e) if e.code == crate::protocol::modern::MISSING_CLIENT_CAPABILITY => return Err(e),
+                        Err(e) if e.code == crate::protocol::stateless::MISSING_CLIENT_CAPABILITY => return Err(e),
                         Err(e) => crate::protocol::mcp::tool_error(format!("Could not list the client's roots: {}", e.message)),
                     })
                 }))

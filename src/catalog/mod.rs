@@ -117,7 +117,7 @@ pub struct TenantCatalog {
     /// Tools whose catalog says they answer at once (`Catalog::answers_at_once`).
     immediate: crate::FastSet<String>,
     /// Tools with `x-mcp-header` parameters (mirrored into `Mcp-Param-*` headers), computed once.
-    param_headers: crate::FastMap<String, Vec<crate::protocol::modern::ParamHeader>>,
+    param_headers: crate::FastMap<String, Vec<crate::protocol::stateless::ParamHeader>>,
     pub tools: Vec<Value>,
     pub resources: Vec<Value>,
     pub resource_templates: Vec<Value>,
@@ -150,7 +150,7 @@ impl TenantCatalog {
                     immediate.insert(name.to_string());
                 }
                 // An invalid annotation mirrors nothing (clients drop such tools anyway).
-                if let Ok(headers) = crate::protocol::modern::param_headers(&t["inputSchema"]) {
+                if let Ok(headers) = crate::protocol::stateless::param_headers(&t["inputSchema"]) {
                     if !headers.is_empty() {
                         param_headers.insert(name.to_string(), headers);
                     }
@@ -255,7 +255,7 @@ impl TenantCatalog {
     }
 
     /// The `x-mcp-header` parameters of tool `name` (empty for most tools).
-    pub fn param_headers(&self, name: &str) -> &[crate::protocol::modern::ParamHeader] {
+    pub fn param_headers(&self, name: &str) -> &[crate::protocol::stateless::ParamHeader] {
         self.param_headers.get(name).map_or(&[], Vec::as_slice)
     }
 

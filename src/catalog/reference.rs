@@ -44,7 +44,7 @@ fn elicitation_result(label: &str, outcome: Result<Value, RpcError>) -> Result<V
             answer.get("content").cloned().unwrap_or(Value::Null)
         )),
         // A stateless request says which capability it lacks, as a protocol error.
-        Err(e) if e.code == crate::protocol::modern::MISSING_CLIENT_CAPABILITY => return Err(e),
+        Err(e) if e.code == crate::protocol::stateless::MISSING_CLIENT_CAPABILITY => return Err(e),
         Err(e) => tool_error(format!("{label} failed: {}", e.message)),
     })
 }
@@ -235,7 +235,9 @@ impl Catalog for ReferenceCatalog {
                                 .unwrap_or("")
                         )),
                         // A stateless request says which capability it lacks, as a protocol error.
-                        Err(e) if e.code == crate::protocol::modern::MISSING_CLIENT_CAPABILITY => {
+                        Err(e)
+                            if e.code == crate::protocol::stateless::MISSING_CLIENT_CAPABILITY =>
+                        {
                             return Err(e)
                         }
                         Err(e) => tool_error(format!("Sampling failed: {}", e.message)),

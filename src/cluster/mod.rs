@@ -1,7 +1,7 @@
 //! Session state shared between replicas: the SSE event log, session snapshots, ownership leases,
 //! the message bus and the tenants' quotas (request rates, live sessions). Each is an async trait with two backends: in-process (`memory`, the
 //! embedded default: one replica, nothing to install) and Redis (`redis`, many replicas). One
-//! contract suite (`tests/cluster_contract.rs`) runs against both.
+//! contract suite (`tests/api/cluster_contract.rs`) runs against both.
 //!
 //! This is a lower room: it knows sessions only as keys and opaque bytes, never the session types.
 //!

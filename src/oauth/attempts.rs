@@ -68,4 +68,5 @@ impl AttemptLimiter {
 /// How long attempts count on this replica alone after the shared counters failed.
 const SHARED_BACKOFF: Duration = Duration::from_secs(10);
 /// At most one warning per 10 s that the shared counters are unreachable.
-static SHARED_UNREACHABLE: crate::telemetry::Throttled = crate::telemetry::Throttled::every(10_000);
+static SHARED_UNREACHABLE: crate::observe::telemetry::Throttled =
+    crate::observe::telemetry::Throttled::every(10_000);

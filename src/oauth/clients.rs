@@ -575,7 +575,7 @@ pub async fn register(
         Err(e) if e.status == StatusCode::TOO_MANY_REQUESTS => "rate_limited",
         Err(e) => e.error,
     };
-    crate::metrics::global().oauth_registration(&t.handle.slug, counted);
+    crate::observe::metrics::global().oauth_registration(&t.handle.slug, counted);
     outcome
 }
 

@@ -74,7 +74,7 @@ pub async fn token(
         Ok(_) => "issued".to_string(),
         Err(e) => e.error.to_string(),
     };
-    crate::metrics::global().oauth_grant(&t.handle.slug, &grant_type, &result);
+    crate::observe::metrics::global().oauth_grant(&t.handle.slug, &grant_type, &result);
     outcome
 }
 

@@ -5,8 +5,8 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::fmt;
 
-use super::modern::WireMeta;
 use super::read;
+use super::stateless::WireMeta;
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;

@@ -3,9 +3,9 @@
 
 pub mod jsonrpc;
 pub mod mcp;
-pub mod modern;
 mod read;
 pub mod schema;
+pub mod stateless;
 pub mod version;
 
 pub use jsonrpc::{Message, Notification, Payload, Request, RequestId, Response, RpcError};

@@ -20,7 +20,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::jsonrpc::{holds_raw_value_key, RAW_VALUE_KEY};
-use super::modern::{MetaKey, WireMeta};
+use super::stateless::{MetaKey, WireMeta};
 
 /// The scalar visits of a visitor whose answer does not depend on the scalar.
 macro_rules! scalars {

@@ -119,7 +119,7 @@ impl StreamSink {
         if before > 0 && before.saturating_add(size) > shared.limit {
             shared.queued.fetch_sub(size, Ordering::AcqRel);
             shared.overflowed.store(true, Ordering::Release);
-            crate::metrics::stream_overflowed();
+            crate::observe::metrics::stream_overflowed();
             shared.waker.wake();
             return Err(StreamClosed);
         }

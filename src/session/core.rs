@@ -342,7 +342,7 @@ struct PendingRequest {
     origin: RequestId,
     reply: oneshot::Sender<Result<Value, RpcError>>,
     /// Counts it in `mcp_harbor_pending_client_requests` while it waits.
-    _gauge: crate::metrics::PendingGauge,
+    _gauge: crate::observe::metrics::PendingGauge,
 }
 
 /// The state of one MCP session.
@@ -650,7 +650,7 @@ impl Session {
             PendingRequest {
                 origin: record.id.clone(),
                 reply: tx,
-                _gauge: crate::metrics::PendingGauge::open(&self.tenant, "unknown"),
+                _gauge: crate::observe::metrics::PendingGauge::open(&self.tenant, "unknown"),
             },
         );
         Some(Invocation {
@@ -1355,7 +1355,7 @@ impl Session {
         if inflight.abort.is_some() {
             self.dirty = true;
         }
-        crate::telemetry::record_outcome(
+        crate::observe::telemetry::record_outcome(
             &inflight.method,
             &self.tenant,
             inflight.started,
@@ -1419,7 +1419,7 @@ impl Session {
             PendingRequest {
                 origin: origin.clone(),
                 reply,
-                _gauge: crate::metrics::PendingGauge::open(&self.tenant, method),
+                _gauge: crate::observe::metrics::PendingGauge::open(&self.tenant, method),
             },
         );
         // Saved before the client can see the request: a replica taking the session over knows
@@ -1751,7 +1751,7 @@ pub(super) fn request_span(
     tenant: &str,
     principal: Option<&Arc<Value>>,
 ) -> tracing::Span {
-    crate::telemetry::request_span(
+    crate::observe::telemetry::request_span(
         req,
         Some(session),
         version.map(ProtocolVersion::as_str),

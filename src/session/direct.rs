@@ -19,10 +19,10 @@ use tokio::sync::oneshot;
 use super::core::request_span;
 use super::supervisor::{SessionEntry, TenantSessions};
 use crate::methods::{self, Handled, RequestScope};
+use crate::observe::telemetry::record_outcome;
 use crate::protocol::jsonrpc;
 use crate::protocol::{Message, Payload, ProtocolVersion, Request, RequestId, RpcError};
 use crate::request::{CallKey, SessionPort};
-use crate::telemetry::record_outcome;
 
 /// What a session publishes for the transport: its scope once initialized (fixed from then on)
 /// and how many of its requests are running.

@@ -346,7 +346,7 @@ impl Worker {
         if appended.is_none() {
             return;
         }
-        crate::metrics::global().event_log_appended(&self.key.tenant, events.len() as u64);
+        crate::observe::metrics::global().event_log_appended(&self.key.tenant, events.len() as u64);
         for (_, item, sink) in events {
             if let Some(sink) = sink {
                 let _ = sink.send(item);
@@ -376,7 +376,7 @@ impl Worker {
                 async move { log.replay_after(key, after).await }
             })
             .await;
-        crate::metrics::global().event_log_replayed(
+        crate::observe::metrics::global().event_log_replayed(
             &self.key.tenant,
             match &replay {
                 None => "failed",

@@ -427,7 +427,7 @@ impl TenantSessions {
             }),
         );
         if replaced.is_none() {
-            crate::metrics::global().session_started(&self.tenant);
+            crate::observe::metrics::global().session_started(&self.tenant);
         }
         Ok(addr)
     }
@@ -583,7 +583,8 @@ impl TenantSessions {
         let mut index = self.index.write();
         if index.get(id).is_some_and(|e| e.instance == instance) {
             if let Some(entry) = index.remove(id) {
-                crate::metrics::global().session_ended(&self.tenant, entry.started.elapsed());
+                crate::observe::metrics::global()
+                    .session_ended(&self.tenant, entry.started.elapsed());
             }
         }
     }

@@ -28,7 +28,8 @@ pub enum PolicyRefusal {
 /// use this replica's own bucket) instead of waiting for an unreachable backend each time.
 const QUOTA_BACKOFF: Duration = Duration::from_secs(1);
 /// At most one "quotas unchecked" warning per 10 s.
-static QUOTA_WARNING: crate::telemetry::Throttled = crate::telemetry::Throttled::every(10_000);
+static QUOTA_WARNING: crate::observe::telemetry::Throttled =
+    crate::observe::telemetry::Throttled::every(10_000);
 
 /// A token bucket: `capacity` requests, refilled at `capacity` per minute.
 struct Bucket {
@@ -252,7 +253,7 @@ impl TenantPolicy {
                 }
             }
         }
-        crate::metrics::global().quota_unchecked(tenant);
+        crate::observe::metrics::global().quota_unchecked(tenant);
         match principal {
             None => self.admit_locally(cost),
             Some(_) => Ok(()),

@@ -380,7 +380,11 @@ async fn run(
                 match tokio::time::timeout(wait, slots.clone().acquire_owned()).await {
                     Ok(Ok(permit)) => Some(permit),
                     _ => {
-                        crate::metrics::global().webhook(&call.tenant, "busy", waited.elapsed());
+                        crate::observe::metrics::global().webhook(
+                            &call.tenant,
+                            "busy",
+                            waited.elapsed(),
+                        );
                         return Err(Stop::Problem(format!(
                             "this tenant's tools are running as many calls to their endpoints as \
                              this server allows at once, and none ended within {timeout_ms} ms; \
@@ -393,7 +397,7 @@ async fn run(
         let msg_id = message_id(&ctx.call_key(), round);
         let started = Instant::now();
         // A client span per round; its trace context goes to the endpoint in `traceparent`.
-        let span = crate::telemetry::webhook_span(&call.tool, &host, &url);
+        let span = crate::observe::telemetry::webhook_span(&call.tool, &host, &url);
         let answer = post(
             client,
             target,
@@ -410,7 +414,7 @@ async fn run(
             span.record("otel.status_code", "error");
         }
         drop(span);
-        crate::metrics::global().webhook(
+        crate::observe::metrics::global().webhook(
             &call.tenant,
             if answer.is_ok() { "ok" } else { "failed" },
             started.elapsed(),
@@ -483,7 +487,7 @@ async fn post(
         .header("webhook-timestamp", timestamp.to_string())
         .header("webhook-signature", signature)
         .body(body);
-    for (name, value) in crate::telemetry::outgoing_headers() {
+    for (name, value) in crate::observe::telemetry::outgoing_headers() {
         request = request.header(name, value);
     }
 
@@ -876,7 +880,7 @@ async fn ask_client(
     match &outcome {
         // A stateless request that needs a capability its client did not declare is refused
         // with MissingRequiredClientCapability (-32021), not handed to the endpoint.
-        Err(e) if e.code == crate::protocol::modern::MISSING_CLIENT_CAPABILITY => {
+        Err(e) if e.code == crate::protocol::stateless::MISSING_CLIENT_CAPABILITY => {
             return Err(Stop::Protocol(e.clone()))
         }
         Ok(_) => {

@@ -162,7 +162,7 @@ impl Forwarder {
             .map_err(|_| ForwardError::Failed(HttpError::bad_request("Bad Request: method")))?;
         let mut out = self.client.request(method, &url).body(body);
         // The trace goes on through this hop: the owner's spans are children of this one.
-        let trace = crate::telemetry::outgoing_headers();
+        let trace = crate::observe::telemetry::outgoing_headers();
         for (name, value) in req.headers() {
             if HOP_HEADERS.contains(&name.as_str())
                 || name.as_str() == FORWARDED_HEADER

@@ -10,9 +10,9 @@
 pub mod cors;
 pub mod forward;
 pub mod legacy;
-pub mod modern;
 pub mod routes;
 pub mod sse;
+pub mod stateless;
 pub mod streamable;
 
 use std::sync::Arc;
@@ -527,7 +527,7 @@ fn admit_host_and_origin(req: &HttpRequest, tenant: &TenantHandle) -> Result<(),
 /// A refused rate is counted in `mcp_harbor_rate_limited`.
 fn rate_limited(tenant: &str, counted: Result<(), PolicyRefusal>) -> Result<(), HttpError> {
     counted.map_err(|refusal| {
-        crate::metrics::global().rate_limited(tenant);
+        crate::observe::metrics::global().rate_limited(tenant);
         refusal.into()
     })
 }
@@ -752,7 +752,7 @@ pub fn check_version(
                 ));
             }
             ProtocolVersion::parse(&text).map(Some).ok_or_else(|| {
-                let mut error = crate::protocol::modern::unsupported_version(&text);
+                let mut error = crate::protocol::stateless::unsupported_version(&text);
                 error.message =
                     format!("Unsupported protocol version: MCP-Protocol-Version {text:?}");
                 HttpError::new(StatusCode::BAD_REQUEST, error)

@@ -62,7 +62,7 @@ pub struct SseBody {
     heartbeat: tokio::time::Interval,
     on_close: Option<Box<dyn FnOnce() + Send>>,
     /// Counts the stream as open while it lives.
-    _open: crate::metrics::StreamGauge,
+    _open: crate::observe::metrics::StreamGauge,
 }
 
 impl SseBody {
@@ -82,7 +82,7 @@ impl SseBody {
             ending: false,
             heartbeat: interval,
             on_close,
-            _open: crate::metrics::StreamGauge::open(tenant),
+            _open: crate::observe::metrics::StreamGauge::open(tenant),
         }
     }
 }

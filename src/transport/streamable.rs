@@ -1,5 +1,5 @@
 //! Streamable HTTP (2025-03-26 … 2025-11-25) at `/t/{tenant}/mcp` (a POST of the stateless
-//! 2026-07-28 revision goes to `modern`): POST sends messages (answered
+//! 2026-07-28 revision goes to `stateless`): POST sends messages (answered
 //! with JSON, an SSE stream, or 202), GET opens the standalone stream or resumes one after
 //! `Last-Event-ID`, DELETE ends the session. A session held by another replica is reached by
 //! forwarding (requests) or over the bus (answers and notifications, which need no body back).
@@ -12,7 +12,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
 
 use super::forward::{ForwardError, Forwarder};
-use super::modern;
+use super::stateless;
 use super::{
     check_content_type, check_post_accept, check_sse_accept, check_version, check_version_header,
     parse_body, read_tenant_body, respond_with_first, session_not_found, sse, sse_response,
@@ -41,8 +41,8 @@ pub async fn post(
     let payload = parse_body(&raw)?;
     admitted.count_batch(&payload).await?;
     let version = req.headers().get(super::VERSION);
-    if modern::is_modern(version, &payload) {
-        return modern::post(req, payload, admitted, edge).await;
+    if stateless::is_stateless(version, &payload) {
+        return stateless::post(req, payload, admitted, edge).await;
     }
     check_version(&req, version)?;
     let tenant = &admitted.tenant;

@@ -3,7 +3,7 @@
 //! part that mattered; the target and the invariant are named in each test.
 
 use mcp_harbor::catalog::stored::UriTemplate;
-use mcp_harbor::protocol::modern::header_matches;
+use mcp_harbor::protocol::stateless::header_matches;
 use serde_json::json;
 
 /// `uri_template`: "a parsed template's literal text has no `{` or `}`". `UriTemplate::parse`

@@ -3,7 +3,7 @@
 //! among `inputRequests` (`user_name`, `capital_question`, `client_roots`...), and the diagnostic
 //! tools of its stateless and custom-header scenarios. In a session the askers ask over the
 //! request's stream like any tool; in 2026-07-28 each question becomes an `input_required`
-//! round (`modern::mrtr`). Two diagnostic hooks announce a change of the tenant's tool or prompt
+//! round (`stateless::mrtr`). Two diagnostic hooks announce a change of the tenant's tool or prompt
 //! list to its sessions and `subscriptions/listen` streams on every replica, which is what the
 //! suite's list-change scenarios listen for; the lists themselves stay as they are (a per-replica
 //! change would make replicas disagree about a tenant's list).
@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::catalog::{CallFuture, RequestContext};
 use crate::protocol::mcp::{text_content, tool_error, tool_text, LogLevel};
-use crate::protocol::modern::MISSING_CLIENT_CAPABILITY;
+use crate::protocol::stateless::MISSING_CLIENT_CAPABILITY;
 use crate::protocol::RpcError;
 
 /// The tools that take no arguments: (name, description).

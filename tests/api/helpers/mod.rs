@@ -26,7 +26,7 @@ pub struct TestApp {
     /// Stops the server abruptly (no drain): a crash as far as HTTP peers can tell.
     pub handle: actix_web::dev::ServerHandle,
     /// Drains the replica as SIGTERM does.
-    pub drainer: mcp_harbor::app::Drainer,
+    pub drainer: mcp_harbor::server::app::Drainer,
     pub http: reqwest::Client,
     /// The embedded database's directory, removed when the app is dropped.
     pub data_dir: Option<tempfile::TempDir>,
@@ -38,7 +38,7 @@ pub fn test_config() -> Config {
     c.server.port = 0;
     c.server.workers = 1;
     c.admin.token = secrecy::SecretString::from(ADMIN_TOKEN.to_string());
-    // Tenants the MCP-behaviour tests create are open; tests/oauth.rs covers protected ones
+    // Tenants the MCP-behaviour tests create are open; tests/api/oauth.rs covers protected ones
     // (and the production default, `oauth`).
     c.auth.default_mode = "none".into();
     // The tests' webhook endpoints, OpenID providers and metadata documents are on loopback.
@@ -151,7 +151,7 @@ impl TestApp {
         if let Some(name) = name {
             r = r.header(
                 "mcp-name",
-                mcp_harbor::protocol::modern::encode_header_value(name),
+                mcp_harbor::protocol::stateless::encode_header_value(name),
             );
         }
         r.body(body.to_string())

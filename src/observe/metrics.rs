@@ -76,11 +76,21 @@ fn lifetimes() -> Histogram {
     Histogram::new(exponential_buckets(1.0, 2.0, 16))
 }
 
-/// The registry and what it holds: each family's exported name (unit suffix included) and type,
-/// for the reference docs (`families`): a family with no sample yet is not in `/metrics`.
+/// The registry and what it holds: each family's exported name (unit suffix included), type,
+/// help and unit. A family with no sample yet is not in what the registry encodes: `render` adds
+/// its `# HELP`/`# TYPE` lines, so `/metrics` always lists every family (a scraper or a reader
+/// sees what exists), and [`Metrics::families`] gives the list to the reference docs.
 struct Described {
     registry: Registry,
-    families: Vec<(String, &'static str)>,
+    families: Vec<Registered>,
+}
+
+/// A registered family, as the exposition names it.
+struct Registered {
+    name: String,
+    kind: &'static str,
+    help: String,
+    unit: Option<&'static str>,
 }
 
 impl Described {
@@ -91,10 +101,6 @@ impl Described {
         unit: Option<Unit>,
         metric: impl EncodeMetric + Send + Sync + std::fmt::Debug + 'static,
     ) {
-        let exported = match &unit {
-            Some(unit) => format!("{name}_{}", unit.as_str()),
-            None => name.to_string(),
-        };
         use prometheus_client::metrics::MetricType;
         let kind = match metric.metric_type() {
             MetricType::Counter => "counter",
@@ -103,11 +109,43 @@ impl Described {
             MetricType::Info => "info",
             MetricType::Unknown => "unknown",
         };
-        self.families.push((exported, kind));
+        let unit_name = match &unit {
+            Some(Unit::Seconds) => Some("seconds"),
+            Some(Unit::Bytes) => Some("bytes"),
+            _ => None,
+        };
+        self.families.push(Registered {
+            name: match unit_name {
+                Some(u) => format!("{name}_{u}"),
+                None => name.to_string(),
+            },
+            kind,
+            help: help.to_string(),
+            unit: unit_name,
+        });
         match unit {
             Some(unit) => self.registry.register_with_unit(name, help, unit, metric),
             None => self.registry.register(name, help, metric),
         }
+    }
+
+    /// `# HELP`, `# TYPE` (and `# UNIT`) of every family `text` does not list, before its
+    /// `# EOF`.
+    fn add_empty_families(&self, text: &mut String) {
+        let mut missing = String::new();
+        for family in &self.families {
+            if text.contains(&format!("# TYPE {} ", family.name)) {
+                continue;
+            }
+            let help = family.help.replace('\\', "\\\\").replace('\n', "\\n");
+            missing.push_str(&format!("# HELP {} {help}.\n", family.name));
+            missing.push_str(&format!("# TYPE {} {}\n", family.name, family.kind));
+            if let Some(unit) = family.unit {
+                missing.push_str(&format!("# UNIT {} {unit}\n", family.name));
+            }
+        }
+        let at = text.rfind("# EOF").unwrap_or(text.len());
+        text.insert_str(at, &missing);
     }
 }
 
@@ -301,8 +339,11 @@ impl Metrics {
     /// Every family this registry holds, as `/metrics` names it (unit suffix included, before
     /// the `_total`/`_info`/histogram series suffixes), with its type: what the reference docs
     /// must describe.
-    pub fn families(&self) -> &[(String, &'static str)] {
-        &self.registry.families
+    pub fn families(&self) -> impl Iterator<Item = (&str, &'static str)> {
+        self.registry
+            .families
+            .iter()
+            .map(|f| (f.name.as_str(), f.kind))
     }
 
     /// Counts the current thread's runtime in `mcp_harbor_runtime_alive_tasks` (once per
@@ -332,6 +373,7 @@ impl Metrics {
         if prometheus_client::encoding::text::encode(&mut out, &self.registry.registry).is_err() {
             out.clear();
         }
+        self.registry.add_empty_families(&mut out);
         out
     }
 

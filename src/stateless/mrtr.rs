@@ -34,7 +34,7 @@ use crate::auth::hash_secret;
 use crate::auth::seal::purpose::{request_state as purpose, round_state};
 use crate::auth::seal::Sealer;
 use crate::protocol::mcp::LogLevel;
-use crate::protocol::modern::RequestMeta;
+use crate::protocol::stateless::RequestMeta;
 use crate::protocol::{jsonrpc, RequestId, RpcError};
 use crate::request::{RequestContext, SessionPort};
 use crate::session::TenantSessions;

@@ -1,6 +1,6 @@
 //! Stateless requests of the 2026-07-28 revision: no `initialize`, no session. Each request
 //! carries its protocol version, client capabilities and identity in `_meta` (read by
-//! `protocol::modern`), builds its `RequestScope` from them and is handled by the same
+//! `protocol::stateless`), builds its `RequestScope` from them and is handled by the same
 //! `methods` as a session's requests. What differs lives here: `server/discover`, results
 //! marked `resultType` with the server's identity and cache hints, multi round-trip requests
 //! (`mrtr`: a tool that needs the client's input answers `input_required`, and the client's
@@ -20,7 +20,7 @@ use crate::catalog::BoxFuture;
 use crate::methods::{self, Handled, RequestScope};
 use crate::protocol::jsonrpc::{self, INVALID_PARAMS, RESOURCE_NOT_FOUND};
 use crate::protocol::mcp::server_capabilities;
-use crate::protocol::modern::{RequestMeta, META_SERVER_INFO};
+use crate::protocol::stateless::{RequestMeta, META_SERVER_INFO};
 use crate::protocol::{ProtocolVersion, Request, RequestId, RpcError};
 use crate::request::SessionPort;
 use crate::store::TenantAuth;
@@ -28,7 +28,7 @@ use crate::tenant::TenantHandle;
 
 /// Settings of stateless requests (`[modern]` in the configuration).
 #[derive(Debug, Clone)]
-pub struct ModernSettings {
+pub struct StatelessSettings {
     /// How long a client has to retry an `input_required` answer.
     pub request_state_ttl: Duration,
     /// `ttlMs` on list and read results unless the tenant sets its own.
@@ -45,7 +45,7 @@ pub struct ModernSettings {
     pub(crate) result_tail: OnceLock<Box<[u8]>>,
 }
 
-impl ModernSettings {
+impl StatelessSettings {
     fn server_info_json(&self) -> &serde_json::value::RawValue {
         self.server_info_json.get_or_init(|| {
             serde_json::value::to_raw_value(&json!({
@@ -78,9 +78,9 @@ impl ModernSettings {
     }
 }
 
-impl Default for ModernSettings {
+impl Default for StatelessSettings {
     fn default() -> Self {
-        ModernSettings {
+        StatelessSettings {
             request_state_ttl: Duration::from_secs(600),
             cache_ttl_ms: 60_000,
             page_size: 50,
@@ -103,7 +103,7 @@ pub struct Env {
     pub catalog: Arc<crate::catalog::TenantCatalog>,
     pub principal: Option<Arc<Principal>>,
     pub auth: Arc<AuthService>,
-    pub settings: Arc<ModernSettings>,
+    pub settings: Arc<StatelessSettings>,
 }
 
 impl Env {
@@ -285,7 +285,7 @@ pub(crate) fn finish(
     outcome: Result<Value, RpcError>,
     cacheable: bool,
 ) -> Answer {
-    crate::telemetry::record_outcome(
+    crate::observe::telemetry::record_outcome(
         method,
         &env.tenant.slug,
         started,
@@ -373,7 +373,7 @@ fn with_tail(mut response: Vec<u8>, empty: bool, tail: &[u8]) -> Option<Vec<u8>>
 /// and the cache hints (`ttlMs`, `cacheScope`); these replace any the handler set.
 struct Completed<'a> {
     object: &'a Map<String, Value>,
-    settings: &'a ModernSettings,
+    settings: &'a StatelessSettings,
     cache: Option<(u64, &'static str)>,
 }
 
@@ -411,7 +411,7 @@ impl serde::Serialize for Completed<'_> {
 /// A result's `_meta` (if any) with the server's identity.
 struct MetaWithServerInfo<'a> {
     meta: Option<&'a Map<String, Value>>,
-    settings: &'a ModernSettings,
+    settings: &'a StatelessSettings,
 }
 
 impl serde::Serialize for MetaWithServerInfo<'_> {
@@ -476,7 +476,7 @@ mod tests {
     /// The spliced tail gives the bytes the general serialization gives.
     #[test]
     fn a_result_with_the_tail_spliced_in_is_written_as_completed_writes_it() {
-        let settings = ModernSettings::default();
+        let settings = StatelessSettings::default();
         let id = RequestId::Number(7);
         for result in [
             json!({}),

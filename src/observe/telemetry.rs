@@ -174,7 +174,7 @@ pub fn init_telemetry(config: &Config) -> Telemetry {
                     .with_reader(reader)
                     .with_resource(resource)
                     .build();
-                crate::metrics::export_to(&provider);
+                crate::observe::metrics::export_to(&provider);
                 telemetry.meter = Some(provider);
             }
             Err(e) => problems.push(format!("metrics: {e}")),
@@ -624,7 +624,7 @@ pub fn record_outcome(
         Ok(v) if v.get("isError").and_then(Value::as_bool) == Some(true) => "tool_error".into(),
         Ok(_) => String::new(),
     };
-    crate::metrics::global().operation(method, tenant, &error_type, started.elapsed());
+    crate::observe::metrics::global().operation(method, tenant, &error_type, started.elapsed());
     let error = outcome.as_ref().err();
     mcp_done(
         span,

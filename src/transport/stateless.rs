@@ -24,18 +24,18 @@ use serde_json::Value;
 use super::{sse, sse_response, Admitted, EdgePolicy, HttpError, VERSION};
 use crate::auth::AuthService;
 use crate::catalog::TenantCatalog;
-use crate::modern::listen::Listener;
-use crate::modern::{self, Answer, Env, ModernSettings, Notes, Served};
 use crate::protocol::jsonrpc::METHOD_NOT_FOUND;
-use crate::protocol::modern::{
+use crate::protocol::stateless::{
     self as rules, RequestMeta, HEADER_MISMATCH, METHOD_HEADER, MISSING_CLIENT_CAPABILITY,
     NAME_HEADER, PARAM_HEADER_PREFIX, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use crate::protocol::{Message, Payload, ProtocolVersion, Request, RpcError};
+use crate::stateless::listen::Listener;
+use crate::stateless::{self, Answer, Env, Notes, Served, StatelessSettings};
 
 /// Whether a POST speaks the stateless revision, by its `MCP-Protocol-Version` header
 /// (`version`) or its body.
-pub fn is_modern(version: Option<&HeaderValue>, payload: &Payload) -> bool {
+pub fn is_stateless(version: Option<&HeaderValue>, payload: &Payload) -> bool {
     let header_modern = version
         .and_then(crate::header_text)
         .is_some_and(|v| ProtocolVersion::parse_modern(v).is_some());
@@ -140,7 +140,7 @@ fn start(
     let meta = match RequestMeta::take(&mut request) {
         Ok(meta) => meta,
         Err(e) => {
-            crate::telemetry::mcp_done(&span, Some(e.code), false, Some(&e.message));
+            crate::observe::telemetry::mcp_done(&span, Some(e.code), false, Some(&e.message));
             return Ok(Started::Answered(refuse(
                 StatusCode::BAD_REQUEST,
                 Some(&request.id),
@@ -154,7 +154,7 @@ fn start(
         .clone()
         .into_inner();
     let settings = req
-        .app_data::<web::Data<ModernSettings>>()
+        .app_data::<web::Data<StatelessSettings>>()
         .map(|s| s.clone().into_inner())
         .unwrap_or_default();
     let env = Env {
@@ -166,7 +166,7 @@ fn start(
     };
     let sessions = env.tenant.sessions.clone();
     // Taken apart at once: only a running call's own pieces are kept across the wait below.
-    let (response, notes) = match span.in_scope(|| modern::serve(env, request, meta)) {
+    let (response, notes) = match span.in_scope(|| stateless::serve(env, request, meta)) {
         Served::Done(message) => {
             record_error(&span, &message);
             return Ok(Started::Answered(json_answer(message)));
@@ -262,7 +262,7 @@ async fn first_of(
 
 /// The MCP span of a stateless request (none unless traces are exported).
 fn mcp_span(request: &Request, admitted: &Admitted) -> tracing::Span {
-    crate::telemetry::request_span(
+    crate::observe::telemetry::request_span(
         request,
         None,
         rules::meta_version(request.meta.as_deref()).and_then(Value::as_str),
@@ -275,7 +275,7 @@ fn mcp_span(request: &Request, admitted: &Admitted) -> tracing::Span {
 /// is recorded where it is known; this also covers the errors answered before a handler ran).
 fn record_error(span: &tracing::Span, answer: &Answer) {
     if answer.error.is_some() {
-        crate::telemetry::mcp_done(span, answer.error, false, None);
+        crate::observe::telemetry::mcp_done(span, answer.error, false, None);
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::broadcast;
 
 use super::{stamp_server_info, Env};
-use crate::protocol::modern::META_SUBSCRIPTION_ID;
+use crate::protocol::stateless::META_SUBSCRIPTION_ID;
 use crate::protocol::{jsonrpc, mcp};
 use crate::protocol::{RequestId, RpcError};
 use crate::session::supervisor::{TenantBroadcast, LISTS};

@@ -292,11 +292,11 @@ impl Application {
 
         let edge = web::Data::new(EdgePolicy::from_config(&config.server));
         let write_timeout = Duration::from_secs_f64(config.server.write_timeout_secs);
-        let modern_settings = web::Data::new(crate::modern::ModernSettings {
+        let stateless_settings = web::Data::new(crate::stateless::StatelessSettings {
             request_state_ttl: Duration::from_secs(config.modern.request_state_ttl_secs),
             cache_ttl_ms: config.modern.cache_ttl_ms,
             page_size: config.sessions.page_size,
-            ..crate::modern::ModernSettings::default()
+            ..crate::stateless::StatelessSettings::default()
         });
         let registry = web::Data::new(tenants.clone());
         let directory_data = web::Data::new(directory.clone());
@@ -313,12 +313,15 @@ impl Application {
         let scope_replica = replica_id.clone();
         let metrics_token = {
             use secrecy::ExposeSecret;
-            (!config.metrics.token.expose_secret().is_empty())
-                .then(|| web::Data::new(crate::metrics::MetricsToken(config.metrics.token.clone())))
+            (!config.metrics.token.expose_secret().is_empty()).then(|| {
+                web::Data::new(crate::observe::metrics::MetricsToken(
+                    config.metrics.token.clone(),
+                ))
+            })
         };
         if !config.metrics.listen.is_empty() {
             let metrics_server = HttpServer::new(|| {
-                App::new().route("/metrics", web::get().to(crate::metrics::scrape))
+                App::new().route("/metrics", web::get().to(crate::observe::metrics::scrape))
             })
             .workers(1)
             .disable_signals()
@@ -330,31 +333,34 @@ impl Application {
             .run();
             actix_rt::spawn(metrics_server);
         }
-        crate::metrics::global().register_runtime();
+        crate::observe::metrics::global().register_runtime();
         let mut server = HttpServer::new(move || {
             // Runs on each HTTP worker's thread: its runtime's tasks are counted in /metrics.
-            crate::metrics::global().register_runtime();
+            crate::observe::metrics::global().register_runtime();
             let mut app = App::new();
             if let Some(token) = &metrics_token {
-                app = app
-                    .app_data(token.clone())
-                    .route("/metrics", web::get().to(crate::metrics::scrape_with_token));
+                app = app.app_data(token.clone()).route(
+                    "/metrics",
+                    web::get().to(crate::observe::metrics::scrape_with_token),
+                );
             }
             app.wrap_fn(|req, srv| {
                 use actix_web::dev::Service;
                 use futures_util::future::Either;
                 use tracing::Instrument;
-                let route = crate::metrics::route_group(req.path());
+                let route = crate::observe::metrics::route_group(req.path());
                 // The HTTP server span (only when exporting traces): handlers see it as the
                 // current span and hand it to the session actor with their message.
-                let span = crate::telemetry::http_span(&req, crate::routes::of);
+                let span =
+                    crate::observe::telemetry::http_span(&req, crate::observe::http_route::of);
                 if span.is_none() {
                     // No span to enter and leave on every poll (traces are not exported, or
                     // this request was not sampled).
                     let response = srv.call(req);
                     return Either::Left(async move {
                         let response = response.await?;
-                        crate::metrics::global().http_request(route, response.status().as_u16());
+                        crate::observe::metrics::global()
+                            .http_request(route, response.status().as_u16());
                         Ok(response)
                     });
                 }
@@ -364,15 +370,15 @@ impl Application {
                     async move {
                         let response = response.await?;
                         let status = response.status().as_u16();
-                        crate::telemetry::http_done(&done, status);
-                        crate::metrics::global().http_request(route, status);
+                        crate::observe::telemetry::http_done(&done, status);
+                        crate::observe::metrics::global().http_request(route, status);
                         Ok(response)
                     }
                     .instrument(span),
                 )
             })
             .app_data(edge.clone())
-            .app_data(modern_settings.clone())
+            .app_data(stateless_settings.clone())
             .app_data(registry.clone())
             .app_data(admin_state.clone())
             .app_data(admin_auth.clone())
@@ -399,12 +405,12 @@ impl Application {
         .tcp_nodelay(true)
         .on_connect(move |_, extensions| {
             // Counted for as long as it is open (dropped with the connection).
-            extensions.insert(crate::connections::Open::new());
+            extensions.insert(crate::observe::connections::Open::new());
             // Read by the (vendored) HTTP/1 and HTTP/2 dispatchers: a client that takes none of
             // a response's bytes for this long loses the connection (HTTP/2: the stream).
             extensions.insert(actix_http::WriteTimeout {
                 after: write_timeout,
-                expired: crate::metrics::write_timed_out,
+                expired: crate::observe::metrics::write_timed_out,
             });
         })
         .disable_signals()
@@ -419,14 +425,14 @@ impl Application {
             source,
         };
         let server = if config.tls.enabled() {
-            let cert = crate::tls::ReloadingCert::new(
+            let cert = crate::server::tls::ReloadingCert::new(
                 std::path::Path::new(&config.tls.cert_path),
                 std::path::Path::new(&config.tls.key_path),
             )
             .map_err(|e| StartError::Tls(e.to_string()))?;
             cert.watch(Duration::from_secs(config.tls.reload_secs));
-            let tls =
-                crate::tls::server_config(cert).map_err(|e| StartError::Tls(e.to_string()))?;
+            let tls = crate::server::tls::server_config(cert)
+                .map_err(|e| StartError::Tls(e.to_string()))?;
             server.listen_rustls_0_23(listener, tls).map_err(bind_err)?
         } else {
             server.listen(listener).map_err(bind_err)?

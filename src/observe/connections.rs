@@ -7,7 +7,7 @@ pub struct Open(());
 
 impl Open {
     pub fn new() -> Self {
-        crate::metrics::global().http_connections(1);
+        crate::observe::metrics::global().http_connections(1);
         Open(())
     }
 }
@@ -20,6 +20,6 @@ impl Default for Open {
 
 impl Drop for Open {
     fn drop(&mut self) {
-        crate::metrics::global().http_connections(-1);
+        crate::observe::metrics::global().http_connections(-1);
     }
 }
