@@ -17,7 +17,28 @@ use std::task::{Context, Poll};
 use futures_util::task::AtomicWaker;
 use parking_lot::Mutex;
 
-use super::core::StreamItem;
+use bytes::Bytes;
+
+use crate::cluster::EventId;
+
+/// One item of a response body, typed until the transport frames it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamItem {
+    /// The whole answer, as a JSON body.
+    Json(Bytes),
+    /// A logged JSON-RPC message (an SSE event with its id).
+    Event { id: EventId, data: Bytes },
+    /// The priming event of SSE polling: an id, empty data, and the reconnection delay.
+    Priming { id: EventId, retry_ms: u64 },
+    /// The legacy transport's first event: where to POST.
+    Endpoint(String),
+    /// A resumption was accepted (written as nothing; replayed events follow).
+    Resumed,
+    /// A resumption named an event the log does not know.
+    UnknownEvent(EventId),
+    /// The server is going away: reconnect after this delay (then the stream ends).
+    Reconnect { retry_ms: u64 },
+}
 
 /// Shared by the senders and the receiver. A queue that allocates nothing until an item waits in
 /// it (an open stream that is idle, such as a standalone GET stream, holds no buffer; a tokio

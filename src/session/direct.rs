@@ -9,70 +9,19 @@
 //! one effect is a flag the view holds ([`acknowledge`]).
 
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use serde_json::Value;
-use tokio::sync::oneshot;
 
 use super::core::request_span;
 use super::supervisor::{SessionEntry, TenantSessions};
+use super::view::NO_PORT;
 use crate::methods::{self, Handled, RequestScope};
 use crate::observe::telemetry::record_outcome;
 use crate::protocol::jsonrpc;
-use crate::protocol::{Message, Payload, ProtocolVersion, Request, RequestId, RpcError};
-use crate::request::{CallKey, SessionPort};
-
-/// What a session publishes for the transport: its scope once initialized (fixed from then on)
-/// and how many of its requests are running.
-#[derive(Default)]
-pub struct SessionView {
-    scope: OnceLock<PublishedScope>,
-    running: AtomicUsize,
-    /// The client sent `notifications/initialized` (kept in the session's snapshots). The one
-    /// copy of the flag: set by the session, a restored snapshot or [`acknowledge`].
-    initialized: AtomicBool,
-}
-
-struct PublishedScope {
-    session: Arc<str>,
-    version: ProtocolVersion,
-    client_capabilities: Arc<Value>,
-    principal: Option<Arc<Value>>,
-}
-
-impl SessionView {
-    /// Called by the session when it is initialized (or restored initialized).
-    pub(super) fn publish(
-        &self,
-        session: &Arc<str>,
-        version: ProtocolVersion,
-        client_capabilities: &Arc<Value>,
-        principal: Option<&Arc<Value>>,
-    ) {
-        let _ = self.scope.set(PublishedScope {
-            session: session.clone(),
-            version,
-            client_capabilities: client_capabilities.clone(),
-            principal: principal.cloned(),
-        });
-    }
-
-    /// Called by the session after each message it handled.
-    pub(super) fn set_running(&self, n: usize) {
-        self.running.store(n, Ordering::Relaxed);
-    }
-
-    /// Records `notifications/initialized` (from the actor, this module or a restored snapshot).
-    pub(super) fn set_initialized(&self) {
-        self.initialized.store(true, Ordering::Relaxed);
-    }
-
-    pub(super) fn initialized(&self) -> bool {
-        self.initialized.load(Ordering::Relaxed)
-    }
-}
+use crate::protocol::{Message, Payload, Request, RpcError};
+use crate::request::CallKey;
 
 /// Takes `notifications/initialized` for an initialized session held here: its one effect, the
 /// flag its next snapshot carries, is set on the view, and the POST is answered 202 without the
@@ -88,40 +37,6 @@ pub fn acknowledge(entry: &SessionEntry, payload: &Payload) -> bool {
     }
     entry.view.set_initialized();
     true
-}
-
-/// The port of a request answered here: such requests never talk to the client (that is what
-/// makes them eligible), so there is nothing to send; a server→client request is refused.
-struct NoPort;
-
-impl SessionPort for NoPort {
-    fn notify(&self, _: &RequestId, method: &'static str, _: Value) {
-        tracing::debug!(
-            method,
-            "notification of a directly answered request dropped"
-        );
-    }
-    fn request(
-        &self,
-        _: &RequestId,
-        _: &'static str,
-        _: Value,
-        reply: oneshot::Sender<Result<Value, RpcError>>,
-    ) {
-        let _ = reply.send(Err(RpcError::internal(
-            "this request cannot ask the client anything",
-        )));
-    }
-    fn close_stream(&self, _: &RequestId) {}
-    fn resource_updated(&self, _: &str) {}
-    fn list_changed(&self, _: &'static str) {}
-}
-
-static NO_PORT: LazyLock<Arc<dyn SessionPort>> = LazyLock::new(|| Arc::new(NoPort));
-
-/// The port of a request that never talks to the client (also the opening `initialize`).
-pub(super) fn no_port() -> &'static Arc<dyn SessionPort> {
-    &NO_PORT
 }
 
 /// How [`answer`] took a payload.
@@ -255,6 +170,9 @@ fn eligible(req: &Request, catalog: &crate::catalog::TenantCatalog) -> bool {
 mod tests {
     use super::*;
     use crate::catalog::TenantCatalog;
+    use crate::protocol::{ProtocolVersion, RequestId};
+    use std::sync::Arc;
+    use tokio::sync::oneshot;
 
     #[tokio::test]
     async fn a_call_not_done_when_first_polled_goes_on_with_its_tasks_waker() {

@@ -11,6 +11,7 @@ pub mod id;
 pub mod locate;
 pub mod outbox;
 pub mod supervisor;
+pub mod view;
 
 pub use self::core::{
     Refusal, Reply, Session, SessionSettings, SessionSnapshot, StreamItem, StreamReceiver,

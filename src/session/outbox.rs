@@ -19,7 +19,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
-use super::core::{StreamItem, StreamSink};
+use super::channel::{StreamItem, StreamSink};
 use crate::cluster::{BackendError, Backends, EventId, Lease, SessionKey, StoredEvent};
 
 /// An event to log, then hand to its connection (when one is attached).

@@ -57,7 +57,7 @@ pub struct SessionEntry {
     /// The binding of the principal that opened the session (protected tenants).
     pub owner: Option<Arc<str>>,
     /// What the session publishes for requests answered without its actor (`direct`).
-    pub view: Arc<super::direct::SessionView>,
+    pub view: Arc<super::view::SessionView>,
     /// When this replica started holding the session (for `mcp.server.session.duration`).
     started: Instant,
     instance: u64,
