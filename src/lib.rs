@@ -17,7 +17,7 @@
 //! - `admin`: the admin API; `cli`: its command line
 //! - `egress`: where outgoing calls (webhooks, OAuth fetches) may go
 //! - `observe`: traces, metrics and logs (OpenTelemetry, Prometheus), connection counting
-//! - `server`: assembling the application: startup, HTTPS, body deadlines, memory settings
+//! - `server`: assembling the application: startup, routes, HTTPS, memory settings
 //! - `tenant`, `config`, `reseal`: wiring
 
 pub mod admin;

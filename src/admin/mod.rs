@@ -50,7 +50,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::scope(openapi::BASE)
             .wrap(actix_web::middleware::from_fn(|req, next| {
-                crate::server::body_deadline::within(req, next, |patience| {
+                crate::transport::body_deadline::within(req, next, |patience| {
                     AdminError::body_timed_out(patience).error_response()
                 })
             }))
@@ -250,7 +250,7 @@ impl AdminError {
         AdminError {
             status: StatusCode::REQUEST_TIMEOUT,
             code: "request_timeout",
-            message: crate::server::body_deadline::too_slow(patience),
+            message: crate::transport::body_deadline::too_slow(patience),
             field: None,
         }
     }

@@ -44,7 +44,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::resource("/t/{tenant}/elicitations/{id}")
             .app_data(form)
             .wrap(actix_web::middleware::from_fn(|req, next| {
-                crate::server::body_deadline::within(req, next, crate::oauth::page::form_too_slow)
+                crate::transport::body_deadline::within(
+                    req,
+                    next,
+                    crate::oauth::page::form_too_slow,
+                )
             }))
             .route(web::get().to(show))
             .route(web::post().to(submit))

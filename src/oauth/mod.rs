@@ -90,22 +90,23 @@ fn root_endpoint(path: &str, allow: &'static str) -> actix_web::Resource {
     }))
 }
 
-/// A request body must arrive in time (`crate::server::body_deadline`): 408 as an OAuth error, or as
+/// A request body must arrive in time (`crate::transport::body_deadline`): 408 as an OAuth error, or as
 /// a page for the sign-in form (`/authorize`, posted by a browser, shows its errors).
 async fn body_deadline(
     req: actix_web::dev::ServiceRequest,
     next: actix_web::middleware::Next<actix_web::body::BoxBody>,
 ) -> Result<actix_web::dev::ServiceResponse, actix_web::Error> {
-    let timed_out: crate::server::body_deadline::TimedOut = if req.path().ends_with("/authorize") {
+    let timed_out: crate::transport::body_deadline::TimedOut = if req.path().ends_with("/authorize")
+    {
         page::form_too_slow
     } else {
         |patience| {
-            let description = crate::server::body_deadline::too_slow(patience);
+            let description = crate::transport::body_deadline::too_slow(patience);
             OAuthError::new(StatusCode::REQUEST_TIMEOUT, "invalid_request", description)
                 .error_response()
         }
     };
-    crate::server::body_deadline::within(req, next, timed_out).await
+    crate::transport::body_deadline::within(req, next, timed_out).await
 }
 
 /// Browser-based MCP clients (the Inspector) call discovery, registration and the token

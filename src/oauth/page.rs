@@ -75,7 +75,7 @@ pub fn unavailable() -> HttpResponse {
     )
 }
 
-/// The 408 of a form whose body did not arrive in time (`crate::server::body_deadline`).
+/// The 408 of a form whose body did not arrive in time (`crate::transport::body_deadline`).
 pub fn form_too_slow(_patience: std::time::Duration) -> HttpResponse {
     error(
         StatusCode::REQUEST_TIMEOUT,

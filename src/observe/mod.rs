@@ -1,9 +1,7 @@
 //! Watching the server: traces and logs (`telemetry`: the tracing subscriber, the OpenTelemetry
 //! bridge and OTLP export, the MCP spans), metrics (`metrics`: Prometheus text and OTLP
-//! instruments), the route templates spans are named by (`http_route`) and the count of open
-//! connections (`connections`).
+//! instruments) and the count of open connections (`connections`).
 
 pub mod connections;
-pub mod http_route;
 pub mod metrics;
 pub mod telemetry;

@@ -352,7 +352,7 @@ impl Application {
                 // The HTTP server span (only when exporting traces): handlers see it as the
                 // current span and hand it to the session actor with their message.
                 let span =
-                    crate::observe::telemetry::http_span(&req, crate::observe::http_route::of);
+                    crate::observe::telemetry::http_span(&req, crate::server::http_route::of);
                 if span.is_none() {
                     // No span to enter and leave on every poll (traces are not exported, or
                     // this request was not sampled).

@@ -1,8 +1,9 @@
 //! Assembling the server: the application (`app`: stores, shared state, tenants, routes, the
-//! listener and the drain), HTTPS with certificate reloading (`tls`), deadlines on request
-//! bodies (`body_deadline`) and the process's memory settings (`memory`).
+//! listener and the drain), the route templates its HTTP spans are named by (`http_route`),
+//! HTTPS with certificate reloading (`tls`) and the process's memory settings (`memory`).
+//! Nothing below imports it.
 
 pub mod app;
-pub mod body_deadline;
+pub mod http_route;
 pub mod memory;
 pub mod tls;

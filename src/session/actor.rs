@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use super::core::{Invocation, Refusal, Reply, Session, SessionSnapshot, StreamReceiver};
-use super::supervisor::{TenantBroadcast, TenantSessions};
+use super::outbox::Outbox;
 use crate::catalog::SessionPort;
 use crate::cluster::{EventId, StreamId};
 use crate::protocol::{Payload, RequestId, RpcError};
@@ -31,17 +31,46 @@ enum Ending {
     Done,
 }
 
+/// What a session's actor asks of the index that holds it (the tenant's sessions on this
+/// replica).
+pub trait SessionHost: Send + Sync {
+    /// The actor stopped: forget it, unless a newer instance replaced it.
+    fn ended(&self, id: &str, instance: u64);
+    /// Restarts a crashed actor from its snapshot, under the same id and lease, in a new actor
+    /// registered before the old one's mailbox closes. `false`: the session cannot go on.
+    fn restart(
+        self: Arc<Self>,
+        instance: u64,
+        snapshot: SessionSnapshot,
+        seqs: HashMap<StreamId, u64>,
+        outbox: Outbox,
+    ) -> bool;
+    /// A tool changed a resource: every session and listener of the tenant concerned hears.
+    fn resource_updated(&self, uri: &str);
+    /// A tool announced a change of one of the tenant's lists.
+    fn list_changed(&self, list: &'static str);
+}
+
+/// A change every session of the tenant should hear about.
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "()")]
+pub enum TenantBroadcast {
+    ResourceUpdated(String),
+    /// One of `supervisor::LISTS`.
+    ListChanged(&'static str),
+}
+
 pub struct SessionActor {
     core: Session,
     /// Which start of this session this is (a restart after a crash gets a new one).
     instance: u64,
-    sessions: Arc<TenantSessions>,
+    sessions: Arc<dyn SessionHost>,
     port: Option<Arc<dyn SessionPort>>,
     ending: Ending,
 }
 
 impl SessionActor {
-    pub fn new(core: Session, instance: u64, sessions: Arc<TenantSessions>) -> Self {
+    pub fn new(core: Session, instance: u64, sessions: Arc<dyn SessionHost>) -> Self {
         SessionActor {
             core,
             instance,
@@ -92,7 +121,11 @@ impl SessionActor {
                 let outbox = self.core.outbox().fork();
                 // Its streams end here (a restarted actor brings them back detached).
                 self.core.stop_local();
-                self.ending = if self.sessions.restart(self.instance, snapshot, seqs, outbox) {
+                let restarted =
+                    self.sessions
+                        .clone()
+                        .restart(self.instance, snapshot, seqs, outbox);
+                self.ending = if restarted {
                     Ending::Moved
                 } else {
                     tracing::warn!(session = %self.core.id(), "a legacy session ends with its crashed actor");
@@ -181,7 +214,7 @@ impl Actor for SessionActor {
 /// The session side seen by tool calls: everything goes through the actor's mailbox, in order.
 struct ActorPort {
     addr: Addr<SessionActor>,
-    sessions: Arc<TenantSessions>,
+    sessions: Arc<dyn SessionHost>,
 }
 
 impl SessionPort for ActorPort {

@@ -3,8 +3,8 @@
 //! changes to every session, and ends or hands over all of them (tenant removal, drain).
 //!
 //! `TenantSessions` is the tenant's index of the sessions this replica holds and what it takes
-//! to start, restore (after a takeover) and restart (after a crash) one. The HTTP edge reaches it
-//! through `session::locate` only.
+//! to start, restore (after a takeover) and restart (after a crash) one. Everything outside
+//! `session` reaches it through the front door (`session::Sessions`).
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -17,11 +17,14 @@ use actix_rt::ArbiterHandle;
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
-use super::actor::{ExpireIfIdle, HandOver, IsRunning, Recover, SessionActor, Terminate};
+use super::actor::{
+    ExpireIfIdle, HandOver, IsRunning, Recover, SessionActor, SessionHost, TenantBroadcast,
+    Terminate,
+};
 use super::core::{Session, SessionSettings, SessionSnapshot, TransportKind};
 use super::id::new_session_id;
-use super::locate::{Replica, SessionError};
 use super::outbox::Outbox;
+use super::replica::{Replica, SessionError};
 use super::Reply;
 use crate::catalog::CatalogHandle;
 use crate::cluster::{Acquired, Lease, SessionAdmission, SessionCaps, SessionKey, StreamId};
@@ -46,6 +49,13 @@ impl Activity {
     }
     fn idle_for_ms(&self, now: u64) -> u64 {
         now.saturating_sub(self.last_active_ms.load(Ordering::Relaxed))
+    }
+}
+
+impl SessionEntry {
+    /// Which start of the session's actor this is (a restart after a crash is another).
+    pub fn start(&self) -> u64 {
+        self.instance
     }
 }
 
@@ -594,6 +604,27 @@ impl TenantSessions {
     }
 }
 
+impl SessionHost for TenantSessions {
+    fn ended(&self, id: &str, instance: u64) {
+        TenantSessions::ended(self, id, instance);
+    }
+    fn restart(
+        self: Arc<Self>,
+        instance: u64,
+        snapshot: SessionSnapshot,
+        seqs: HashMap<StreamId, u64>,
+        outbox: Outbox,
+    ) -> bool {
+        TenantSessions::restart(&self, instance, snapshot, seqs, outbox)
+    }
+    fn resource_updated(&self, uri: &str) {
+        TenantSessions::resource_updated(self, uri);
+    }
+    fn list_changed(&self, list: &'static str) {
+        TenantSessions::list_changed(self, list);
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SessionLimits {
     pub max_sessions: usize,
@@ -675,15 +706,6 @@ impl Actor for TenantSupervisor {
             .clamp(Duration::from_millis(50), Duration::from_secs(30));
         ctx.run_interval(every, |me, ctx| me.sweep(ctx));
     }
-}
-
-/// A change every session of the tenant should hear about.
-#[derive(Message, Clone, Debug)]
-#[rtype(result = "()")]
-pub enum TenantBroadcast {
-    ResourceUpdated(String),
-    /// One of [`LISTS`].
-    ListChanged(&'static str),
 }
 
 /// The lists whose changes a tenant's sessions and listeners are told about.

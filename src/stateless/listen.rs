@@ -14,7 +14,8 @@ use super::{stamp_server_info, Env};
 use crate::protocol::stateless::META_SUBSCRIPTION_ID;
 use crate::protocol::{jsonrpc, mcp};
 use crate::protocol::{RequestId, RpcError};
-use crate::session::supervisor::{TenantBroadcast, LISTS};
+use crate::session::supervisor::LISTS;
+use crate::session::TenantBroadcast;
 
 /// One open subscription.
 pub struct Listener {

@@ -37,7 +37,7 @@ use crate::protocol::mcp::LogLevel;
 use crate::protocol::stateless::RequestMeta;
 use crate::protocol::{jsonrpc, RequestId, RpcError};
 use crate::request::{RequestContext, SessionPort};
-use crate::session::TenantSessions;
+use crate::session::Sessions;
 use crate::store::{now_millis, RoundRecord, RoundStore};
 
 /// What a retry's `requestState` says, sealed.
@@ -763,7 +763,7 @@ struct RoundPort {
     /// `None`: the request asked for no notifications.
     notes: Option<mpsc::UnboundedSender<Value>>,
     log_level: Option<LogLevel>,
-    sessions: Arc<TenantSessions>,
+    sessions: Sessions,
 }
 
 /// Whether calls of `name` go on from their endpoint's recorded step (webhook tools).

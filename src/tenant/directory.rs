@@ -17,10 +17,11 @@ use super::{TenantHandle, TenantPolicy, TenantRegistry};
 use crate::auth::Sealer;
 use crate::catalog::stored::{StoredCatalog, WebhookRuntime};
 use crate::catalog::{Catalog, CatalogHandle, TenantCatalog};
-use crate::protocol::jsonrpc;
-use crate::session::actor::Post;
-use crate::session::supervisor::{list_named, StopAll, TenantBroadcast, LISTS};
-use crate::session::{locate, Replica, SessionLimits, SessionSettings, TenantSessions};
+use crate::session::front::owner_topic;
+use crate::session::supervisor::{list_named, StopAll, LISTS};
+use crate::session::{
+    OwnerMessage, Replica, SessionLimits, SessionSettings, Sessions, TenantBroadcast,
+};
 use crate::store::{
     CatalogFingerprint, CatalogKind, CatalogStore, SqlStore, StoreError, TenantLimits,
     TenantRecord, TenantStore,
@@ -28,11 +29,6 @@ use crate::store::{
 
 /// The bus topic every replica listens to for tenant changes.
 pub const TENANTS_TOPIC: &str = "tenants";
-
-/// The bus topic of one replica: messages for sessions it owns.
-pub fn owner_topic(replica: &str) -> String {
-    format!("replica.{replica}")
-}
 
 /// A change to a tenant, announced to every replica.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -68,18 +64,6 @@ pub enum TenantEvent {
         slug: String,
         list: String,
     },
-}
-
-/// A message for a session held by another replica (a client's answer or notification).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct OwnerMessage {
-    pub tenant: String,
-    pub session: String,
-    /// The JSON-RPC body as the client sent it.
-    pub body: String,
-    /// The binding of the sender's principal (protected tenants): the owner checks it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
 }
 
 /// How long "no such tenant" is remembered before the store is asked again.
@@ -288,18 +272,18 @@ impl TenantDirectory {
                 .await?,
         );
         let slug: Arc<str> = record.slug.as_str().into();
-        let sessions = Arc::new(TenantSessions::new(
+        let sessions = Sessions::new(
             slug.clone(),
             catalog.clone(),
             self.replica.clone(),
             self.settings.clone(),
             self.defaults.clone(),
-        ));
+        );
         sessions.set_caps(session_caps(&record.limits));
         let supervisor = sessions.start_supervisor();
         // A tool changed a resource or a list: sessions and listeners here hear at once, other
         // replicas via the bus.
-        let hook_sessions = Arc::downgrade(&sessions);
+        let hook_sessions = sessions.downgrade();
         let bus = self.replica.backends.bus.clone();
         let origin = self.replica.info.id.to_string();
         let hook_slug = record.slug.clone();
@@ -698,40 +682,8 @@ impl TenantDirectory {
         };
         // On its own task: the bus's other messages (tenant changes, other sessions' answers)
         // do not wait for a restore.
-        actix_rt::spawn(Self::deliver_owner_message(handle.sessions.clone(), m));
-    }
-
-    async fn deliver_owner_message(sessions: Arc<TenantSessions>, m: OwnerMessage) {
-        // Not held here: this replica's earlier process held it (restarted under the same id,
-        // as a pod or a compose service is), and the answer was sent here for it. Restored
-        // from its snapshot as a forwarded request would be, or the call it answers would wait
-        // out its timeout.
-        let entry = match sessions.get(&m.session) {
-            Some(entry) => entry,
-            None => match locate::locate(
-                &sessions,
-                &m.session,
-                crate::session::core::TransportKind::Streamable,
-                true,
-            )
-            .await
-            {
-                Ok(locate::Located::Here(entry)) => entry,
-                Ok(locate::Located::Elsewhere { .. }) | Err(_) => {
-                    tracing::debug!(session = %m.session, "bus message for a session not held here");
-                    return;
-                }
-            },
-        };
-        if entry.owner.as_deref() != m.owner.as_deref() {
-            tracing::warn!(session = %m.session, "bus message from another principal dropped");
-            return;
-        }
-        let payload = match jsonrpc::parse_payload(m.body.as_bytes()) {
-            Ok(p) => p,
-            Err(_) => return,
-        };
-        let _ = locate::deliver(&sessions, &m.session, entry, Post::new(payload)).await;
+        let sessions = handle.sessions.clone();
+        actix_rt::spawn(async move { sessions.deliver_from_bus(m).await });
     }
 }
 

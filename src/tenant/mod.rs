@@ -5,7 +5,7 @@
 mod directory;
 mod policy;
 
-pub use directory::{owner_topic, OwnerMessage, TenantDirectory, TenantEvent, TENANTS_TOPIC};
+pub use directory::{TenantDirectory, TenantEvent, TENANTS_TOPIC};
 pub use policy::{PolicyRefusal, TenantPolicy};
 
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use actix::Addr;
 use parking_lot::RwLock;
 
 use crate::catalog::CatalogHandle;
-use crate::session::{TenantSessions, TenantSupervisor};
+use crate::session::{Sessions, TenantSupervisor};
 
 /// A live tenant.
 #[derive(Clone)]
@@ -24,7 +24,7 @@ pub struct TenantHandle {
     /// Shared: cloning an actix `Addr` allocates (a sender task of its own), and a handle is
     /// cloned on every request.
     pub supervisor: Arc<Addr<TenantSupervisor>>,
-    pub sessions: Arc<TenantSessions>,
+    pub sessions: Sessions,
     pub policy: Arc<TenantPolicy>,
 }
 

@@ -14,10 +14,10 @@ use actix_web::{HttpRequest, HttpResponse};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use super::{HttpError, COUNTED_HEADER, DRAINING_HEADER, FORWARDED_HEADER, SESSION};
+use super::{COUNTED_HEADER, DRAINING_HEADER, FORWARDED_HEADER, SESSION};
 use crate::auth::seal::purpose::COUNTED_REQUEST;
 use crate::auth::Sealer;
-use crate::protocol::jsonrpc::RpcError;
+use crate::session::{Relay, Unrelayed};
 use crate::store::now_millis;
 
 /// Headers that describe one hop, not the message (RFC 9110 §7.6.1), plus those the client
@@ -113,14 +113,40 @@ pub struct Forwarder {
     sealer: Arc<Sealer>,
 }
 
-/// Why a request could not be forwarded.
-pub enum ForwardError {
-    /// The owner did not accept the connection (it is gone), it is draining and has handed
-    /// the session over, or it dropped the request after letting the session go: the caller
-    /// takes the session over.
-    Unreachable,
-    /// Something else failed (already an HTTP answer).
-    Failed(HttpError),
+/// A request to pass on to the replica owning its session, as it came (the front door,
+/// `session::Sessions`, decides where and whether).
+pub struct Relayed<'a> {
+    forwarder: &'a Forwarder,
+    req: &'a HttpRequest,
+    body: Bytes,
+}
+
+impl<'a> Relayed<'a> {
+    pub fn new(forwarder: &'a Forwarder, req: &'a HttpRequest, body: Bytes) -> Self {
+        Relayed {
+            forwarder,
+            req,
+            body,
+        }
+    }
+}
+
+impl Relay for Relayed<'_> {
+    type Answer = HttpResponse;
+
+    fn body(&self) -> &Bytes {
+        &self.body
+    }
+
+    async fn relay(
+        &self,
+        owner: &str,
+        let_go: impl std::future::Future<Output = bool>,
+    ) -> Result<HttpResponse, Unrelayed> {
+        self.forwarder
+            .forward(owner, self.req, self.body.clone(), let_go)
+            .await
+    }
 }
 
 impl Forwarder {
@@ -151,7 +177,7 @@ impl Forwarder {
         req: &HttpRequest,
         body: Bytes,
         let_go: impl std::future::Future<Output = bool>,
-    ) -> Result<HttpResponse, ForwardError> {
+    ) -> Result<HttpResponse, Unrelayed> {
         let path = req
             .uri()
             .path_and_query()
@@ -159,7 +185,7 @@ impl Forwarder {
             .unwrap_or("/");
         let url = format!("{}{path}", base.trim_end_matches('/'));
         let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
-            .map_err(|_| ForwardError::Failed(HttpError::bad_request("Bad Request: method")))?;
+            .map_err(|_| Unrelayed::Failed)?;
         let mut out = self.client.request(method, &url).body(body);
         // The trace goes on through this hop: the owner's spans are children of this one.
         let trace = crate::observe::telemetry::outgoing_headers();
@@ -181,23 +207,18 @@ impl Forwarder {
         out = out.header(COUNTED_HEADER, counted_proof(&self.sealer, req));
         let response = match out.send().await {
             Ok(r) => r,
-            Err(e) if e.is_connect() => return Err(ForwardError::Unreachable),
+            Err(e) if e.is_connect() => return Err(Unrelayed::Gone),
             Err(e) => {
                 if let_go.await || owner_is_gone(&url).await {
                     tracing::debug!(error = %e, %url, "the session's owner went away");
-                    return Err(ForwardError::Unreachable);
+                    return Err(Unrelayed::Gone);
                 }
                 tracing::warn!(error = %e, %url, "forwarding to the session's owner failed");
-                return Err(ForwardError::Failed(HttpError::new(
-                    StatusCode::BAD_GATEWAY,
-                    RpcError::internal(
-                        "Bad Gateway: the server holding this session did not answer; retry",
-                    ),
-                )));
+                return Err(Unrelayed::Failed);
             }
         };
         if response.status().as_u16() == 503 && response.headers().contains_key(DRAINING_HEADER) {
-            return Err(ForwardError::Unreachable);
+            return Err(Unrelayed::Gone);
         }
         let status =
             StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);

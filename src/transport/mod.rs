@@ -7,6 +7,7 @@
 //! `legacy`: 2024-11-05 HTTP+SSE), SSE framing, and forwarding to the replica that owns a
 //! session (`forward`).
 
+pub mod body_deadline;
 pub mod cors;
 pub mod forward;
 pub mod legacy;
@@ -24,13 +25,12 @@ use actix_web::http::StatusCode;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse, ResponseError};
 use futures_util::future::{ready, Either, LocalBoxFuture, Ready};
 use futures_util::StreamExt;
-use serde_json::Value;
 
 use crate::auth::{AuthService, Challenge, Principal};
 use crate::config::ServerConfig;
 use crate::protocol::jsonrpc::{self, RpcError};
 use crate::protocol::{Payload, ProtocolVersion};
-use crate::session::{Refusal, SessionError, StreamItem, StreamReceiver};
+use crate::session::{Caller, Refusal, SessionError, StreamItem, StreamReceiver};
 use crate::tenant::{PolicyRefusal, TenantDirectory, TenantHandle, TenantPolicy};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -170,6 +170,15 @@ impl From<SessionError> for HttpError {
             }
             SessionError::Moved(_) => HttpError::unavailable(
                 "Service Unavailable: the session is moving between servers; retry",
+            ),
+            SessionError::UnknownEvent(last) => {
+                HttpError::bad_request(format!("Unknown Last-Event-ID {last}: nothing to resume"))
+            }
+            SessionError::OwnerFailed => HttpError::new(
+                StatusCode::BAD_GATEWAY,
+                RpcError::internal(
+                    "Bad Gateway: the server holding this session did not answer; retry",
+                ),
             ),
         }
     }
@@ -320,23 +329,11 @@ pub struct Admitted {
 }
 
 impl Admitted {
-    /// The principal as sessions and webhook calls see it.
-    pub fn principal_value(&self) -> Option<Arc<Value>> {
-        self.principal.as_ref().map(|p| Arc::new(p.to_value()))
-    }
-
-    /// Whether this request's principal may use a session bound to `owner` (a session of an
-    /// open tenant has no owner). Another principal is told the session does not exist.
-    pub fn check_owner(&self, owner: Option<&Arc<str>>) -> Result<(), HttpError> {
-        let same = match (&self.principal, owner) {
-            (Some(p), Some(owner)) => p.has_binding(owner),
-            (None, None) => true,
-            _ => false,
-        };
-        if same {
-            Ok(())
-        } else {
-            Err(session_not_found())
+    /// Who sends the request, as sessions see it.
+    pub fn caller(&self) -> Caller<'_> {
+        Caller {
+            principal: self.principal.as_ref(),
+            forwarded: self.forwarded,
         }
     }
 }
@@ -381,7 +378,7 @@ impl Admitted {
         // Counted once: a request forwarded to its session's owner carries the forwarding
         // replica's proof that it was counted there (a client cannot make one).
         let counted_upstream = forward::was_counted(&directory.sealer, &req);
-        let quotas = &*tenant.sessions.replica.backends.quotas;
+        let quotas = &*tenant.sessions.replica().backends.quotas;
         if !counted_upstream {
             rate_limited(slug, tenant.policy.within_rate(quotas, slug, None, 1).await)?;
         }
@@ -432,7 +429,7 @@ impl Admitted {
 
     async fn count_more(&self, more: usize) -> Result<(), HttpError> {
         let (tenant, slug) = (&self.tenant, &*self.tenant.slug);
-        let quotas = &*tenant.sessions.replica.backends.quotas;
+        let quotas = &*tenant.sessions.replica().backends.quotas;
         let more = u32::try_from(more).unwrap_or(u32::MAX);
         // The principal's rate first: a principal over its own rate does not spend the tenant's.
         if let Some(p) = self

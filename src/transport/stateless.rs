@@ -190,7 +190,7 @@ fn start(
             }
             return Ok(Started::Answered(sse_response(
                 HttpResponse::Ok(),
-                listen_stream(listener, sessions.replica.clone(), edge.keepalive),
+                listen_stream(listener, sessions.replica().clone(), edge.keepalive),
             )));
         }
         Served::Running { response, notes } => (response, notes),

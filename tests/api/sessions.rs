@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use crate::helpers::{initialize_body, spawn_app, spawn_app_with, SseReader};
-use mcp_harbor::session::actor::InjectPanic;
 use serde_json::{json, Value};
 
 /// A legacy (2024-11-05) session on tenant `demo`: its SSE stream (past the `endpoint`
@@ -332,15 +331,14 @@ async fn a_crashed_session_actor_is_restarted_without_losing_the_session() {
     c.result("resources/subscribe", json!({ "uri": "demo://note" }))
         .await;
     let tenant = app.tenants.get("demo").unwrap();
-    let before = tenant.sessions.get(&c.session).unwrap();
-    before.addr.do_send(InjectPanic);
+    let before = tenant.sessions.inject_panic(&c.session).unwrap();
     let mut restarted = false;
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(20)).await;
         if tenant
             .sessions
-            .get(&c.session)
-            .is_some_and(|e| e.addr != before.addr)
+            .actor_start(&c.session)
+            .is_some_and(|start| start != before)
         {
             restarted = true;
             break;
@@ -376,17 +374,12 @@ async fn a_legacy_session_ends_with_its_crashed_actor() {
     let (mut sse, session, post_url) = open_legacy(&app).await;
     initialize_legacy(&app, &mut sse, &post_url).await;
     let tenant = app.tenants.get("demo").unwrap();
-    tenant
-        .sessions
-        .get(&session)
-        .unwrap()
-        .addr
-        .do_send(InjectPanic);
+    tenant.sessions.inject_panic(&session).unwrap();
     assert!(
         legacy_session_ends(&app, &post_url).await,
         "the crashed legacy session is not found any more"
     );
-    assert!(tenant.sessions.get(&session).is_none());
+    assert!(tenant.sessions.actor_start(&session).is_none());
     assert!(
         sse.next_event(Duration::from_secs(5)).await.is_none(),
         "the stream ended"

@@ -543,13 +543,12 @@ async fn crash_while_asking(
         }
     };
     let tenant = app.tenants.get("acme").unwrap();
-    let before = tenant.sessions.get(&c.session).unwrap();
-    before.addr.do_send(mcp_harbor::session::actor::InjectPanic);
+    let before = tenant.sessions.inject_panic(&c.session).unwrap();
     for _ in 0..100 {
         if tenant
             .sessions
-            .get(&c.session)
-            .is_some_and(|e| e.addr != before.addr)
+            .actor_start(&c.session)
+            .is_some_and(|start| start != before)
         {
             break;
         }
