@@ -5,15 +5,15 @@
 use actix_web::dev::Payload;
 use actix_web::{web, FromRequest, HttpRequest};
 use base64::Engine;
-use futures_util::future::{ready, Ready};
+use futures_util::future::{ready, LocalBoxFuture, Ready};
 use parking_lot::RwLock;
 use rand::RngCore;
 use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::AdminError;
-use crate::store::{AdminStore, SqlStore, StoreError};
+use super::{AdminError, AdminState};
+use crate::store::{AdminStore, SqlStore, StoreError, TenantRecord, TenantStore};
 
 /// Hex SHA-256 of a token.
 pub fn hash_token(token: &str) -> String {
@@ -95,6 +95,43 @@ impl FromRequest for Admin {
         } else {
             // Every authenticated operation refuses query parameters it does not document.
             super::openapi::check_query(req).map(|()| Admin)
+        })
+    }
+}
+
+/// The tenant an admin API path names (`/tenants/{slug}/…`), for the operations on what it
+/// owns: the admin credential checked first (as [`Admin`]: an unauthenticated request costs no
+/// store read), then the tenant's record read from the store once, 404 when there is none.
+pub struct AdminTenant {
+    pub record: TenantRecord,
+}
+
+impl AdminTenant {
+    pub fn slug(&self) -> &str {
+        &self.record.slug
+    }
+}
+
+impl FromRequest for AdminTenant {
+    type Error = AdminError;
+    type Future = LocalBoxFuture<'static, Result<AdminTenant, AdminError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let admitted = Admin::from_request(req, payload).into_inner();
+        let state = req.app_data::<web::Data<AdminState>>().cloned();
+        let slug = req.match_info().get("slug").map(str::to_string);
+        Box::pin(async move {
+            admitted?;
+            let (Some(state), Some(slug)) = (state, slug) else {
+                return Err(AdminError::internal());
+            };
+            let record = state
+                .directory
+                .store
+                .get_tenant(&slug)
+                .await?
+                .ok_or_else(|| AdminError::not_found(format!("no tenant {slug:?}")))?;
+            Ok(AdminTenant { record })
         })
     }
 }

@@ -12,8 +12,9 @@ use serde_json::{json, Value};
 
 use super::precondition::{self, tagged, IfMatch};
 // The tenant must exist (404 otherwise, for every tenant-owned route): its record.
-use super::tenants::load as require_tenant;
-use super::{page, parse_body, Admin, AdminError, AdminState, Documented, JsonBody, PageQuery};
+use super::{
+    page, parse_body, AdminError, AdminState, AdminTenant, Documented, JsonBody, PageQuery,
+};
 use crate::catalog::stored::{
     PromptArgument, PromptDef, PromptMessage, ResourceDef, ResourceTemplateDef, StoredWebhook,
     TemplateResolver, ToolDef, UriTemplate,
@@ -572,19 +573,19 @@ async fn announce_change(state: &AdminState, slug: &str, existing: &CatalogEntry
 }
 
 pub async fn create(
-    _: Admin,
+    tenant: AdminTenant,
     state: web::Data<AdminState>,
     path: web::Path<(String, String)>,
     body: JsonBody,
 ) -> Result<HttpResponse, AdminError> {
     let (slug, segment) = path.into_inner();
     let kind = kind_of(&segment)?;
-    let tenant = require_tenant(&state, &slug).await?;
+    let tenant = &tenant.record;
     let v = validate(&state, &slug, kind, &body, None)?;
     if let Some(uri) = &v.uri {
         check_uri_free(&state, &slug, uri, None).await?;
     }
-    check_builtin_free(&tenant, kind, &v)?;
+    check_builtin_free(tenant, kind, &v)?;
     let now = now_millis();
     let entry = CatalogEntry {
         tenant: slug.clone(),
@@ -618,14 +619,13 @@ pub async fn create(
 }
 
 pub async fn list(
-    _: Admin,
+    _: AdminTenant,
     state: web::Data<AdminState>,
     path: web::Path<(String, String)>,
     query: web::Query<PageQuery>,
 ) -> Result<HttpResponse, AdminError> {
     let (slug, segment) = path.into_inner();
     let kind = kind_of(&segment)?;
-    require_tenant(&state, &slug).await?;
     let (limit, after) = query.resolve()?;
     let entries = state
         .directory
@@ -646,7 +646,6 @@ async fn load(
     kind: CatalogKind,
     name: &str,
 ) -> Result<CatalogEntry, AdminError> {
-    require_tenant(state, slug).await?;
     entry_of(state, slug, kind, name).await
 }
 
@@ -666,7 +665,7 @@ async fn entry_of(
 }
 
 pub async fn get(
-    _: Admin,
+    _: AdminTenant,
     state: web::Data<AdminState>,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, AdminError> {
@@ -676,7 +675,7 @@ pub async fn get(
 }
 
 pub async fn replace(
-    _: Admin,
+    tenant: AdminTenant,
     req: HttpRequest,
     state: web::Data<AdminState>,
     path: web::Path<(String, String, String)>,
@@ -687,7 +686,7 @@ pub async fn replace(
     let if_match = IfMatch::of(&req)?;
     // Read, replace, write if unchanged meanwhile; else read again (see `precondition`): the
     // kept webhook secret is always the one stored when the write lands.
-    let tenant = require_tenant(&state, &slug).await?;
+    let tenant = &tenant.record;
     for _ in 0..precondition::ATTEMPTS {
         let existing = entry_of(&state, &slug, kind, &name).await?;
         if_match.check(existing.updated_at)?;
@@ -701,7 +700,7 @@ pub async fn replace(
         if let Some(uri) = &v.uri {
             check_uri_free(&state, &slug, uri, Some(&name)).await?;
         }
-        check_builtin_free(&tenant, kind, &v)?;
+        check_builtin_free(tenant, kind, &v)?;
         let entry = CatalogEntry {
             body: v.body,
             updated_at: next_revision(existing.updated_at),
@@ -723,7 +722,7 @@ pub async fn replace(
 }
 
 pub async fn delete(
-    _: Admin,
+    _: AdminTenant,
     req: HttpRequest,
     state: web::Data<AdminState>,
     path: web::Path<(String, String, String)>,

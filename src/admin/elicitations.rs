@@ -6,8 +6,7 @@ use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::oauth::tenant_exists;
-use super::{page, Admin, AdminError, AdminState, PageQuery};
+use super::{page, AdminError, AdminState, AdminTenant, PageQuery};
 use crate::elicitation::Elicitations;
 use crate::store::{now_millis, ElicitationRecord, ElicitationStatus, ElicitationStore};
 
@@ -45,8 +44,8 @@ pub fn elicitation_json(slug: &str, e: &ElicitationRecord, service: &Elicitation
     })
 }
 
+/// An elicitation of a tenant known to exist (404 when it has none of that id).
 async fn load(state: &AdminState, slug: &str, id: &str) -> Result<ElicitationRecord, AdminError> {
-    tenant_exists(state, slug).await?;
     state
         .directory
         .store
@@ -56,12 +55,12 @@ async fn load(state: &AdminState, slug: &str, id: &str) -> Result<ElicitationRec
 }
 
 pub async fn list(
-    _: Admin,
+    tenant: AdminTenant,
     state: web::Data<AdminState>,
     service: web::Data<Elicitations>,
-    slug: web::Path<String>,
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, AdminError> {
+    let slug = tenant.slug();
     let query = query.into_inner();
     let (limit, after) = PageQuery {
         limit: query.limit,
@@ -78,17 +77,16 @@ pub async fn list(
             )
         })?),
     };
-    tenant_exists(&state, &slug).await?;
     let items = state
         .directory
         .store
-        .list_elicitations(&slug, status, after.as_deref(), limit)
+        .list_elicitations(slug, status, after.as_deref(), limit)
         .await?;
     let last = items.last().map(|e| e.id.clone());
     Ok(page(
         items
             .iter()
-            .map(|e| elicitation_json(&slug, e, &service))
+            .map(|e| elicitation_json(slug, e, &service))
             .collect(),
         last.as_deref(),
         limit,
@@ -96,7 +94,7 @@ pub async fn list(
 }
 
 pub async fn get(
-    _: Admin,
+    _: AdminTenant,
     state: web::Data<AdminState>,
     service: web::Data<Elicitations>,
     path: web::Path<(String, String)>,
@@ -109,7 +107,7 @@ pub async fn get(
 /// Cancels a pending elicitation (its waiting tool call goes on with `{"action": "cancel"}`);
 /// the record stays, cancelled, until swept. 409 when it is not pending.
 pub async fn cancel(
-    _: Admin,
+    _: AdminTenant,
     state: web::Data<AdminState>,
     service: web::Data<Elicitations>,
     path: web::Path<(String, String)>,

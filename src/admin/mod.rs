@@ -17,7 +17,7 @@ pub mod openapi;
 mod precondition;
 mod tenants;
 
-pub use auth::{hash_token, Admin, AdminAuth};
+pub use auth::{hash_token, Admin, AdminAuth, AdminTenant};
 
 use actix_web::dev::Payload;
 use actix_web::http::{header, Method, StatusCode};

@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 
 use super::precondition::{self, tagged, IfMatch};
 use super::{
-    page, parse_body, validate_display_name, Admin, AdminError, AdminState, Documented, JsonBody,
-    PageQuery,
+    page, parse_body, validate_display_name, AdminError, AdminState, AdminTenant, Documented,
+    JsonBody, PageQuery,
 };
 use crate::auth::password::hash_password;
 use crate::auth::{hash_secret, random_token, AuthService};
@@ -19,7 +19,7 @@ use crate::oauth::clients::{validate_metadata, ClientInput};
 use crate::store::{
     default_name_claim, default_oidc_scopes, default_required_scopes, default_subject_claim,
     next_revision, now_millis, ExternalIssuer, LoginMethod, OAuthClient, OAuthSettings, OAuthStore,
-    RegistrationPolicy, TenantAuth, TenantStore, UpstreamOidc, UserRecord,
+    RegistrationPolicy, TenantAuth, UpstreamOidc, UserRecord,
 };
 
 /// A tenant's auth settings as the admin API accepts them.
@@ -230,16 +230,6 @@ pub fn default_auth(auth: &AuthService) -> TenantAuth {
     }
 }
 
-pub(super) async fn tenant_exists(state: &AdminState, slug: &str) -> Result<(), AdminError> {
-    state
-        .directory
-        .store
-        .get_tenant(slug)
-        .await?
-        .map(|_| ())
-        .ok_or_else(|| AdminError::not_found(format!("no tenant {slug:?}")))
-}
-
 // ---- users ----
 
 #[derive(Deserialize)]
@@ -287,13 +277,12 @@ fn valid_password(password: &str) -> Result<(), AdminError> {
 }
 
 pub async fn create_user(
-    _: Admin,
+    tenant: AdminTenant,
     state: web::Data<AdminState>,
-    slug: web::Path<String>,
     body: JsonBody,
 ) -> Result<HttpResponse, AdminError> {
+    let slug = tenant.slug();
     let input: CreateUser = parse_body(&body)?;
-    tenant_exists(&state, &slug).await?;
     let valid_name = !input.username.is_empty()
         && input.username.len() <= 100
         && input
@@ -318,7 +307,7 @@ pub async fn create_user(
         created_at: now,
         updated_at: now,
     };
-    match state.directory.store.insert_user(&slug, &user).await {
+    match state.directory.store.insert_user(slug, &user).await {
         Err(crate::store::StoreError::Conflict) => {
             return Err(AdminError::conflict(format!(
                 "user {:?} already exists",
@@ -337,17 +326,16 @@ pub async fn create_user(
 }
 
 pub async fn list_users(
-    _: Admin,
+    tenant: AdminTenant,
     state: web::Data<AdminState>,
-    slug: web::Path<String>,
     query: web::Query<PageQuery>,
 ) -> Result<HttpResponse, AdminError> {
+    let slug = tenant.slug();
     let (limit, after) = query.resolve()?;
-    tenant_exists(&state, &slug).await?;
     let users = state
         .directory
         .store
-        .list_users(&slug, after.as_deref(), limit)
+        .list_users(slug, after.as_deref(), limit)
         .await?;
     let last = users.last().map(|u| u.username.clone());
     Ok(page(
@@ -357,8 +345,8 @@ pub async fn list_users(
     ))
 }
 
+/// A user of a tenant known to exist (404 when it has none of that name).
 async fn load_user(state: &AdminState, slug: &str, name: &str) -> Result<UserRecord, AdminError> {
-    tenant_exists(state, slug).await?;
     state
         .directory
         .store
@@ -368,7 +356,7 @@ async fn load_user(state: &AdminState, slug: &str, name: &str) -> Result<UserRec
 }
 
 pub async fn get_user(
-    _: Admin,
+    _: AdminTenant,
     state: web::Data<AdminState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AdminError> {
@@ -378,7 +366,7 @@ pub async fn get_user(
 }
 
 pub async fn update_user(
-    _: Admin,
+    _: AdminTenant,
     req: HttpRequest,
     state: web::Data<AdminState>,
     path: web::Path<(String, String)>,
@@ -423,14 +411,13 @@ pub async fn update_user(
 }
 
 pub async fn delete_user(
-    _: Admin,
+    _: AdminTenant,
     req: HttpRequest,
     state: web::Data<AdminState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AdminError> {
     let (slug, name) = path.into_inner();
     let if_match = IfMatch::of(&req)?;
-    tenant_exists(&state, &slug).await?;
     let store = &state.directory.store;
     let (tenant, user) = (slug.as_str(), name.as_str());
     let deleted = precondition::delete(
@@ -459,14 +446,13 @@ pub fn client_json(c: &OAuthClient) -> Value {
 }
 
 pub async fn create_client(
-    _: Admin,
+    tenant: AdminTenant,
     state: web::Data<AdminState>,
     auth: web::Data<AuthService>,
-    slug: web::Path<String>,
     body: JsonBody,
 ) -> Result<HttpResponse, AdminError> {
+    let slug = tenant.slug();
     let input: ClientInput = parse_body(&body)?;
-    tenant_exists(&state, &slug).await?;
     let metadata = validate_metadata(input, auth.allow_private_egress)
         .map_err(|(field, message)| AdminError::invalid(field, message))?;
     let confidential = metadata
@@ -502,17 +488,16 @@ pub async fn create_client(
 }
 
 pub async fn list_clients(
-    _: Admin,
+    tenant: AdminTenant,
     state: web::Data<AdminState>,
-    slug: web::Path<String>,
     query: web::Query<PageQuery>,
 ) -> Result<HttpResponse, AdminError> {
+    let slug = tenant.slug();
     let (limit, after) = query.resolve()?;
-    tenant_exists(&state, &slug).await?;
     let clients = state
         .directory
         .store
-        .list_clients(&slug, after.as_deref(), limit)
+        .list_clients(slug, after.as_deref(), limit)
         .await?;
     let last = clients.last().map(|c| c.client_id.clone());
     Ok(page(
@@ -523,12 +508,11 @@ pub async fn list_clients(
 }
 
 pub async fn get_client(
-    _: Admin,
+    _: AdminTenant,
     state: web::Data<AdminState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AdminError> {
     let (slug, id) = path.into_inner();
-    tenant_exists(&state, &slug).await?;
     let client = state
         .directory
         .store
@@ -539,12 +523,11 @@ pub async fn get_client(
 }
 
 pub async fn delete_client(
-    _: Admin,
+    _: AdminTenant,
     state: web::Data<AdminState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, AdminError> {
     let (slug, id) = path.into_inner();
-    tenant_exists(&state, &slug).await?;
     if !state.directory.store.delete_client(&slug, &id).await? {
         return Err(AdminError::not_found(format!("no client {id:?}")));
     }
@@ -554,12 +537,11 @@ pub async fn delete_client(
 // ---- signing keys ----
 
 pub async fn list_keys(
-    _: Admin,
+    tenant: AdminTenant,
     state: web::Data<AdminState>,
-    slug: web::Path<String>,
 ) -> Result<HttpResponse, AdminError> {
-    tenant_exists(&state, &slug).await?;
-    let keys = state.directory.store.signing_keys(&slug).await?;
+    let slug = tenant.slug();
+    let keys = state.directory.store.signing_keys(slug).await?;
     let items: Vec<Value> = keys
         .iter()
         .map(|k| {
@@ -573,13 +555,11 @@ pub async fn list_keys(
 }
 
 pub async fn rotate_key(
-    _: Admin,
-    state: web::Data<AdminState>,
+    tenant: AdminTenant,
     auth: web::Data<AuthService>,
-    slug: web::Path<String>,
 ) -> Result<HttpResponse, AdminError> {
-    tenant_exists(&state, &slug).await?;
-    let kid = auth.keys.rotate(&auth.store, &auth.sealer, &slug).await?;
+    let slug = tenant.slug();
+    let kid = auth.keys.rotate(&auth.store, &auth.sealer, slug).await?;
     tracing::info!(tenant = %slug, kid = %kid, "signing key rotated");
     Ok(HttpResponse::Created().json(json!({ "kid": kid, "alg": crate::auth::keys::ALG })))
 }

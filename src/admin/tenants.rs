@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use super::oauth::{default_auth, AuthInput};
 use super::precondition::{self, tagged, IfMatch};
 use super::{
-    page_continuing, parse_body, validate_display_name, Admin, AdminError, AdminState, Documented,
-    JsonBody, PageQuery,
+    page_continuing, parse_body, validate_display_name, Admin, AdminError, AdminState, AdminTenant,
+    Documented, JsonBody, PageQuery,
 };
 use crate::auth::AuthService;
 use crate::catalog::TenantCatalog;
@@ -240,12 +240,8 @@ pub(super) async fn load(state: &AdminState, slug: &str) -> Result<TenantRecord,
         .ok_or_else(|| AdminError::not_found(format!("no tenant {slug:?}")))
 }
 
-pub async fn get(
-    _: Admin,
-    state: web::Data<AdminState>,
-    slug: web::Path<String>,
-) -> Result<HttpResponse, AdminError> {
-    let record = load(&state, &slug).await?;
+pub async fn get(tenant: AdminTenant) -> Result<HttpResponse, AdminError> {
+    let record = tenant.record;
     Ok(tagged(HttpResponse::Ok(), record.updated_at).json(tenant_json(&record)))
 }
 

@@ -5,8 +5,10 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::fmt;
 
+use super::meta::WireMeta;
 use super::read;
-use super::stateless::WireMeta;
+use super::read::holds_raw_value_key;
+pub use super::read::RAW_VALUE_KEY;
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
@@ -247,20 +249,6 @@ impl read::Element {
             read::Element::Value(v) => classify(v),
             read::Element::NotObject => Err(not_an_object()),
         }
-    }
-}
-
-/// The object key serde_json's `raw_value` feature (turned on by sqlx) reads as "the string
-/// that follows is raw JSON" when it comes first in an object. A message holding it anywhere
-/// else would not read back as itself once written out (keys are written sorted): a session
-/// snapshot holding its params could not be restored. Found by fuzzing (`fuzz/`).
-pub const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
-
-pub(super) fn holds_raw_value_key(v: &Value) -> bool {
-    match v {
-        Value::Object(m) => m.contains_key(RAW_VALUE_KEY) || m.values().any(holds_raw_value_key),
-        Value::Array(items) => items.iter().any(holds_raw_value_key),
-        _ => false,
     }
 }
 

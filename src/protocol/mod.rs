@@ -3,6 +3,7 @@
 
 pub mod jsonrpc;
 pub mod mcp;
+pub mod meta;
 mod read;
 pub mod schema;
 pub mod stateless;

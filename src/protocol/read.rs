@@ -19,8 +19,21 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::jsonrpc::{holds_raw_value_key, RAW_VALUE_KEY};
-use super::stateless::{MetaKey, WireMeta};
+use super::meta::{MetaKey, WireMeta};
+
+/// The object key serde_json's `raw_value` feature (turned on by sqlx) reads as "the string
+/// that follows is raw JSON" when it comes first in an object. A message holding it anywhere
+/// else would not read back as itself once written out (keys are written sorted): a session
+/// snapshot holding its params could not be restored. Found by fuzzing (`fuzz/`).
+pub const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
+
+pub(super) fn holds_raw_value_key(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.contains_key(RAW_VALUE_KEY) || m.values().any(holds_raw_value_key),
+        Value::Array(items) => items.iter().any(holds_raw_value_key),
+        _ => false,
+    }
+}
 
 /// The scalar visits of a visitor whose answer does not depend on the scalar.
 macro_rules! scalars {

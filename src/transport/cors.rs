@@ -17,7 +17,8 @@ use actix_web::dev::ServiceResponse;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpMessage, HttpRequest, HttpResponse};
 
-use super::{admitted_tenant, live_tenant, routes, HttpError};
+use super::endpoint::endpoint_of;
+use super::{admitted_tenant, live_tenant, HttpError};
 
 /// The response headers a browser client reads: the session, the negotiated revision, the
 /// bearer challenge and how long to wait before a retry.
@@ -55,7 +56,7 @@ pub fn add_headers(response: &mut ServiceResponse) {
 /// on every answer); an `OPTIONS` without `Origin` is 204 with `Allow`. An unknown tenant is
 /// 404, a refused Host or Origin 403.
 pub async fn options(req: HttpRequest) -> Result<HttpResponse, HttpError> {
-    let methods = routes::endpoint_of(req.match_info().as_str())
+    let methods = endpoint_of(req.match_info().as_str())
         .map_or("OPTIONS", |(_, endpoint)| endpoint.methods());
     admitted_tenant(&req, live_tenant(&req)).await?;
     let mut response = HttpResponse::NoContent();

@@ -9,6 +9,7 @@
 
 pub mod body_deadline;
 pub mod cors;
+pub mod endpoint;
 pub mod forward;
 pub mod legacy;
 pub mod routes;
@@ -298,7 +299,7 @@ async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
         return refused.error_response();
     }
     // Only an endpoint's path is routed here.
-    let allow = routes::endpoint_of(req.match_info().as_str())
+    let allow = endpoint::endpoint_of(req.match_info().as_str())
         .map_or("POST", |(_, endpoint)| endpoint.methods());
     HttpError::method_not_allowed(
         format!("Method Not Allowed: {} {}", req.method(), req.path()),
@@ -463,7 +464,7 @@ fn live_tenant(req: &HttpRequest) -> Option<TenantHandle> {
     let directory = req.app_data::<web::Data<TenantDirectory>>()?;
     directory
         .registry
-        .get(routes::tenant_of(req.match_info().as_str()))
+        .get(endpoint::tenant_of(req.match_info().as_str()))
 }
 
 /// The tenant an endpoint's path names (and that name), live on this replica, with its Host and
@@ -473,7 +474,7 @@ async fn admitted_tenant(
     req: &HttpRequest,
     live: Option<TenantHandle>,
 ) -> Result<(TenantHandle, &web::Data<TenantDirectory>, &str), HttpError> {
-    let slug = routes::tenant_of(req.match_info().as_str());
+    let slug = endpoint::tenant_of(req.match_info().as_str());
     let directory = app_data::<TenantDirectory>(req)?;
     // A tenant not live here yet is read from the store: boxed, so that this rare path does
     // not size the future of every request that awaits this one.
