@@ -16,6 +16,7 @@ pub struct Config {
     pub log: LogConfig,
     pub storage: StorageConfig,
     pub admin: AdminConfig,
+    pub egress: EgressConfig,
     pub webhooks: WebhookConfig,
     pub redis: RedisConfig,
     pub cluster: ClusterConfig,
@@ -210,9 +211,19 @@ pub struct AdminConfig {
     /// stored hashed. When set, it replaces the stored one.
     #[serde(default = "empty_secret", skip_serializing)]
     pub token: secrecy::SecretString,
-    /// Development: webhook tools may use plain http:// to loopback hosts and reach private
-    /// addresses. Off in production: endpoints must be public (no SSRF into the service's network).
+    /// Deprecated: the same as `egress.allow_private` (either one turns it on).
     pub allow_http_loopback_webhooks: bool,
+}
+
+/// Where the server's outgoing calls may go (webhook tools, OAuth and OpenID fetches, client
+/// metadata documents): one policy for all of them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressConfig {
+    /// Development: outgoing calls may use plain http:// to loopback hosts and reach private
+    /// addresses. Off in production: only public https:// hosts are called (no SSRF into the
+    /// service's own network).
+    pub allow_private: bool,
 }
 
 /// `webhooks.max_in_flight_per_tenant` unless configured.
@@ -359,6 +370,9 @@ impl Default for Config {
                 token: empty_secret(),
                 allow_http_loopback_webhooks: false,
             },
+            egress: EgressConfig {
+                allow_private: false,
+            },
             webhooks: WebhookConfig {
                 max_in_flight_per_tenant: DEFAULT_WEBHOOKS_IN_FLIGHT,
             },
@@ -464,6 +478,12 @@ impl Config {
         let config: Config = figment.extract().map_err(Box::new)?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// Whether outgoing calls may reach private addresses (`egress.allow_private`, or its
+    /// deprecated name `admin.allow_http_loopback_webhooks`).
+    pub fn egress_allows_private(&self) -> bool {
+        self.egress.allow_private || self.admin.allow_http_loopback_webhooks
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {

@@ -1,9 +1,11 @@
-//! Where outgoing calls may go (webhook tools, OAuth metadata and key fetches): `validate_url`
-//! checks a configured URL's form, and the client of `public_http_client` reaches public
-//! addresses only. A hosted service must not let a tenant point a tool at the
-//! service's own network (cloud metadata at 169.254.169.254, databases on 10.x, loopback): with
-//! private egress off, URLs naming such addresses are refused, and host names are resolved by a
-//! resolver that drops every non-public address (so a name cannot rebind to one at call time).
+//! Where outgoing calls may go: one [`Egress`] value, built once at start, holds the HTTP client
+//! every call to a place a tenant or a client names goes through (webhook tools, OAuth and
+//! OpenID metadata and key fetches, client metadata documents, upstream MCP servers) and the
+//! policy it applies (`egress.allow_private`). A hosted service must not let a tenant point a
+//! tool at the service's own network (cloud metadata at 169.254.169.254, databases on 10.x,
+//! loopback): with private egress off, URLs naming such addresses are refused, and host names are
+//! resolved by a resolver that drops every non-public address (so a name cannot rebind to one at
+//! call time).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -107,17 +109,66 @@ impl Resolve for PublicOnlyResolver {
     }
 }
 
-/// Like [`super::webhook::http_client`], but connects to public addresses only.
-pub fn public_http_client() -> Result<reqwest::Client, reqwest::Error> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(Duration::from_secs(10))
-        .user_agent(concat!("mcp-harbor/", env!("CARGO_PKG_VERSION")))
-        .dns_resolver(Arc::new(PublicOnlyResolver))
-        // A proxy from the environment (HTTPS_PROXY, ALL_PROXY) would resolve the name itself,
-        // past the resolver above.
-        .no_proxy()
-        .build()
+/// The one way out: the HTTP client outgoing calls share and what it may reach. Cheap to clone
+/// (the client is a handle to one connection pool).
+#[derive(Clone)]
+pub struct Egress {
+    client: reqwest::Client,
+    allow_private: bool,
+}
+
+impl Egress {
+    /// `allow_private` (development): loopback and private addresses may be reached, and plain
+    /// `http://` to loopback hosts. The client follows no redirect (a signed webhook call must not
+    /// be re-sent elsewhere; a redirect is reported as the answer's status), gives up connecting
+    /// after 10 s and names itself in `user-agent`.
+    pub fn new(allow_private: bool) -> Result<Egress, reqwest::Error> {
+        let builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(10))
+            .user_agent(concat!("mcp-harbor/", env!("CARGO_PKG_VERSION")));
+        let builder = if allow_private {
+            builder
+        } else {
+            builder
+                .dns_resolver(Arc::new(PublicOnlyResolver))
+                // A proxy from the environment (HTTPS_PROXY, ALL_PROXY) would resolve the name
+                // itself, past the resolver above.
+                .no_proxy()
+        };
+        Ok(Egress {
+            client: builder.build()?,
+            allow_private,
+        })
+    }
+
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// Whether private addresses (and plain `http://` to loopback) may be reached.
+    pub fn allows_private(&self) -> bool {
+        self.allow_private
+    }
+
+    /// Checks a URL before the server calls it: `https://` (`http://` only to loopback, when
+    /// private egress is allowed), no user name or password, and a public host unless private
+    /// egress is allowed (the resolver also refuses a name that resolves to no public address).
+    pub fn check_url(&self, url: &str) -> Result<(), String> {
+        validate_url(url, self.allow_private)?;
+        if !self.allow_private {
+            check_public_url(url)?;
+        }
+        Ok(())
+    }
+
+    /// Checks only the address a URL names (its form was checked when it was configured).
+    pub fn check_address(&self, url: &str) -> Result<(), String> {
+        if self.allow_private {
+            return Ok(());
+        }
+        check_public_url(url)
+    }
 }
 
 /// Checks a webhook URL: `https://` required; `http://` only to a loopback host (`127.0.0.0/8`,
@@ -232,7 +283,7 @@ mod tests {
         for var in ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"] {
             std::env::set_var(var, &url);
         }
-        let client = public_http_client().unwrap();
+        let client = Egress::new(false).unwrap().client().clone();
         let sent = client
             .get("https://localhost/")
             .timeout(Duration::from_secs(2))

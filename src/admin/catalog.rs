@@ -166,12 +166,10 @@ fn validate_tool(
     if input.annotations.as_ref().is_some_and(|a| !a.is_object()) {
         return Err(AdminError::invalid("annotations", "must be an object"));
     }
-    webhook::validate_url(&input.webhook.url, state.allow_http_loopback_webhooks)
+    state
+        .egress
+        .check_url(&input.webhook.url)
         .map_err(|e| AdminError::invalid("webhook.url", e))?;
-    if !state.allow_http_loopback_webhooks {
-        crate::egress::check_public_url(&input.webhook.url)
-            .map_err(|e| AdminError::invalid("webhook.url", e))?;
-    }
     if let Some(ms) = input.webhook.timeout_ms {
         if !(100..=120_000).contains(&ms) {
             return Err(AdminError::invalid(

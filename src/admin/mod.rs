@@ -36,7 +36,8 @@ use crate::tenant::TenantDirectory;
 /// What admin handlers share.
 pub struct AdminState {
     pub directory: TenantDirectory,
-    pub allow_http_loopback_webhooks: bool,
+    /// Where outgoing calls may go (webhook URLs are checked against it).
+    pub egress: crate::egress::Egress,
     /// Re-sealing secrets at rest under the first sealing key.
     pub rotation: std::sync::Arc<crate::reseal::Rotation>,
 }

@@ -448,13 +448,12 @@ pub fn client_json(c: &OAuthClient) -> Value {
 pub async fn create_client(
     tenant: AdminTenant,
     state: web::Data<AdminState>,
-    auth: web::Data<AuthService>,
     body: JsonBody,
 ) -> Result<HttpResponse, AdminError> {
     let slug = tenant.slug();
     let input: ClientInput = parse_body(&body)?;
-    let metadata = validate_metadata(input, auth.allow_private_egress)
-        .map_err(|(field, message)| AdminError::invalid(field, message))?;
+    let metadata =
+        validate_metadata(input).map_err(|(field, message)| AdminError::invalid(field, message))?;
     let confidential = metadata
         .get("token_endpoint_auth_method")
         .and_then(Value::as_str)

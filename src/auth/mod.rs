@@ -191,9 +191,8 @@ pub struct AuthService {
     pub keys: KeyRing,
     pub jwks: JwksCache,
     pub config: AuthConfig,
-    /// Outside fetches (JWKS, issuer metadata, client metadata documents) may reach loopback and
-    /// private addresses (development; `admin.allow_http_loopback_webhooks`).
-    pub allow_private_egress: bool,
+    /// Where outside fetches (JWKS, issuer metadata, client metadata documents) go out.
+    pub egress: crate::egress::Egress,
     /// `server.trusted_proxies`: whose `X-Forwarded-For` names the client address.
     trusted_proxies: Vec<ipnet::IpNet>,
     metadata: Mutex<HashMap<String, (Instant, Value)>>,
@@ -222,26 +221,16 @@ impl AuthService {
         store: SqlStore,
         sealer: Arc<Sealer>,
         config: AuthConfig,
-        allow_private_egress: bool,
+        egress: crate::egress::Egress,
         trusted_proxies: Vec<ipnet::IpNet>,
     ) -> Result<AuthService, AuthError> {
-        let http = if allow_private_egress {
-            reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .connect_timeout(Duration::from_secs(5))
-                .user_agent(concat!("mcp-harbor/", env!("CARGO_PKG_VERSION")))
-                .build()
-        } else {
-            crate::egress::public_http_client()
-        }
-        .map_err(|e| AuthError::Internal(e.to_string()))?;
         Ok(AuthService {
             store,
             sealer,
             keys: KeyRing::default(),
-            jwks: JwksCache::new(http),
+            jwks: JwksCache::new(egress.client().clone()),
             config,
-            allow_private_egress,
+            egress,
             trusted_proxies,
             metadata: Mutex::new(HashMap::new()),
             metadata_failures: tokens::RecentFailures::default(),
@@ -259,11 +248,7 @@ impl AuthService {
     /// Checks an outside URL before fetching it: https (http only to loopback in development),
     /// and no private address unless allowed.
     pub fn check_outside_url(&self, url: &str) -> Result<(), String> {
-        crate::egress::validate_url(url, self.allow_private_egress)?;
-        if !self.allow_private_egress {
-            crate::egress::check_public_url(url)?;
-        }
-        Ok(())
+        self.egress.check_url(url)
     }
 
     /// An outside issuer's metadata (OpenID discovery, then RFC 8414), cached for 10 minutes.

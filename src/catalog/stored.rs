@@ -468,10 +468,9 @@ fn render_template_text(
 pub struct WebhookRuntime {
     /// The tenant's webhook requests open on this replica (see `WebhookCall::slots`).
     pub slots: Arc<tokio::sync::Semaphore>,
-    pub client: reqwest::Client,
+    /// Where the calls go out (and whether endpoints on private addresses may be called).
+    pub egress: crate::egress::Egress,
     pub tenant: Arc<str>,
-    /// Development: endpoints on loopback and private addresses may be called.
-    pub allow_private: bool,
     /// Where calls waiting for the client's input are recorded (so another replica can go on
     /// with them); `None`: not recorded.
     pub store: Option<SqlStore>,
@@ -560,13 +559,11 @@ fn webhook_call<'a>(
             tool.name
         )))
     })?;
-    if !runtime.allow_private {
-        if let Err(e) = crate::egress::check_public_url(&tool.webhook.url) {
-            return Err(Ok(crate::protocol::mcp::tool_error(format!(
-                "The `{}` tool failed: its endpoint is not allowed ({e})",
-                tool.name
-            ))));
-        }
+    if let Err(e) = runtime.egress.check_address(&tool.webhook.url) {
+        return Err(Ok(crate::protocol::mcp::tool_error(format!(
+            "The `{}` tool failed: its endpoint is not allowed ({e})",
+            tool.name
+        ))));
     }
     let call = WebhookCall {
         tenant: runtime.tenant.to_string(),
@@ -775,7 +772,7 @@ impl Catalog for StoredCatalog {
             let journal = PendingCall::new(&runtime, &tool.def.name, &ctx);
             let journal = journal.as_ref().map(|j| j as &dyn webhook::RoundJournal);
             let ctx = runtime.with_elicitations(ctx);
-            webhook::invoke_with(&runtime.client, target, call, ctx, journal, None).await
+            webhook::invoke_with(runtime.egress.client(), target, call, ctx, journal, None).await
         }))
     }
 
@@ -832,7 +829,7 @@ impl Catalog for StoredCatalog {
             let journal = &journal as &dyn webhook::RoundJournal;
             let ctx = runtime.with_elicitations(ctx);
             webhook::invoke_with(
-                &runtime.client,
+                runtime.egress.client(),
                 target,
                 call,
                 ctx,

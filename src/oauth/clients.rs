@@ -89,10 +89,7 @@ pub fn redirect_matches(registered: &str, presented: &str) -> bool {
 }
 
 /// Validates metadata; returns what is stored, or (field, message).
-pub fn validate_metadata(
-    input: ClientInput,
-    _allow_private: bool,
-) -> Result<Value, (String, String)> {
+pub fn validate_metadata(input: ClientInput) -> Result<Value, (String, String)> {
     let err = |f: &str, m: String| Err((f.to_string(), m));
     let grant_types = input
         .grant_types
@@ -332,8 +329,9 @@ async fn metadata_document(
         )
     };
     let parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
-    let loopback_dev =
-        auth.allow_private_egress && parsed.scheme() == "http" && is_loopback_host(parsed.host());
+    let loopback_dev = auth.egress.allows_private()
+        && parsed.scheme() == "http"
+        && is_loopback_host(parsed.host());
     if !(parsed.scheme() == "https" || loopback_dev)
         || parsed.path().len() <= 1
         || parsed.fragment().is_some()
@@ -373,8 +371,7 @@ async fn metadata_document(
         token_endpoint_auth_method: Some(method),
         ..input
     };
-    let metadata = validate_metadata(input, auth.allow_private_egress)
-        .map_err(|(f, m)| bad(format!("{f}: {m}")))?;
+    let metadata = validate_metadata(input).map_err(|(f, m)| bad(format!("{f}: {m}")))?;
     let client = Client {
         client_id: url.to_string(),
         secret_hash: None,
@@ -519,14 +516,14 @@ fn token_refused(sent: bool, description: &str) -> OAuthError {
     }
 }
 
-fn parse_metadata(body: &[u8], auth: &AuthService) -> Result<Value, OAuthError> {
+fn parse_metadata(body: &[u8]) -> Result<Value, OAuthError> {
     let input: ClientInput = serde_json::from_slice(body).map_err(|e| {
         OAuthError::bad(
             "invalid_client_metadata",
             format!("unreadable client metadata: {e}"),
         )
     })?;
-    validate_metadata(input, auth.allow_private_egress).map_err(|(field, message)| {
+    validate_metadata(input).map_err(|(field, message)| {
         let error = if field == "redirect_uris" {
             "invalid_redirect_uri"
         } else {
@@ -609,7 +606,7 @@ async fn registration(
             }
         }
     }
-    let metadata = parse_metadata(body, auth)?;
+    let metadata = parse_metadata(body)?;
     if t.settings.registration == RegistrationPolicy::Open && grants_machine_access(&metadata) {
         return Err(OAuthError::bad(
             "invalid_client_metadata",
@@ -717,7 +714,7 @@ pub async fn update(
             "client_id must be the client's own",
         ));
     }
-    let metadata = parse_metadata(&body, &auth)?;
+    let metadata = parse_metadata(&body)?;
     let was_confidential = client.secret_hash.is_some();
     let confidential = metadata
         .get("token_endpoint_auth_method")
@@ -770,7 +767,7 @@ mod tests {
 
     #[test]
     fn metadata_fields_kept_with_a_client_are_bounded() {
-        assert!(validate_metadata(input(), false).is_ok());
+        assert!(validate_metadata(input()).is_ok());
         let long = |n: usize| Some("x".repeat(n));
         for (field, mutate) in [
             (
@@ -801,14 +798,14 @@ mod tests {
         ] {
             let mut i = input();
             mutate(&mut i);
-            let refused = validate_metadata(i, false).unwrap_err();
+            let refused = validate_metadata(i).unwrap_err();
             assert_eq!(refused.0, field, "{refused:?}");
         }
         let mut at_limits = input();
         at_limits.scope = long(1000);
         at_limits.software_id = long(200);
         at_limits.software_version = long(200);
-        assert!(validate_metadata(at_limits, false).is_ok());
+        assert!(validate_metadata(at_limits).is_ok());
     }
 
     #[test]

@@ -183,6 +183,9 @@ impl Application {
         );
 
         let store = open_store(&config).await?;
+        // Every outgoing call to a place a tenant or client names goes through this one client.
+        let egress = crate::egress::Egress::new(config.egress_allows_private())
+            .map_err(|e| StartError::Tenant(format!("HTTP client: {e}")))?;
         let auth_service = {
             use secrecy::ExposeSecret;
             let specs: Vec<&str> = config
@@ -203,7 +206,7 @@ impl Application {
                     store.clone(),
                     sealer,
                     config.auth.clone(),
-                    config.admin.allow_http_loopback_webhooks,
+                    egress.clone(),
                     config
                         .server
                         .trusted_proxy_nets()
@@ -254,14 +257,6 @@ impl Application {
                 .map_err(|e| StartError::Tenant(format!("tenant {:?}: {e}", t.slug)))?;
         }
         seed_tenants(&store, &config).await?;
-        // Webhook calls: no redirects (a signed POST must not be re-sent elsewhere).
-        let allow_private = config.admin.allow_http_loopback_webhooks;
-        let http = if allow_private {
-            crate::tools::webhook::http_client()
-        } else {
-            crate::egress::public_http_client()
-        }
-        .map_err(|e| StartError::Tenant(format!("HTTP client: {e}")))?;
         let tenants = TenantRegistry::default();
         let directory = TenantDirectory::new(
             store.clone(),
@@ -269,8 +264,7 @@ impl Application {
             replica.clone(),
             settings,
             limits,
-            http,
-            allow_private,
+            egress.clone(),
             sealer.clone(),
         )
         .with_elicitations(elicitations)
@@ -302,7 +296,7 @@ impl Application {
         let directory_data = web::Data::new(directory.clone());
         let admin_state = web::Data::new(AdminState {
             directory,
-            allow_http_loopback_webhooks: config.admin.allow_http_loopback_webhooks,
+            egress: egress.clone(),
             rotation: Arc::new(crate::reseal::Rotation::new(store.clone(), sealer)),
         });
         let admin_auth = web::Data::new(admin_auth);

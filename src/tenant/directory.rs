@@ -76,9 +76,8 @@ pub struct TenantDirectory {
     replica: Arc<Replica>,
     settings: Arc<SessionSettings>,
     defaults: SessionLimits,
-    http: reqwest::Client,
-    /// Development: webhook tools may reach loopback and private addresses.
-    allow_private_webhooks: bool,
+    /// Where webhook calls go out.
+    egress: crate::egress::Egress,
     /// Slugs recently looked up and not found (bounded).
     unknown: Arc<Mutex<HashMap<String, Instant>>>,
     /// Where tools ask users for secrets (URL-mode elicitation).
@@ -104,8 +103,7 @@ impl TenantDirectory {
         replica: Arc<Replica>,
         settings: Arc<SessionSettings>,
         defaults: SessionLimits,
-        http: reqwest::Client,
-        allow_private_webhooks: bool,
+        egress: crate::egress::Egress,
         sealer: Arc<Sealer>,
     ) -> Self {
         TenantDirectory {
@@ -114,8 +112,7 @@ impl TenantDirectory {
             replica,
             settings,
             defaults,
-            http,
-            allow_private_webhooks,
+            egress,
             unknown: Arc::new(Mutex::new(HashMap::new())),
             elicitations: None,
             sealer,
@@ -251,9 +248,8 @@ impl TenantDirectory {
             .clone();
         let runtime = WebhookRuntime {
             slots,
-            client: self.http.clone(),
+            egress: self.egress.clone(),
             tenant: slug.into(),
-            allow_private: self.allow_private_webhooks,
             store: Some(self.store.clone()),
             elicitations: self.elicitations.as_ref().map(|e| e.for_tenant(slug)),
         };

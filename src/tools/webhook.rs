@@ -227,17 +227,6 @@ pub struct Resumption {
     pub input: Value,
 }
 
-/// An HTTP client suited to [`invoke`]: no redirects (a redirect is reported as the endpoint's
-/// non-2xx status instead of re-sending the signed call elsewhere), a connect timeout, and an
-/// identifying `user-agent`. Build it once and share it.
-pub fn http_client() -> Result<reqwest::Client, reqwest::Error> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(Duration::from_secs(10))
-        .user_agent(concat!("mcp-harbor/", env!("CARGO_PKG_VERSION")))
-        .build()
-}
-
 /// Runs the tool: every failure is a `CallToolResult` with `isError: true` and a message a model
 /// can act on; the only protocol errors are the URL-elicitation-required error (-32042, in a
 /// session), when the endpoint needs a secret the user is still to enter on the platform's page,

@@ -828,8 +828,7 @@ async fn publishing_keeps_the_built_in_catalogs_state() {
 
 #[actix_rt::test]
 async fn production_webhooks_cannot_reach_private_addresses() {
-    let app =
-        crate::helpers::spawn_app_with(|c| c.admin.allow_http_loopback_webhooks = false).await;
+    let app = crate::helpers::spawn_app_with(|c| c.egress.allow_private = false).await;
     app.tenant("acme").catalogs(json!([])).create().await;
     for url in [
         "https://127.0.0.1/hook",

@@ -19,6 +19,14 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::helpers::webhook::{hmac_sha256, verify, SECRET};
 
+/// The client webhook calls go out through, as a development server has it (loopback allowed).
+fn http_client() -> reqwest::Client {
+    mcp_harbor::egress::Egress::new(true)
+        .unwrap()
+        .client()
+        .clone()
+}
+
 // ---------------------------------------------------------------------------------------------
 // The test endpoint.
 
@@ -374,7 +382,7 @@ async fn call_path(
         json!({ "elicitation": {}, "sampling": {} }),
         port.clone(),
     );
-    let client = webhook::http_client().unwrap();
+    let client = http_client();
     let result = invoke(
         &client,
         &server.target(path),
@@ -447,7 +455,7 @@ async fn a_wrong_secret_is_rejected_by_the_endpoint() {
     let server = start_endpoint().await;
     let mut target = server.target("/ok");
     target.secret = webhook::new_secret();
-    let client = webhook::http_client().unwrap();
+    let client = http_client();
     let ctx = context(
         RequestId::Number(1),
         json!({}),
@@ -474,7 +482,7 @@ async fn elicitation_round_trip_carries_state_and_input() {
         json!({ "elicitation": {}, "sampling": {} }),
         port.clone(),
     );
-    let client = webhook::http_client().unwrap();
+    let client = http_client();
     let result = invoke(
         &client,
         &server.target("/elicit"),
@@ -523,7 +531,7 @@ async fn a_client_without_elicitation_gets_an_error_input() {
     let server = start_endpoint().await;
     let port = Arc::new(TestPort::client());
     let ctx = context(RequestId::Number(3), json!({}), port.clone());
-    let client = webhook::http_client().unwrap();
+    let client = http_client();
     let result = invoke(
         &client,
         &server.target("/elicit"),
@@ -584,7 +592,7 @@ async fn a_slow_endpoint_times_out_promptly() {
     let server = start_endpoint().await;
     let mut target = server.target("/slow");
     target.timeout_ms = Some(300);
-    let client = webhook::http_client().unwrap();
+    let client = http_client();
     let ctx = context(
         RequestId::Number(1),
         json!({}),
@@ -678,7 +686,7 @@ async fn a_response_of_too_many_values_is_refused() {
 async fn a_tenants_calls_in_flight_are_capped() {
     let mut server = start_endpoint().await;
     let slots = Arc::new(Semaphore::new(1));
-    let client = webhook::http_client().unwrap();
+    let client = http_client();
     let call = |name: &str| {
         let mut call = webhook_call(name, json!({ "name": "Grace" }), None);
         call.slots = Some(slots.clone());
@@ -753,7 +761,7 @@ async fn a_tenants_calls_in_flight_are_capped() {
 #[actix_rt::test]
 async fn a_rotating_secret_signs_with_both_until_the_overlap_ends() {
     let server = start_endpoint().await;
-    let client = webhook::http_client().unwrap();
+    let client = http_client();
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -800,7 +808,7 @@ async fn an_unreachable_endpoint_is_reported() {
         previous_secret: None,
         timeout_ms: None,
     };
-    let client = webhook::http_client().unwrap();
+    let client = http_client();
     let ctx = context(
         RequestId::Number(1),
         json!({}),
@@ -844,7 +852,7 @@ async fn output_schema_is_enforced() {
     // Error results are not held to the schema.
     let port = Arc::new(TestPort::client());
     let ctx = context(RequestId::Number(9), json!({}), port.clone());
-    let client = webhook::http_client().unwrap();
+    let client = http_client();
     let call = webhook_call("greet", json!({}), Some(schema));
     let result = invoke(&client, &server.target("/elicit"), call, ctx)
         .await
@@ -881,7 +889,7 @@ async fn cancelling_the_call_closes_the_endpoint_connection() {
     let mut server = start_endpoint().await;
     let mut target = server.target("/hang");
     target.timeout_ms = Some(60_000);
-    let client = webhook::http_client().unwrap();
+    let client = http_client();
     let ctx = context(
         RequestId::Number(1),
         json!({}),

@@ -42,7 +42,7 @@ pub fn test_config() -> Config {
     // (and the production default, `oauth`).
     c.auth.default_mode = "none".into();
     // The tests' webhook endpoints, OpenID providers and metadata documents are on loopback.
-    c.admin.allow_http_loopback_webhooks = true;
+    c.egress.allow_private = true;
     c.tenants.push(TenantConfig {
         slug: "other".into(),
         catalogs: vec!["demo".into()],
