@@ -42,7 +42,10 @@ impl Batches {
     }
 
     /// The next batch; `None` once the column has been read to its end.
-    async fn next(&mut self, store: &SqlStore) -> Result<Option<Vec<SealedRow>>, StoreError> {
+    async fn next(
+        &mut self,
+        store: &impl SealedValueStore,
+    ) -> Result<Option<Vec<SealedRow>>, StoreError> {
         if self.done {
             return Ok(None);
         }

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::{AdminError, AdminState};
-use crate::store::{AdminStore, SqlStore, StoreError, TenantRecord, TenantStore};
+use crate::store::{AdminStore, StoreError, TenantRecord, TenantStore};
 
 /// Hex SHA-256 of a token.
 pub fn hash_token(token: &str) -> String {
@@ -31,7 +31,7 @@ impl AdminAuth {
     /// Loads the stored hash; a configured token replaces it, and with neither a new token is
     /// generated. Returns the generated token (to show the operator once).
     pub async fn init(
-        store: &SqlStore,
+        store: &impl AdminStore,
         configured: &SecretString,
     ) -> Result<(AdminAuth, Option<String>), StoreError> {
         let configured = configured.expose_secret();

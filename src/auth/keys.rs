@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use super::seal::purpose::signing_key as purpose;
 use super::seal::Sealer;
 use super::AuthError;
-use crate::store::{now_millis, OAuthStore, SigningKeyRecord, SqlStore};
+use crate::store::{now_millis, OAuthStore, SigningKeyRecord};
 
 pub const ALG: &str = "ES256";
 
@@ -90,7 +90,7 @@ impl KeyRing {
     /// The tenant's keys (loaded once per replica).
     pub async fn get(
         &self,
-        store: &SqlStore,
+        store: &impl OAuthStore,
         sealer: &Sealer,
         tenant: &str,
     ) -> Result<Arc<TenantKeys>, AuthError> {
@@ -105,7 +105,7 @@ impl KeyRing {
     /// Reloads the tenant's keys from the database.
     pub async fn load(
         &self,
-        store: &SqlStore,
+        store: &impl OAuthStore,
         sealer: &Sealer,
         tenant: &str,
     ) -> Result<Arc<TenantKeys>, AuthError> {
@@ -121,7 +121,7 @@ impl KeyRing {
     /// The key that signs now, created on first use.
     pub async fn signing(
         &self,
-        store: &SqlStore,
+        store: &impl OAuthStore,
         sealer: &Sealer,
         tenant: &str,
     ) -> Result<Arc<TenantKeys>, AuthError> {
@@ -143,7 +143,7 @@ impl KeyRing {
     /// A new signing key; the previous ones retire (still published until their tokens expire).
     pub async fn rotate(
         &self,
-        store: &SqlStore,
+        store: &impl OAuthStore,
         sealer: &Sealer,
         tenant: &str,
     ) -> Result<String, AuthError> {

@@ -79,7 +79,7 @@ pub async fn open_store(config: &Config) -> Result<SqlStore, StartError> {
 }
 
 /// Creates the configured tenants that do not exist yet (an operator's later changes win).
-async fn seed_tenants(store: &SqlStore, config: &Config) -> Result<(), StoreError> {
+async fn seed_tenants(store: &impl TenantStore, config: &Config) -> Result<(), StoreError> {
     for t in &config.tenants {
         if store.get_tenant(&t.slug).await?.is_none() {
             let now = now_millis();

@@ -7,7 +7,164 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use super::sql::{inserted, SqlStore};
-use super::{ElicitationRecord, ElicitationStatus, ElicitationStore, StoreError, WantedSecret};
+use serde::{Deserialize, Serialize};
+
+use super::StoreError;
+
+/// Where a URL-mode elicitation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ElicitationStatus {
+    /// Waiting for the user on the page.
+    Pending,
+    /// The user submitted the secret.
+    Completed,
+    /// The user (on the page, or in the MCP client) refused.
+    Declined,
+    /// Cancelled by the client, the tool or an administrator.
+    Cancelled,
+    /// Not completed in time.
+    Expired,
+}
+
+impl ElicitationStatus {
+    pub const ALL: [ElicitationStatus; 5] = [
+        ElicitationStatus::Pending,
+        ElicitationStatus::Completed,
+        ElicitationStatus::Declined,
+        ElicitationStatus::Cancelled,
+        ElicitationStatus::Expired,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ElicitationStatus::Pending => "pending",
+            ElicitationStatus::Completed => "completed",
+            ElicitationStatus::Declined => "declined",
+            ElicitationStatus::Cancelled => "cancelled",
+            ElicitationStatus::Expired => "expired",
+        }
+    }
+    pub fn parse(s: &str) -> Option<ElicitationStatus> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// A URL-mode elicitation: a tool asked the user for a secret on the platform's page.
+#[derive(Clone, PartialEq)]
+pub struct ElicitationRecord {
+    /// 256 random bits, base64url: unguessable (on open tenants it is the capability).
+    pub id: String,
+    /// The binding (`issuer\nsubject\nclient_id`) of the principal it was asked for; `None` on
+    /// open tenants.
+    pub principal: Option<String>,
+    /// The MCP session that asked, if any.
+    pub session: Option<String>,
+    pub tool: String,
+    /// What is asked for (`github_token`).
+    pub name: String,
+    pub message: String,
+    pub status: ElicitationStatus,
+    /// The secret, sealed; set between completion and delivery to the tool.
+    pub secret_sealed: Option<String>,
+    pub expires_at: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl ElicitationRecord {
+    /// The status as of `now`: a pending elicitation past its expiry is expired even before the
+    /// sweep records it.
+    pub fn status_at(&self, now: i64) -> ElicitationStatus {
+        if self.status == ElicitationStatus::Pending && self.expires_at <= now {
+            ElicitationStatus::Expired
+        } else {
+            self.status
+        }
+    }
+}
+
+impl std::fmt::Debug for ElicitationRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ElicitationRecord")
+            .field("id", &self.id)
+            .field("principal", &self.principal)
+            .field("session", &self.session)
+            .field("tool", &self.tool)
+            .field("name", &self.name)
+            .field("status", &self.status)
+            .field("has_secret", &self.secret_sealed.is_some())
+            .field("expires_at", &self.expires_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whose elicitation for which secret: `principal`'s for (`tool`, `name`); without a principal
+/// (an open tenant, no user to bind to), only one asked for in `session`.
+#[derive(Debug, Clone, Copy)]
+pub struct WantedSecret<'a> {
+    pub principal: Option<&'a str>,
+    pub session: Option<&'a str>,
+    pub tool: &'a str,
+    pub name: &'a str,
+}
+
+/// URL-mode elicitations of every tenant.
+#[allow(async_fn_in_trait)]
+pub trait ElicitationStore {
+    async fn insert_elicitation(
+        &self,
+        tenant: &str,
+        elicitation: &ElicitationRecord,
+    ) -> Result<(), StoreError>;
+    async fn get_elicitation(
+        &self,
+        tenant: &str,
+        id: &str,
+    ) -> Result<Option<ElicitationRecord>, StoreError>;
+    /// In id order, starting after `after`; only `status` when given.
+    async fn list_elicitations(
+        &self,
+        tenant: &str,
+        status: Option<ElicitationStatus>,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<ElicitationRecord>, StoreError>;
+    /// The newest unexpired elicitation of `wanted` in `status` (`completed`: only one whose
+    /// secret was not delivered yet).
+    async fn find_elicitation(
+        &self,
+        tenant: &str,
+        wanted: &WantedSecret<'_>,
+        status: ElicitationStatus,
+        now: i64,
+    ) -> Result<Option<ElicitationRecord>, StoreError>;
+    /// Pending and unexpired → completed with the sealed secret; false otherwise.
+    async fn complete_elicitation(
+        &self,
+        tenant: &str,
+        id: &str,
+        secret_sealed: &str,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+    /// Pending → `status` (declined, cancelled); false when it was not pending.
+    async fn close_elicitation(
+        &self,
+        tenant: &str,
+        id: &str,
+        status: ElicitationStatus,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+    /// The sealed secret of a completed elicitation, cleared as it is returned (delivered once).
+    async fn take_elicitation_secret(
+        &self,
+        tenant: &str,
+        id: &str,
+        now: i64,
+    ) -> Result<Option<String>, StoreError>;
+    /// Marks pending elicitations past their expiry expired, drops secrets not collected before
+    /// expiry, and deletes finished elicitations last changed before `forget_before`.
+    async fn sweep_elicitations(&self, now: i64, forget_before: i64) -> Result<u64, StoreError>;
+}
 
 macro_rules! columns {
     () => {

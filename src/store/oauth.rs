@@ -7,9 +7,176 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use super::sql::{inserted, json, SqlStore};
-use super::{
-    GrantRecord, OAuthClient, OAuthStore, Redeemed, SigningKeyRecord, StoreError, UserRecord,
-};
+use super::StoreError;
+
+/// `OAuthClient::source` of a client registered by Dynamic Client Registration.
+pub const DCR_SOURCE: &str = "dcr";
+
+/// A client registered with a tenant's authorization server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OAuthClient {
+    pub tenant: String,
+    pub client_id: String,
+    /// SHA-256 (hex) of the secret of a confidential client.
+    pub secret_hash: Option<String>,
+    /// SHA-256 (hex) of the RFC 7592 registration access token.
+    pub registration_token_hash: Option<String>,
+    /// `dcr` or `admin`.
+    pub source: String,
+    /// RFC 7591 client metadata as accepted.
+    pub metadata: Value,
+    pub created_at: i64,
+    /// When it was first issued a token or its registration was vouched for (`None`: a client
+    /// anyone registered that nobody has used yet; deleted after a while).
+    pub confirmed_at: Option<i64>,
+}
+
+/// A single-use authorization code or a refresh token (stored hashed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrantRecord {
+    pub token_hash: String,
+    /// Refresh tokens: the family every rotation shares (codes: the family their tokens get).
+    pub family: String,
+    pub client_id: String,
+    /// What was granted: scope, resource, principal, PKCE challenge, redirect URI…
+    pub grant: Value,
+    pub expires_at: i64,
+    pub used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+/// The outcome of redeeming a code or a refresh token.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Redeemed {
+    /// First use: now marked used.
+    Fresh(GrantRecord),
+    /// Already used (or revoked): a replay.
+    Reused(GrantRecord),
+    Unknown,
+}
+
+/// A tenant's token-signing key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SigningKeyRecord {
+    pub kid: String,
+    pub alg: String,
+    pub public_jwk: Value,
+    /// PKCS#8, sealed.
+    pub private_key: String,
+    pub created_at: i64,
+    pub retired_at: Option<i64>,
+}
+
+/// A tenant user who signs in on the tenant's login page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserRecord {
+    pub username: String,
+    /// argon2id PHC string.
+    pub password_hash: String,
+    pub display_name: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// OAuth state of every tenant: clients, codes, refresh tokens, signing keys, users.
+#[allow(async_fn_in_trait)]
+pub trait OAuthStore {
+    async fn insert_client(&self, client: &OAuthClient) -> Result<(), StoreError>;
+    async fn get_client(
+        &self,
+        tenant: &str,
+        client_id: &str,
+    ) -> Result<Option<OAuthClient>, StoreError>;
+    async fn update_client(&self, client: &OAuthClient) -> Result<(), StoreError>;
+    /// Records that a client was confirmed (a user granted it access, or it was first issued a
+    /// token) at `at`, unless it was before. False: the client is not registered (any more: the
+    /// sweep may have taken it since it was read).
+    async fn confirm_client(
+        &self,
+        tenant: &str,
+        client_id: &str,
+        at: i64,
+    ) -> Result<bool, StoreError>;
+    async fn delete_client(&self, tenant: &str, client_id: &str) -> Result<bool, StoreError>;
+    async fn list_clients(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<OAuthClient>, StoreError>;
+
+    async fn insert_code(&self, tenant: &str, code: &GrantRecord) -> Result<(), StoreError>;
+    /// Marks a code used; says whether this was its first use.
+    async fn redeem_code(
+        &self,
+        tenant: &str,
+        code_hash: &str,
+        now: i64,
+    ) -> Result<Redeemed, StoreError>;
+
+    async fn insert_refresh(&self, tenant: &str, token: &GrantRecord) -> Result<(), StoreError>;
+    /// Marks a refresh token rotated away; says whether this was its first use.
+    async fn redeem_refresh(
+        &self,
+        tenant: &str,
+        token_hash: &str,
+        now: i64,
+    ) -> Result<Redeemed, StoreError>;
+    async fn get_refresh(
+        &self,
+        tenant: &str,
+        token_hash: &str,
+    ) -> Result<Option<GrantRecord>, StoreError>;
+    /// Revokes every refresh token of a family (reuse detected, or revocation).
+    async fn revoke_family(&self, tenant: &str, family: &str, now: i64) -> Result<(), StoreError>;
+
+    async fn signing_keys(&self, tenant: &str) -> Result<Vec<SigningKeyRecord>, StoreError>;
+    /// Adds a key and retires every other active one (at `key.created_at`).
+    async fn rotate_signing_key(
+        &self,
+        tenant: &str,
+        key: &SigningKeyRecord,
+    ) -> Result<(), StoreError>;
+
+    async fn insert_user(&self, tenant: &str, user: &UserRecord) -> Result<(), StoreError>;
+    async fn get_user(
+        &self,
+        tenant: &str,
+        username: &str,
+    ) -> Result<Option<UserRecord>, StoreError>;
+    /// Writes `user` over the stored one if its `updated_at` is still `seen` (as
+    /// [`TenantStore::update_tenant`]): false when it changed since, `NotFound` when it is gone.
+    async fn update_user(
+        &self,
+        tenant: &str,
+        user: &UserRecord,
+        seen: i64,
+    ) -> Result<bool, StoreError>;
+    /// Deletes a user; false when there was none or, with `seen`, when its `updated_at` is no
+    /// longer `seen` (as [`TenantStore::delete_tenant`]).
+    async fn delete_user(
+        &self,
+        tenant: &str,
+        username: &str,
+        seen: Option<i64>,
+    ) -> Result<bool, StoreError>;
+    async fn list_users(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<UserRecord>, StoreError>;
+
+    /// Deletes expired codes and refresh tokens, keys retired before `retired_before`, and
+    /// clients registered by Dynamic Client Registration before `unconfirmed_before` that were
+    /// never confirmed.
+    async fn sweep_oauth(
+        &self,
+        now: i64,
+        retired_before: i64,
+        unconfirmed_before: i64,
+    ) -> Result<u64, StoreError>;
+}
 
 fn parse_json(text: &str, what: &str) -> Result<Value, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))

@@ -7,7 +7,71 @@
 
 use sqlx::Row;
 
-use super::{SealedColumn, SealedRow, SealedValueStore, SqlStore, StoreError};
+use serde::{Deserialize, Serialize};
+
+use super::{SqlStore, StoreError};
+
+/// A column holding sealed values (see `auth::Sealer`), directly or inside a JSON document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SealedColumn {
+    /// `oauth_signing_keys.private_key`, by (tenant, kid).
+    SigningKeys,
+    /// `tenants.auth` (JSON: `oidc.client_secret_sealed`), by (slug, "").
+    OidcClientSecrets,
+    /// `catalog_entries.body` of tools (JSON: `webhook.secret_sealed`), by (tenant, name).
+    WebhookSecrets,
+    /// `elicitations.secret_sealed`, by (tenant, id).
+    ElicitationSecrets,
+    /// `mrtr_rounds.state`, by (tenant, id).
+    RoundStates,
+}
+
+impl SealedColumn {
+    pub const ALL: [SealedColumn; 5] = [
+        SealedColumn::SigningKeys,
+        SealedColumn::OidcClientSecrets,
+        SealedColumn::WebhookSecrets,
+        SealedColumn::ElicitationSecrets,
+        SealedColumn::RoundStates,
+    ];
+}
+
+/// One row of a [`SealedColumn`]: its key and the column's text as read.
+#[derive(Clone, PartialEq)]
+pub struct SealedRow {
+    pub tenant: String,
+    pub id: String,
+    pub text: String,
+}
+
+impl std::fmt::Debug for SealedRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SealedRow")
+            .field("tenant", &self.tenant)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every sealed value, for re-sealing under a new key.
+#[allow(async_fn_in_trait)]
+pub trait SealedValueStore {
+    /// Rows of `column` in (tenant, id) order, starting after `after`.
+    async fn sealed_rows(
+        &self,
+        column: SealedColumn,
+        after: Option<(&str, &str)>,
+        limit: u32,
+    ) -> Result<Vec<SealedRow>, StoreError>;
+    /// Replaces the row's text with `text` if it still is what was read; whether it was.
+    async fn replace_sealed(
+        &self,
+        column: SealedColumn,
+        row: &SealedRow,
+        text: &str,
+    ) -> Result<bool, StoreError>;
+}
 
 /// (select in key order after `($1, $2)`, limit `$3`; compare-and-set `$3` → `$4` at `($1, $2)`).
 fn sql(column: SealedColumn) -> (&'static str, &'static str) {
