@@ -98,9 +98,8 @@ fn world() -> &'static World {
         ];
         let runtime = WebhookRuntime {
             slots: Arc::new(tokio::sync::Semaphore::new(64)),
-            client: mcp_harbor::tools::webhook::http_client().expect("http client"),
+            egress: mcp_harbor::egress::Egress::new(false).expect("http client"),
             tenant: "fuzz".into(),
-            allow_private: false,
             store: None,
             elicitations: None,
         };

@@ -60,11 +60,11 @@ fn metadata(body: &[u8]) {
     let Ok(input) = serde_json::from_slice::<ClientInput>(body) else {
         return;
     };
-    let Ok(stored) = validate_metadata(input, false) else {
+    let Ok(stored) = validate_metadata(input) else {
         return;
     };
     let again: ClientInput = serde_json::from_value(stored.clone()).expect("stored metadata reads");
-    assert_eq!(validate_metadata(again, false).ok().as_ref(), Some(&stored));
+    assert_eq!(validate_metadata(again).ok().as_ref(), Some(&stored));
     let strings = |key: &str| -> Vec<String> {
         stored[key]
             .as_array()
