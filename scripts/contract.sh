@@ -7,7 +7,7 @@
 #   scripts/contract.sh [BINARY]        default: target/release/mcp-harbor (build it first)
 #
 # The server gets its own data dir and a free loopback port, and is stopped at the end. It runs
-# with the development setting admin.allow_http_loopback_webhooks, as the document's URL rules
+# with the development setting egress.allow_private, as the document's URL rules
 # describe the server with it (without it, URLs must also name public hosts). Its database is the
 # embedded SQLite file, or with CONTRACT_POSTGRES=postgres://user@host:port a fresh PostgreSQL
 # database there, created for the run and dropped after it.
@@ -51,7 +51,7 @@ cleanup() {
 trap cleanup EXIT
 MCP_HARBOR__SERVER__PORT=$PORT MCP_HARBOR__LOG__FILTER=warn MCP_HARBOR__STORAGE__DATA_DIR="$WORK/data" \
   MCP_HARBOR__STORAGE__DATABASE_URL="$DATABASE_URL" \
-  MCP_HARBOR__ADMIN__TOKEN="$TOKEN" MCP_HARBOR__ADMIN__ALLOW_HTTP_LOOPBACK_WEBHOOKS=true \
+  MCP_HARBOR__ADMIN__TOKEN="$TOKEN" MCP_HARBOR__EGRESS__ALLOW_PRIVATE=true \
   "$BIN" serve >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 1 100); do

@@ -214,7 +214,7 @@ async fn start_server(
         .env("MCP_HARBOR__STORAGE__DATA_DIR", dir.path())
         .env("MCP_HARBOR__ADMIN__TOKEN", ADMIN_TOKEN)
         .env("MCP_HARBOR__AUTH__DEFAULT_MODE", "none")
-        .env("MCP_HARBOR__ADMIN__ALLOW_HTTP_LOOPBACK_WEBHOOKS", "true")
+        .env("MCP_HARBOR__EGRESS__ALLOW_PRIVATE", "true")
         .env("MCP_HARBOR__CLUSTER__REPLICA_ID", "replica-under-test")
         .env("MCP_HARBOR__CLUSTER__DRAIN_GRACE_SECS", "2")
         .env(

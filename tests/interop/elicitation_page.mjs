@@ -7,7 +7,7 @@
 //
 //   node elicitation_page.mjs <server-url> <admin-token> <screenshot-dir>
 //
-// The server must allow webhooks on loopback (admin.allow_http_loopback_webhooks). Environment:
+// The server must allow webhooks on loopback (egress.allow_private). Environment:
 // CHROMIUM (default /usr/bin/chromium), INTEROP_DIR (where playwright-core is installed, default
 // ~/.cache/mcp-harbor/interop). Prints "ELICITATION BROWSER FLOW OK".
 import { randomBytes } from 'node:crypto';
