@@ -296,7 +296,7 @@ if [[ " $extras " == *" cluster "* ]]; then
     }
     echo
     echo "== extra: 3 replicas behind nginx routing by session id (deploy/cluster.sh --lb route: PostgreSQL + Redis state, unpinned), $rounds rounds"
-    export CLUSTER_DIR=$log_dir/cluster CLUSTER_LOG=warn MCP_HARBOR_BIN=$PWD/$server_bin
+    export CLUSTER_DIR=$log_dir/cluster CLUSTER_LOG=warn MCP_HARBOR_BIN=$(realpath "$server_bin")
     if timeout 180 bash deploy/cluster.sh up --replicas 3 --lb route; then
         bench_tenant
         replica_pids=($(cat "$CLUSTER_DIR"/replica-*.pid))

@@ -28,7 +28,7 @@ command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install va
 [[ $server == harbor || $server == echo ]] || { echo "server: harbor or echo" >&2; exit 2; }
 [[ $phase =~ ^(calls|inits|modern|oauth|open)$ ]] || { echo "phase: calls, modern, inits, oauth or open" >&2; exit 2; }
 [[ $server == harbor || $phase != oauth && $phase != open ]] || { echo "oauth and open are mcp-harbor phases" >&2; exit 2; }
-if [[ ! -x target/release/mcp-harbor || ! -x target/release/mcp-harbor-bench ]]; then
+if [[ ! -x ${CARGO_TARGET_DIR:-target}/release/mcp-harbor || ! -x ${CARGO_TARGET_DIR:-target}/release/mcp-harbor-bench ]]; then
     cargo build --release --bins
 fi
 port=$(. deploy/cluster.sh && free_port)
@@ -51,7 +51,7 @@ else
         oauth_env
     fi
     MCP_HARBOR__SERVER__PORT=$port MCP_HARBOR__SERVER__WORKERS=1 MCP_HARBOR__SESSIONS__MAX_PER_TENANT=200000 \
-    MCP_HARBOR__STORAGE__DATA_DIR=$data RUST_LOG=warn "${callgrind[@]}" target/release/mcp-harbor serve >"$out/server.log" 2>&1 &
+    MCP_HARBOR__STORAGE__DATA_DIR=$data RUST_LOG=warn "${callgrind[@]}" ${CARGO_TARGET_DIR:-target}/release/mcp-harbor serve >"$out/server.log" 2>&1 &
     url=http://127.0.0.1:$port/t/demo/mcp
 fi
 vpid=$!
@@ -67,7 +67,7 @@ if [[ $phase == oauth || $phase == open ]]; then
     oauth_tenants
     url=${url%/t/demo/mcp}/t/$([[ $phase == oauth ]] && echo locked || echo open)/mcp
 fi
-bench=(target/release/mcp-harbor-bench --url "$url" --connections "$conns")
+bench=(${CARGO_TARGET_DIR:-target}/release/mcp-harbor-bench --url "$url" --connections "$conns")
 if [[ $phase == modern ]]; then
     bench+=(--phase calls --modern)
 elif [[ $phase == oauth ]]; then

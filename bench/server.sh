@@ -6,8 +6,8 @@
 # Environment: SERVER_CPU (default 0), BENCH_CPU (default 1), REDIS_URL (default
 # redis://127.0.0.1:6379), EVENT_LOG_CAPACITY (default 4096 events kept per SSE stream).
 
-server_bin=target/release/mcp-harbor
-bench_bin=target/release/mcp-harbor-bench
+server_bin=${CARGO_TARGET_DIR:-target}/release/mcp-harbor
+bench_bin=${CARGO_TARGET_DIR:-target}/release/mcp-harbor-bench
 redis_url=${REDIS_URL:-redis://127.0.0.1:6379}
 
 if [[ ! -x $server_bin || ! -x $bench_bin ]]; then

@@ -20,7 +20,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUN=${CLUSTER_DIR:-/tmp/mcp-harbor-cluster}
-BIN=${MCP_HARBOR_BIN:-$ROOT/target/release/mcp-harbor}
+BIN=${MCP_HARBOR_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/mcp-harbor}
 PG=${CLUSTER_POSTGRES:-postgres://postgres@127.0.0.1:5432}
 REDIS=${CLUSTER_REDIS:-redis://127.0.0.1:6379}
 GRACE=${CLUSTER_DRAIN_GRACE_SECS:-8}

@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 CACHE="${MCP_HARBOR_CI_CACHE:-$HOME/.cache/mcp-harbor}"
 CONTRACTENV="${MCP_HARBOR_CONTRACTENV:-$CACHE/contractenv}"
-BIN="${1:-$ROOT/target/release/mcp-harbor}"
+BIN="${1:-${CARGO_TARGET_DIR:-$ROOT/target}/release/mcp-harbor}"
 MAX_EXAMPLES="${CONTRACT_MAX_EXAMPLES:-40}"
 SEED="${CONTRACT_SEED:-20261123}"
 WORKERS="${CONTRACT_WORKERS:-1}"
