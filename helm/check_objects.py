@@ -80,10 +80,10 @@ def families_from_source(metrics_rs: Path) -> dict[str, str]:
         if kind:
             kinds[var] = kind
     out = {}
-    for call in re.finditer(r"registry\.register(_with_unit)?\(\s*\"([a-z_]+)\",\s*\"(?:[^\"\\]|\\[\s\S])*\",\s*"
-                            r"(Unit::Seconds,\s*)?([\w:]+)", text):
-        name = call.group(2) + ("_seconds" if call.group(3) else "")
-        target = call.group(4)
+    for call in re.finditer(r"registry\.register\(\s*\"([a-z_]+)\",\s*\"(?:[^\"\\]|\\[\s\S])*\",\s*"
+                            r"(?:(Some\(Unit::Seconds\)),\s*|None,\s*)([\w:]+)", text):
+        name = call.group(1) + ("_seconds" if call.group(2) else "")
+        target = call.group(3)
         out[name] = "info" if target.startswith("Info::") else kinds.get(target, "unknown")
     return out
 

@@ -167,6 +167,8 @@ pub struct Metrics {
     pub oauth_registrations: Family<OutcomeLabels, Counter>,
     pub rate_limited: Family<TenantLabels, Counter>,
     pub quota_unchecked: Family<TenantLabels, Counter>,
+    /// Sessions restored here from a replica that held them (dead, drained or fenced).
+    pub session_takeovers: Family<TenantLabels, Counter>,
     pub http_requests: Family<HttpLabels, Counter>,
     /// The series of `http_requests` nearly every request lands in (each route group with 200
     /// and 202), found in the family once instead of on every request.
@@ -270,6 +272,13 @@ impl Metrics {
             None,
             rate_limited.clone(),
         );
+        let session_takeovers = Family::<TenantLabels, Counter>::default();
+        registry.register(
+            "mcp_harbor_session_takeovers",
+            "Sessions this replica restored from their snapshot after another replica held them (it died, drained or was fenced): how often failover happens",
+            None,
+            session_takeovers.clone(),
+        );
         let quota_unchecked = Family::<TenantLabels, Counter>::default();
         registry.register(
             "mcp_harbor_quota_unchecked",
@@ -330,6 +339,7 @@ impl Metrics {
             oauth_registrations,
             rate_limited,
             quota_unchecked,
+            session_takeovers,
             http_requests,
             http_common: Default::default(),
             operation_ok: Default::default(),
@@ -521,6 +531,15 @@ impl Metrics {
         }
     }
 
+    pub fn session_taken_over(&self, tenant: &str) {
+        self.session_takeovers
+            .get_or_create(&Self::tenant(tenant))
+            .inc();
+        if let Some(o) = otel() {
+            o.session_takeovers.add(1, &tenant_attr(tenant));
+        }
+    }
+
     pub fn quota_unchecked(&self, tenant: &str) {
         self.quota_unchecked
             .get_or_create(&Self::tenant(tenant))
@@ -682,6 +701,7 @@ struct Otel {
     oauth_registrations: OtelCounter<u64>,
     rate_limited: OtelCounter<u64>,
     quota_unchecked: OtelCounter<u64>,
+    session_takeovers: OtelCounter<u64>,
     http_write_timeouts: OtelCounter<u64>,
     http_requests: OtelCounter<u64>,
     event_appends: OtelCounter<u64>,
@@ -754,6 +774,12 @@ pub fn export_to(provider: &opentelemetry_sdk::metrics::SdkMeterProvider) {
             .u64_counter("mcp_harbor.quota_unchecked")
             .with_description(
                 "Requests let in unchecked across replicas (shared state unreachable)",
+            )
+            .build(),
+        session_takeovers: meter
+            .u64_counter("mcp_harbor.session.takeovers")
+            .with_description(
+                "Sessions restored here after another replica held them (died, drained or fenced)",
             )
             .build(),
         http_write_timeouts: meter

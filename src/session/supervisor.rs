@@ -538,6 +538,7 @@ impl TenantSessions {
         );
         tracing::info!(tenant = %self.tenant, session = %id, token = lease.token,
             previous = ?expected.map(|l| l.replica.to_string()), "session taken over");
+        crate::observe::metrics::global().session_taken_over(&self.tenant);
         let addr = self.launch(id.into(), core, snapshot.transport, lease.clone(), None)?;
         addr.do_send(Recover { last_seqs });
         Ok(self.get(id))

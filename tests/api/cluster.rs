@@ -207,6 +207,13 @@ async fn a_dead_owners_session_is_taken_over_and_its_stream_resumes_exactly_once
     // The session goes on at the new owner without a new initialize.
     let tools = json!({ "jsonrpc": "2.0", "id": 8, "method": "tools/list" });
     served_by(&b, &c.session, tools, &b).await;
+    // The takeover is counted (the replicas of this test share the process's registry).
+    let metrics = mcp_harbor::observe::metrics::global().render();
+    let takeovers = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp_harbor_session_takeovers_total{tenant=\"demo\"} "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert_eq!(takeovers, Some(1.0), "{metrics}");
 }
 
 /// A session keeps at most 1 MiB of its calls' arguments to run them again after a failover
