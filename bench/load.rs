@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 
+mod otlp_sink;
 mod soak;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -103,6 +104,10 @@ struct Args {
     /// of a cluster), comma-separated.
     #[arg(long, value_delimiter = ',')]
     cpu_pids: Vec<u32>,
+    /// Instead of loading a server, be an OTLP/HTTP sink on a free loopback port (printed first)
+    /// that counts the spans and operations it receives (`GET /counts`; bench/telemetry.sh).
+    #[arg(long)]
+    otlp_sink: bool,
     /// Sessions the `streams` phase opens, each holding its standalone GET stream (and one
     /// connection) open.
     #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=MAX_STREAMS))]
@@ -156,6 +161,15 @@ enum Phase {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.otlp_sink {
+        return match otlp_sink::serve() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("mcp-harbor-bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if !(f64::MIN_POSITIVE..=3600.0).contains(&args.duration) {
         eprintln!("mcp-harbor-bench: --duration must be in (0, 3600] seconds");
         return ExitCode::from(2);

@@ -91,6 +91,13 @@ pub struct TelemetryConfig {
     pub sampling_ratio: f64,
     /// How often metrics are exported.
     pub metrics_interval_ms: u64,
+    /// Finished spans held for export at most; past it new ones are dropped (and counted in
+    /// `mcp_harbor_telemetry_spans_total{outcome="dropped"}`), never waited for.
+    pub span_queue: usize,
+    /// Spans sent in one export at most (a full batch leaves at once).
+    pub span_batch: usize,
+    /// The longest a finished span waits before it is sent.
+    pub span_interval_ms: u64,
     /// `service.name` (`OTEL_SERVICE_NAME` wins).
     pub service_name: String,
 }
@@ -418,6 +425,9 @@ impl Default for Config {
                 metrics: true,
                 sampling_ratio: 1.0,
                 metrics_interval_ms: 30_000,
+                span_queue: 65_536,
+                span_batch: 512,
+                span_interval_ms: 1_000,
                 service_name: "mcp-harbor".into(),
             },
             tls: TlsConfig {
@@ -498,6 +508,21 @@ impl Config {
             return bad(format!(
                 "modern.cache_ttl_ms {} is more than a day (86400000)",
                 self.modern.cache_ttl_ms
+            ));
+        }
+        let t = &self.telemetry;
+        if !(1..=1_000_000).contains(&t.span_batch)
+            || !(t.span_batch..=10_000_000).contains(&t.span_queue)
+        {
+            return bad(format!(
+                "telemetry.span_batch ({}) must be from 1 to 1000000 and telemetry.span_queue ({}) from span_batch to 10000000",
+                t.span_batch, t.span_queue
+            ));
+        }
+        if !(10..=600_000).contains(&t.span_interval_ms) {
+            return bad(format!(
+                "telemetry.span_interval_ms {} is not from 10 to 600000",
+                t.span_interval_ms
             ));
         }
         if !(0.0..=1.0).contains(&self.telemetry.sampling_ratio) {

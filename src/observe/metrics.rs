@@ -11,7 +11,9 @@
 use std::sync::{LazyLock, OnceLock};
 use std::time::Duration;
 
-use opentelemetry::metrics::{Counter as OtelCounter, Histogram as OtelHistogram, UpDownCounter};
+use opentelemetry::metrics::{
+    BoundCounter, BoundHistogram, Counter as OtelCounter, Histogram as OtelHistogram, UpDownCounter,
+};
 use opentelemetry::KeyValue;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric};
@@ -42,6 +44,11 @@ pub struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SpanLabels {
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GrantLabels {
     pub tenant: String,
     pub grant_type: String,
@@ -64,7 +71,35 @@ pub struct HttpLabels {
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// One tenant's `mcp.server.operation.duration` series of successful requests, by known method.
-type OperationSeries = [OnceLock<Histogram>; crate::protocol::mcp::KNOWN_METHODS.len()];
+type OperationSeries =
+    [OnceLock<Both<Histogram, BoundHistogram<f64>>>; crate::protocol::mcp::KNOWN_METHODS.len()];
+
+/// A series kept in both places at once: its Prometheus series and, when OTLP export is on, the
+/// OpenTelemetry instrument bound to the same attributes (no attribute set built or looked up per
+/// recording). One call records to both.
+#[derive(Clone)]
+struct Both<P, O> {
+    prometheus: P,
+    otel: Option<O>,
+}
+
+impl Both<Histogram, BoundHistogram<f64>> {
+    fn observe(&self, v: f64) {
+        self.prometheus.observe(v);
+        if let Some(o) = &self.otel {
+            o.record(v);
+        }
+    }
+}
+
+impl Both<Counter, BoundCounter<u64>> {
+    fn inc(&self) {
+        self.prometheus.inc();
+        if let Some(o) = &self.otel {
+            o.add(1);
+        }
+    }
+}
 
 fn latency() -> Histogram {
     // 0.5 ms … ~33 s
@@ -169,10 +204,12 @@ pub struct Metrics {
     pub quota_unchecked: Family<TenantLabels, Counter>,
     /// Sessions restored here from a replica that held them (dead, drained or fenced).
     pub session_takeovers: Family<TenantLabels, Counter>,
+    /// Spans on their way out over OTLP, by outcome (`exported`, `failed`, `dropped`).
+    pub telemetry_spans: Family<SpanLabels, Counter>,
     pub http_requests: Family<HttpLabels, Counter>,
     /// The series of `http_requests` nearly every request lands in (each route group with 200
     /// and 202), found in the family once instead of on every request.
-    http_common: [OnceLock<Counter>; ROUTE_GROUPS.len() * 2],
+    http_common: [OnceLock<Both<Counter, BoundCounter<u64>>>; ROUTE_GROUPS.len() * 2],
     /// The series of successful operations of each tenant and known method (what nearly every
     /// request records), found in the family once per tenant and method.
     operation_ok: parking_lot::RwLock<crate::FastMap<Box<str>, OperationSeries>>,
@@ -279,6 +316,13 @@ impl Metrics {
             None,
             session_takeovers.clone(),
         );
+        let telemetry_spans = Family::<SpanLabels, Counter>::default();
+        registry.register(
+            "mcp_harbor_telemetry_spans",
+            "Spans sent over OTLP by outcome: exported, failed (the collector refused or was unreachable) or dropped (the export queue, telemetry.span_queue, was full)",
+            None,
+            telemetry_spans.clone(),
+        );
         let quota_unchecked = Family::<TenantLabels, Counter>::default();
         registry.register(
             "mcp_harbor_quota_unchecked",
@@ -340,6 +384,7 @@ impl Metrics {
             rate_limited,
             quota_unchecked,
             session_takeovers,
+            telemetry_spans,
             http_requests,
             http_common: Default::default(),
             operation_ok: Default::default(),
@@ -394,6 +439,16 @@ impl Metrics {
             Some(i) => crate::protocol::mcp::KNOWN_METHODS[i],
             None => "other",
         };
+        let otel_attrs = || {
+            let mut attrs = vec![
+                KeyValue::new("mcp.method.name", method),
+                KeyValue::new("tenant", tenant.to_string()),
+            ];
+            if !error_type.is_empty() {
+                attrs.push(KeyValue::new("error.type", error_type.to_string()));
+            }
+            attrs
+        };
         let series = || {
             self.operation_duration
                 .get_or_create(&OperationLabels {
@@ -404,26 +459,26 @@ impl Metrics {
                 .clone()
         };
         match known.filter(|_| error_type.is_empty()) {
+            // The common case: a cached series of this tenant and method, recorded in both.
             Some(i) => {
                 let observe = |s: &OperationSeries| {
-                    s[i].get_or_init(series).observe(took.as_secs_f64());
+                    s[i].get_or_init(|| Both {
+                        prometheus: series(),
+                        otel: otel().map(|o| o.operation.bind(&otel_attrs())),
+                    })
+                    .observe(took.as_secs_f64());
                 };
                 let seen = self.operation_ok.read().get(tenant).map(&observe);
                 if seen.is_none() {
                     observe(self.operation_ok.write().entry(tenant.into()).or_default());
                 }
             }
-            None => series().observe(took.as_secs_f64()),
-        }
-        if let Some(o) = otel() {
-            let mut attrs = vec![
-                KeyValue::new("mcp.method.name", method.to_string()),
-                KeyValue::new("tenant", tenant.to_string()),
-            ];
-            if !error_type.is_empty() {
-                attrs.push(KeyValue::new("error.type", error_type.to_string()));
+            None => {
+                series().observe(took.as_secs_f64());
+                if let Some(o) = otel() {
+                    o.operation.record(took.as_secs_f64(), &otel_attrs());
+                }
             }
-            o.operation.record(took.as_secs_f64(), &attrs);
         }
     }
 
@@ -540,6 +595,15 @@ impl Metrics {
         }
     }
 
+    /// `n` spans left (`exported`), were refused (`failed`) or found the queue full (`dropped`).
+    pub fn spans(&self, outcome: &str, n: u64) {
+        self.telemetry_spans
+            .get_or_create(&SpanLabels {
+                outcome: outcome.to_string(),
+            })
+            .inc_by(n);
+    }
+
     pub fn quota_unchecked(&self, tenant: &str) {
         self.quota_unchecked
             .get_or_create(&Self::tenant(tenant))
@@ -562,24 +626,27 @@ impl Metrics {
                 202 => Some(1),
                 _ => None,
             });
+        let otel_attrs = || {
+            [
+                KeyValue::new("route", route),
+                KeyValue::new("http.response.status_code", i64::from(status)),
+            ]
+        };
         match common {
             Some((group, status_index)) => {
                 self.http_common[group * 2 + status_index]
-                    .get_or_init(|| self.http_requests.get_or_create(&series()).clone())
+                    .get_or_init(|| Both {
+                        prometheus: self.http_requests.get_or_create(&series()).clone(),
+                        otel: otel().map(|o| o.http_requests.bind(&otel_attrs())),
+                    })
                     .inc();
             }
             None => {
                 self.http_requests.get_or_create(&series()).inc();
+                if let Some(o) = otel() {
+                    o.http_requests.add(1, &otel_attrs());
+                }
             }
-        }
-        if let Some(o) = otel() {
-            o.http_requests.add(
-                1,
-                &[
-                    KeyValue::new("route", route),
-                    KeyValue::new("http.response.status_code", i64::from(status)),
-                ],
-            );
         }
     }
 

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry::trace::{SpanKind, TraceContextExt, TracerProvider as _};
 use opentelemetry::KeyValue;
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
@@ -23,7 +23,6 @@ use opentelemetry_sdk::Resource;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Span, Subscriber};
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::filter::{DynFilterFn, EnvFilter};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::FormatTime;
@@ -34,6 +33,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 
 use crate::config::{Config, LogConfig, TelemetryConfig};
+use crate::observe::trace::{RequestSpan, Start};
 
 static TRACING: AtomicBool = AtomicBool::new(false);
 /// The share of new traces kept (f64 bits; 1.0 until configured).
@@ -73,6 +73,26 @@ fn sample_root() -> bool {
     ratio >= 1.0 || (ratio > 0.0 && rand::random::<f64>() < ratio)
 }
 
+/// The share of new traces `OTEL_TRACES_SAMPLER` (and `OTEL_TRACES_SAMPLER_ARG`) asks for, when
+/// set: `always_on`, `always_off`, `traceidratio`, each also `parentbased_` (a sampled parent is
+/// always followed here).
+fn sampler_from_env() -> Option<f64> {
+    let sampler = std::env::var("OTEL_TRACES_SAMPLER").ok()?;
+    let arg = || {
+        std::env::var("OTEL_TRACES_SAMPLER_ARG")
+            .ok()
+            .and_then(|a| a.trim().parse::<f64>().ok())
+            .map(|r| r.clamp(0.0, 1.0))
+            .unwrap_or(1.0)
+    };
+    match sampler.trim().trim_start_matches("parentbased_") {
+        "always_on" => Some(1.0),
+        "always_off" => Some(0.0),
+        "traceidratio" => Some(arg()),
+        _ => None,
+    }
+}
+
 /// Whether spans are exported (per-request spans are created only then).
 pub fn tracing_enabled() -> bool {
     TRACING.load(Ordering::Relaxed)
@@ -91,6 +111,7 @@ pub struct Telemetry {
 impl Telemetry {
     pub fn shutdown(mut self) {
         TRACING.store(false, Ordering::Relaxed);
+        crate::observe::trace::shutdown(Duration::from_secs(5));
         if let Some(tracer) = self.tracer.take() {
             if let Err(e) = tracer.shutdown() {
                 eprintln!("mcp-harbor: flushing spans failed: {e}");
@@ -143,21 +164,33 @@ pub fn init_telemetry(config: &Config) -> Telemetry {
     let _guard = telemetry.runtime.as_ref().map(|rt| rt.enter());
     let mut problems = Vec::new();
     if config.telemetry.traces {
-        match export.span_exporter() {
-            Ok(exporter) => {
-                let mut builder = SdkTracerProvider::builder()
-                    .with_batch_exporter(exporter)
-                    .with_resource(resource.clone());
-                // New traces are sampled at the edge (`sample_root`), before any span is built:
-                // an unsampled request then costs no span at all. The SDK keeps what reaches it
-                // (and follows a remote parent's decision). OTEL_TRACES_SAMPLER, when set, decides
-                // instead.
-                if std::env::var_os("OTEL_TRACES_SAMPLER").is_none() {
-                    ROOT_RATIO.store(config.telemetry.sampling_ratio.to_bits(), Ordering::Relaxed);
-                    builder =
-                        builder.with_sampler(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)));
+        match export.span_sender(telemetry.runtime.as_ref().map(|rt| rt.handle().clone())) {
+            Ok(sender) => {
+                let t = &config.telemetry;
+                let batching = crate::observe::trace::Batching {
+                    queue: t.span_queue,
+                    batch: t.span_batch,
+                    interval: Duration::from_millis(t.span_interval_ms),
+                };
+                match crate::observe::trace::start(sender, &resource, batching) {
+                    Ok(()) => {
+                        // New traces are sampled at the edge (`sample_root`), before any span is
+                        // built: an unsampled request then costs no span at all. A sampled
+                        // parent is followed, an unsampled one is not recorded.
+                        let ratio = sampler_from_env().unwrap_or(t.sampling_ratio);
+                        ROOT_RATIO.store(ratio.to_bits(), Ordering::Relaxed);
+                        // The `tracing` spans (webhook, store, Redis) are SDK spans; they leave
+                        // by the same queue.
+                        telemetry.tracer = Some(
+                            SdkTracerProvider::builder()
+                                .with_span_processor(crate::observe::trace::QueueProcessor)
+                                .with_sampler(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)))
+                                .with_resource(resource.clone())
+                                .build(),
+                        );
+                    }
+                    Err(e) => problems.push(format!("traces: {e}")),
                 }
-                telemetry.tracer = Some(builder.build());
             }
             Err(e) => problems.push(format!("traces: {e}")),
         }
@@ -186,22 +219,18 @@ pub fn init_telemetry(config: &Config) -> Telemetry {
             .with_location(false)
             .with_threads(false)
             .with_target(false)
-            // Request spans (HTTP, MCP) may start a trace; every other span (store, Redis,
-            // webhook) only continues one: background work makes no orphan traces.
+            .with_tracked_inactivity(false)
+            // The request spans (`trace::RequestSpan`) start traces; a `tracing` span (store,
+            // Redis, webhook) only continues one: background work makes no orphan traces.
             .with_filter(
-                DynFilterFn::new(|meta, cx| {
-                    exported(meta)
-                        && (!meta.is_span()
-                            || matches!(meta.target(), "mcp_harbor::http" | "mcp_harbor::mcp")
-                            || cx.lookup_current().is_some())
-                })
-                .with_callsite_filter(|meta| {
-                    if exported(meta) {
-                        tracing::subscriber::Interest::sometimes()
-                    } else {
-                        tracing::subscriber::Interest::never()
-                    }
-                }),
+                DynFilterFn::new(|meta, _| exported(meta) && (!meta.is_span() || in_trace()))
+                    .with_callsite_filter(|meta| {
+                        if exported(meta) {
+                            tracing::subscriber::Interest::sometimes()
+                        } else {
+                            tracing::subscriber::Interest::never()
+                        }
+                    }),
             )
     });
     TRACING.store(otel_layer.is_some(), Ordering::Relaxed);
@@ -350,8 +379,38 @@ impl Export {
         opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(headers)
     }
 
-    fn span_exporter(&self) -> Result<opentelemetry_otlp::SpanExporter, String> {
-        exporter!(self, opentelemetry_otlp::SpanExporter, "/v1/traces")
+    /// Where spans go: OTLP/HTTP encoded by `trace` when the endpoint is configured here (and no
+    /// `OTEL_*` variable changes the request), else the SDK's exporter.
+    fn span_sender(
+        &self,
+        runtime: Option<tokio::runtime::Handle>,
+    ) -> Result<crate::observe::trace::Sender, String> {
+        let env_shapes_request = [
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+            "OTEL_EXPORTER_OTLP_COMPRESSION",
+            "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+            "OTEL_EXPORTER_OTLP_CERTIFICATE",
+            "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+        ]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+        if let (Protocol::HttpProtobuf, Some(url), false) = (
+            self.protocol,
+            self.endpoint_for("/v1/traces"),
+            env_shapes_request,
+        ) {
+            return Ok(crate::observe::trace::Sender::Http {
+                url,
+                headers: self.headers.clone().into_iter().collect(),
+            });
+        }
+        let exporter = exporter!(self, opentelemetry_otlp::SpanExporter, "/v1/traces")?;
+        Ok(crate::observe::trace::Sender::Sdk {
+            exporter: Box::new(exporter),
+            runtime,
+        })
     }
 
     fn metric_exporter(&self) -> Result<opentelemetry_otlp::MetricExporter, String> {
@@ -413,14 +472,20 @@ pub fn from_meta(params: Option<&Value>) -> Option<opentelemetry::Context> {
     cx.span().span_context().is_valid().then_some(cx)
 }
 
+/// Whether a sampled trace is running here (a request span or a `tracing` span is current).
+pub fn in_trace() -> bool {
+    opentelemetry::Context::map_current(|cx| cx.span().span_context().is_valid())
+}
+
 /// `traceparent`/`tracestate` headers continuing the current span (empty when not tracing).
 pub fn outgoing_headers() -> Vec<(String, String)> {
     let mut headers = HeadersOut(Vec::new());
     if tracing_enabled() {
-        let cx = Span::current().context();
-        if cx.span().span_context().is_valid() {
-            TraceContextPropagator::new().inject_context(&cx, &mut headers);
-        }
+        opentelemetry::Context::map_current(|cx| {
+            if cx.span().span_context().is_valid() {
+                TraceContextPropagator::new().inject_context(cx, &mut headers);
+            }
+        });
     }
     headers.0
 }
@@ -436,41 +501,73 @@ impl Injector for HeadersOut {
 // ---------------------------------------------------------------------------------------------
 // Spans
 
-/// The server span of one HTTP request (continuing a `traceparent` header), or a disabled span
-/// when not exporting. `route_of` gives the `http.route` of the request's path (asked only for a
-/// span that is made).
-pub fn http_span(req: &actix_web::dev::ServiceRequest, route_of: fn(&str) -> &'static str) -> Span {
+/// The server span of one HTTP request (continuing a `traceparent` header), or none when not
+/// exporting or not sampled. `route_of` gives the `http.route` of the request's path (asked only
+/// for a span that is made).
+pub fn http_span(
+    req: &actix_web::dev::ServiceRequest,
+    route_of: fn(&str) -> &'static str,
+) -> RequestSpan {
     if !tracing_enabled() {
-        return Span::none();
+        return RequestSpan::none();
     }
     let parent = from_headers(req.headers());
     if !parent.span().span_context().is_valid() && !sample_root() {
-        return Span::none();
+        return RequestSpan::none();
     }
     // The path as the router reads it (percent-encoded characters decoded).
     let route = route_of(req.match_info().as_str());
-    let method = req.method().as_str();
-    let span = tracing::info_span!(
-        target: "mcp_harbor::http",
-        "http.server",
-        otel.name = %format_args!("{method} {route}"),
-        otel.kind = "server",
-        http.request.method = %method,
-        http.route = %route,
-        // An elicitation page's id is its capability on open tenants: traces get the route.
-        url.path = %if route.contains("/elicitations/") { route } else { req.path() },
-        http.response.status_code = tracing::field::Empty,
-        otel.status_code = tracing::field::Empty,
-    );
-    let _ = span.set_parent(parent);
-    span
+    let method = http_method(req.method());
+    // An elicitation page's id is its capability on open tenants: traces get the route.
+    let path: opentelemetry::Value = if route.contains("/elicitations/") {
+        route.into()
+    } else {
+        req.path().to_string().into()
+    };
+    // Room for the status code (`http_done`).
+    let mut attributes = Vec::with_capacity(4);
+    attributes.extend([
+        KeyValue::new("http.request.method", method),
+        KeyValue::new("http.route", route),
+        KeyValue::new("url.path", path),
+    ]);
+    RequestSpan::start(
+        &parent,
+        Start {
+            name: format!("{method} {route}").into(),
+            kind: SpanKind::Server,
+            attributes,
+            links: Vec::new(),
+        },
+    )
+}
+
+/// The request method as a static string (`_OTHER` for extension methods, as the HTTP
+/// conventions name them).
+fn http_method(method: &actix_web::http::Method) -> &'static str {
+    use actix_web::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::DELETE => "DELETE",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "_OTHER",
+    }
 }
 
 /// Records an HTTP response on its span (5xx are errors, per the HTTP conventions).
-pub fn http_done(span: &Span, status: u16) {
-    span.record("http.response.status_code", status);
+pub fn http_done(span: &RequestSpan, status: u16) {
+    span.set([KeyValue::new(
+        "http.response.status_code",
+        i64::from(status),
+    )]);
     if status >= 500 {
-        span.record("otel.status_code", "error");
+        span.error(None);
     }
 }
 
@@ -488,14 +585,15 @@ pub struct McpRequest<'a> {
 /// The server span of one JSON-RPC request, per the OpenTelemetry MCP semantic conventions:
 /// named `{mcp.method.name} {target}`, a child of the trace context in `params._meta` when
 /// there is one (then linked to the HTTP request's span), else of the current (HTTP) span.
-pub fn mcp_span(req: &McpRequest<'_>) -> Span {
+pub fn mcp_span(req: &McpRequest<'_>) -> RequestSpan {
     if !tracing_enabled() {
-        return Span::none();
+        return RequestSpan::none();
     }
     let meta_parent = from_meta(req.params);
+    let current = opentelemetry::Context::current();
     // No trace to continue: the request was not sampled at the edge (or came another way).
-    if meta_parent.is_none() && Span::current().is_none() {
-        return Span::none();
+    if meta_parent.is_none() && !current.span().span_context().is_valid() {
+        return RequestSpan::none();
     }
     let field = |name: &str| req.params.and_then(|p| p.get(name)).and_then(Value::as_str);
     let (tool, prompt, uri) = match req.method {
@@ -505,96 +603,111 @@ pub fn mcp_span(req: &McpRequest<'_>) -> Span {
         _ => (None, None, None),
     };
     let target = tool.or(prompt);
-    let known = crate::protocol::mcp::is_known_method(req.method);
-    let method = if known { req.method } else { "other" };
-    let name = match target {
-        Some(t) => format!("{method} {t}"),
-        None => method.to_string(),
+    let known = crate::protocol::mcp::known_method_index(req.method)
+        .map(|i| crate::protocol::mcp::KNOWN_METHODS[i]);
+    let method = known.unwrap_or("other");
+    let name: std::borrow::Cow<'static, str> = match target {
+        Some(t) => format!("{method} {t}").into(),
+        None => method.into(),
     };
-    let span = tracing::info_span!(
-        target: "mcp_harbor::mcp",
-        "mcp.server",
-        otel.name = %name,
-        otel.kind = "server",
-        mcp.method.name = %req.method,
-        jsonrpc.request.id = %req.request_id,
-        mcp.session.id = tracing::field::Empty,
-        mcp.protocol.version = tracing::field::Empty,
-        gen_ai.tool.name = tracing::field::Empty,
-        gen_ai.prompt.name = tracing::field::Empty,
-        gen_ai.operation.name = tracing::field::Empty,
-        mcp.resource.uri = tracing::field::Empty,
-        network.transport = "tcp",
-        network.protocol.name = "http",
-        tenant = %req.tenant,
-        oauth.client_id = tracing::field::Empty,
-        error.type = tracing::field::Empty,
-        rpc.response.status_code = tracing::field::Empty,
-        otel.status_code = tracing::field::Empty,
-        otel.status_description = tracing::field::Empty,
-    );
+    let text = |s: &str| -> opentelemetry::Value { s.to_string().into() };
+    // Room for every attribute, the outcome's included (`mcp_done`).
+    let mut attributes = Vec::with_capacity(16);
+    attributes.push(KeyValue::new(
+        "mcp.method.name",
+        match known {
+            Some(m) => m.into(),
+            None => text(req.method),
+        },
+    ));
+    attributes.push(KeyValue::new("jsonrpc.request.id", text(req.request_id)));
     if let Some(s) = req.session_id {
-        span.record("mcp.session.id", s);
+        attributes.push(KeyValue::new("mcp.session.id", text(s)));
     }
     if let Some(v) = req.protocol_version {
-        span.record("mcp.protocol.version", v);
+        let known = crate::protocol::ProtocolVersion::SUPPORTED
+            .iter()
+            .find(|s| **s == v);
+        let value = match known {
+            Some(s) => (*s).into(),
+            None => text(v),
+        };
+        attributes.push(KeyValue::new("mcp.protocol.version", value));
     }
     if let Some(t) = tool {
-        span.record("gen_ai.tool.name", t);
-        span.record("gen_ai.operation.name", "execute_tool");
+        attributes.push(KeyValue::new("gen_ai.tool.name", text(t)));
+        attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
     }
     if let Some(p) = prompt {
-        span.record("gen_ai.prompt.name", p);
+        attributes.push(KeyValue::new("gen_ai.prompt.name", text(p)));
     }
     if let Some(u) = uri {
-        span.record("mcp.resource.uri", u);
+        attributes.push(KeyValue::new("mcp.resource.uri", text(u)));
     }
+    attributes.push(KeyValue::new("network.transport", "tcp"));
+    attributes.push(KeyValue::new("network.protocol.name", "http"));
+    attributes.push(KeyValue::new("tenant", text(req.tenant)));
     if let Some(c) = req.client_id {
-        span.record("oauth.client_id", c);
+        attributes.push(KeyValue::new("oauth.client_id", text(c)));
     }
-    if let Some(cx) = meta_parent {
-        let transport = Span::current().context();
-        let _ = span.set_parent(cx);
-        let link = transport.span().span_context().clone();
-        if link.is_valid() {
-            span.add_link(link);
+    let mut links = Vec::new();
+    let parent = match meta_parent {
+        Some(cx) => {
+            let transport = current.span().span_context().clone();
+            if transport.is_valid() {
+                links.push(opentelemetry::trace::Link::with_context(transport));
+            }
+            cx
         }
-    }
-    span
+        None => current,
+    };
+    RequestSpan::start(
+        &parent,
+        Start {
+            name,
+            kind: SpanKind::Server,
+            attributes,
+            links,
+        },
+    )
 }
 
 /// Records a JSON-RPC outcome on its server span: `error.type` (the JSON-RPC code, or
 /// `tool_error` for a tool result with `isError: true`), `rpc.response.status_code`, status.
-pub fn mcp_done(span: &Span, error_code: Option<i64>, tool_error: bool, message: Option<&str>) {
+pub fn mcp_done(
+    span: &RequestSpan,
+    error_code: Option<i64>,
+    tool_error: bool,
+    message: Option<&str>,
+) {
     if span.is_none() {
         return;
     }
     if let Some(code) = error_code {
         let code = code.to_string();
-        span.record("error.type", code.as_str());
-        span.record("rpc.response.status_code", code.as_str());
+        span.set([
+            KeyValue::new("error.type", code.clone()),
+            KeyValue::new("rpc.response.status_code", code),
+        ]);
     } else if tool_error {
-        span.record("error.type", "tool_error");
+        span.set([KeyValue::new("error.type", "tool_error")]);
     } else {
         return;
     }
-    span.record("otel.status_code", "error");
-    if let Some(m) = message {
-        span.record("otel.status_description", m);
-    }
+    span.error(message);
 }
 
-/// The MCP server span of a request (`Span::none()`, built from nothing, unless traces are
-/// exported): in a session (`session`), or stateless (`None`).
+/// The MCP server span of a request (none, built from nothing, unless traces are exported): in
+/// a session (`session`), or stateless (`None`).
 pub fn request_span(
     req: &crate::protocol::Request,
     session: Option<&str>,
     protocol_version: Option<&str>,
     tenant: &str,
     client_id: Option<&str>,
-) -> Span {
+) -> RequestSpan {
     if !tracing_enabled() {
-        return Span::none();
+        return RequestSpan::none();
     }
     mcp_span(&McpRequest {
         method: &req.method,
@@ -616,7 +729,7 @@ pub fn record_outcome(
     method: &str,
     tenant: &str,
     started: std::time::Instant,
-    span: &tracing::Span,
+    span: &RequestSpan,
     outcome: &Result<Value, crate::protocol::RpcError>,
 ) {
     let error_type = match outcome {
@@ -639,7 +752,7 @@ pub fn record_outcome(
 /// tenant's URL may carry a credential in any of them (`?code=…`, a Slack-style
 /// `/services/T…/B…/secret` path), and spans leave for the tracing backend.
 pub fn webhook_span(tool: &str, host: &str, url: &reqwest::Url) -> Span {
-    if !tracing_enabled() || Span::current().is_none() {
+    if !tracing_enabled() || !in_trace() {
         return Span::none();
     }
     let mut url = url.clone();
@@ -702,8 +815,7 @@ where
             line.insert("span".into(), Value::String(span.name().to_string()));
         }
         if tracing_enabled() {
-            let cx = Span::current().context();
-            let sc = cx.span().span_context().clone();
+            let sc = opentelemetry::Context::map_current(|cx| cx.span().span_context().clone());
             if sc.is_valid() {
                 line.insert("trace_id".into(), Value::String(sc.trace_id().to_string()));
                 line.insert("span_id".into(), Value::String(sc.span_id().to_string()));

@@ -341,7 +341,6 @@ impl Application {
             app.wrap_fn(|req, srv| {
                 use actix_web::dev::Service;
                 use futures_util::future::Either;
-                use tracing::Instrument;
                 let route = crate::observe::metrics::route_group(req.path());
                 // The HTTP server span (only when exporting traces): handlers see it as the
                 // current span and hand it to the session actor with their message.
@@ -360,16 +359,13 @@ impl Application {
                 }
                 let response = span.in_scope(|| srv.call(req));
                 let done = span.clone();
-                Either::Right(
-                    async move {
-                        let response = response.await?;
-                        let status = response.status().as_u16();
-                        crate::observe::telemetry::http_done(&done, status);
-                        crate::observe::metrics::global().http_request(route, status);
-                        Ok(response)
-                    }
-                    .instrument(span),
-                )
+                Either::Right(span.instrument(async move {
+                    let response = response.await?;
+                    let status = response.status().as_u16();
+                    crate::observe::telemetry::http_done(&done, status);
+                    crate::observe::metrics::global().http_request(route, status);
+                    Ok(response)
+                }))
             })
             .app_data(edge.clone())
             .app_data(stateless_settings.clone())

@@ -12,7 +12,6 @@ use actix::prelude::*;
 use futures_util::FutureExt;
 use serde_json::Value;
 use tokio::sync::oneshot;
-use tracing::Instrument;
 
 use super::core::{Invocation, Refusal, Reply, Session, SessionSnapshot, StreamReceiver};
 use super::outbox::Outbox;
@@ -162,21 +161,18 @@ impl SessionActor {
                     running = true;
                     let addr = ctx.address();
                     let task_id = id.clone();
-                    let handle = actix_rt::spawn(
-                        async move {
-                            let outcome = AssertUnwindSafe(future)
-                                .catch_unwind()
-                                .await
-                                .unwrap_or_else(|_| {
-                                    Err(RpcError::internal("the tool failed unexpectedly"))
-                                });
-                            addr.do_send(Completed {
-                                id: task_id,
-                                outcome,
+                    let handle = actix_rt::spawn(span.instrument(async move {
+                        let outcome = AssertUnwindSafe(future)
+                            .catch_unwind()
+                            .await
+                            .unwrap_or_else(|_| {
+                                Err(RpcError::internal("the tool failed unexpectedly"))
                             });
-                        }
-                        .instrument(span),
-                    );
+                        addr.do_send(Completed {
+                            id: task_id,
+                            outcome,
+                        });
+                    }));
                     self.core.set_abort(&id, handle.abort_handle());
                 }
                 Err(_) => self
@@ -260,12 +256,17 @@ fn failed() -> Refusal {
 /// trace goes on across the mailbox).
 #[derive(Message)]
 #[rtype(result = "Reply")]
-pub struct Post(pub Payload, pub tracing::Span);
+pub struct Post(pub Payload, pub opentelemetry::Context);
 
 impl Post {
-    /// A POST handled within the current span.
+    /// A POST handled within the current trace (an empty context when not tracing).
     pub fn new(payload: Payload) -> Post {
-        Post(payload, tracing::Span::current())
+        let trace = if crate::observe::telemetry::tracing_enabled() {
+            opentelemetry::Context::current()
+        } else {
+            opentelemetry::Context::new()
+        };
+        Post(payload, trace)
     }
 }
 
@@ -273,8 +274,8 @@ impl Handler<Post> for SessionActor {
     type Result = MessageResult<Post>;
     fn handle(&mut self, msg: Post, ctx: &mut Context<Self>) -> Self::Result {
         let port = self.port(ctx);
-        let Post(payload, span) = msg;
-        let _entered = span.enter();
+        let Post(payload, trace) = msg;
+        let _attached = crate::observe::telemetry::tracing_enabled().then(|| trace.attach());
         let Some((state, jobs)) = self.guarded(ctx, |s| s.handle_post(payload, &port)) else {
             return MessageResult(Reply::Refused(failed()));
         };

@@ -19,6 +19,7 @@ use super::supervisor::{SessionEntry, TenantSessions};
 use super::view::NO_PORT;
 use crate::methods::{self, Handled, RequestScope};
 use crate::observe::telemetry::record_outcome;
+use crate::observe::trace::RequestSpan;
 use crate::protocol::jsonrpc;
 use crate::protocol::{Message, Payload, Request, RpcError};
 use crate::request::CallKey;
@@ -112,8 +113,7 @@ pub fn answer(sessions: &TenantSessions, entry: &SessionEntry, payload: Payload)
         ControlFlow::Continue(future) => future,
     };
     let tenant = sessions.tenant.clone();
-    let finish =
-        move |outcome, span: &tracing::Span| respond(&req, &tenant, started, span, outcome);
+    let finish = move |outcome, span: &RequestSpan| respond(&req, &tenant, started, span, outcome);
     match at_once(future, span, finish) {
         Ok(body) => Direct::Done(body),
         Err(rest) => Direct::Wait(rest),
@@ -124,16 +124,15 @@ pub fn answer(sessions: &TenantSessions, entry: &SessionEntry, payload: Payload)
 /// it is ready (a tool that answers at once), else the rest of it, boxed, polled in the span.
 fn at_once<T: Send + 'static>(
     mut future: crate::catalog::CallFuture,
-    span: tracing::Span,
-    finish: impl FnOnce(Result<Value, RpcError>, &tracing::Span) -> T + Send + 'static,
+    span: RequestSpan,
+    finish: impl FnOnce(Result<Value, RpcError>, &RequestSpan) -> T + Send + 'static,
 ) -> Result<T, crate::catalog::BoxFuture<T>> {
     use futures_util::FutureExt;
     match span.in_scope(|| (&mut future).now_or_never()) {
         Some(outcome) => Ok(finish(outcome, &span)),
         None => Err(Box::pin(async move {
-            use tracing::Instrument;
             // Polled again with its task's waker (`now_or_never`'s wakes nothing).
-            let outcome = future.instrument(span.clone()).await;
+            let outcome = span.clone().instrument(future).await;
             finish(outcome, &span)
         })),
     }
@@ -144,7 +143,7 @@ fn respond(
     req: &Request,
     tenant: &str,
     started: std::time::Instant,
-    span: &tracing::Span,
+    span: &RequestSpan,
     outcome: Result<Value, RpcError>,
 ) -> Bytes {
     record_outcome(&req.method, tenant, started, span, &outcome);
@@ -176,17 +175,17 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_not_done_when_first_polled_goes_on_with_its_tasks_waker() {
-        let finish = |outcome: Result<Value, RpcError>, _: &tracing::Span| outcome.ok();
+        let finish = |outcome: Result<Value, RpcError>, _: &RequestSpan| outcome.ok();
         let ready: crate::catalog::CallFuture = Box::pin(async { Ok(Value::from(1)) });
         assert!(matches!(
-            at_once(ready, tracing::Span::none(), finish),
+            at_once(ready, RequestSpan::none(), finish),
             Ok(Some(v)) if v == 1
         ));
         // Pending when first polled (with a waker that wakes nothing), then woken by a send.
         let (tx, rx) = oneshot::channel::<Value>();
         let later: crate::catalog::CallFuture =
             Box::pin(async move { rx.await.map_err(|_| RpcError::internal("dropped")) });
-        let Err(rest) = at_once(later, tracing::Span::none(), finish) else {
+        let Err(rest) = at_once(later, RequestSpan::none(), finish) else {
             panic!("the call was not ready yet");
         };
         let task = tokio::spawn(rest);

@@ -104,6 +104,8 @@ pub struct Env {
     pub principal: Option<Arc<Principal>>,
     pub auth: Arc<AuthService>,
     pub settings: Arc<StatelessSettings>,
+    /// The request's MCP server span (none unless traces are exported).
+    pub span: crate::observe::trace::RequestSpan,
 }
 
 impl Env {
@@ -276,7 +278,7 @@ pub fn serve(env: Env, mut req: Request, mut meta: RequestMeta) -> Served {
 }
 
 /// The answer of a request that ran to its end, counted in the operation metric and recorded on
-/// the request's span (the current one: the transport runs the request in it).
+/// the request's span.
 pub(crate) fn finish(
     env: &Env,
     id: &RequestId,
@@ -289,7 +291,7 @@ pub(crate) fn finish(
         method,
         &env.tenant.slug,
         started,
-        &tracing::Span::current(),
+        &env.span,
         &outcome,
     );
     match outcome {

@@ -163,6 +163,7 @@ fn start(
         principal: admitted.principal,
         auth,
         settings,
+        span: span.clone(),
     };
     let sessions = env.tenant.sessions.clone();
     // Taken apart at once: only a running call's own pieces are kept across the wait below.
@@ -200,8 +201,7 @@ fn start(
     let mut response: crate::catalog::BoxFuture<Answer> = if span.is_none() {
         response
     } else {
-        use tracing::Instrument;
-        Box::pin(response.instrument(span.clone()).map(move |answer| {
+        Box::pin(span.clone().instrument(response).map(move |answer| {
             record_error(&span, &answer);
             answer
         }))
@@ -261,7 +261,7 @@ async fn first_of(
 }
 
 /// The MCP span of a stateless request (none unless traces are exported).
-fn mcp_span(request: &Request, admitted: &Admitted) -> tracing::Span {
+fn mcp_span(request: &Request, admitted: &Admitted) -> crate::observe::trace::RequestSpan {
     crate::observe::telemetry::request_span(
         request,
         None,
@@ -273,7 +273,7 @@ fn mcp_span(request: &Request, admitted: &Admitted) -> tracing::Span {
 
 /// An error answer's code on the request's span (a handler's own outcome, tool errors included,
 /// is recorded where it is known; this also covers the errors answered before a handler ran).
-fn record_error(span: &tracing::Span, answer: &Answer) {
+fn record_error(span: &crate::observe::trace::RequestSpan, answer: &Answer) {
     if answer.error.is_some() {
         crate::observe::telemetry::mcp_done(span, answer.error, false, None);
     }

@@ -82,6 +82,8 @@ async fn hook(req: HttpRequest, state: Shared) -> HttpResponse {
     HttpResponse::Ok().json(json!({ "content": [{ "type": "text", "text": "found it" }] }))
 }
 
+const METRICS_TOKEN: &str = "metrics-token-for-telemetry-test";
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -276,12 +278,18 @@ async fn stop(mut server: Server, log_reader: std::thread::JoinHandle<String>) -
 #[actix_rt::test]
 async fn an_mcp_session_is_traced_and_measured_over_otlp() {
     let (received, receiver_port) = start_receiver();
+    // The endpoint in `[telemetry]`: spans are encoded by the platform itself (the unsampled
+    // test below goes through the SDK's exporter, its endpoint only in OTEL_* variables).
+    let endpoint = format!("http://127.0.0.1:{receiver_port}");
     let (server, base, log_reader) = start_server(
         receiver_port,
         &[
             ("MCP_HARBOR__LOG__FORMAT", "json"),
             ("MCP_HARBOR__LOG__FILTER", "info,mcp_harbor::tools=debug"),
             ("MCP_HARBOR__TELEMETRY__METRICS_INTERVAL_MS", "500"),
+            ("MCP_HARBOR__TELEMETRY__OTLP_ENDPOINT", &endpoint),
+            ("MCP_HARBOR__TELEMETRY__SPAN_INTERVAL_MS", "100"),
+            ("MCP_HARBOR__METRICS__TOKEN", METRICS_TOKEN),
         ],
     )
     .await;
@@ -437,6 +445,40 @@ async fn an_mcp_session_is_traced_and_measured_over_otlp() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(saw_metrics, "metrics were exported while running");
+
+    // Spans leave while the server runs too (every 100 ms here), counted by outcome.
+    let mut exported = 0.0;
+    for _ in 0..50 {
+        let text = http
+            .get(format!("{base}/metrics"))
+            .bearer_auth(METRICS_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let value = |outcome: &str| {
+            text.lines()
+                .find_map(|l| {
+                    l.strip_prefix(&format!(
+                        "mcp_harbor_telemetry_spans_total{{outcome=\"{outcome}\"}} "
+                    ))
+                })
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        };
+        assert_eq!(value("dropped"), None, "no span dropped: {text}");
+        exported = value("exported").unwrap_or(0.0);
+        if exported > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(exported > 0.0, "spans were exported while running");
+    assert!(
+        received.lock().unwrap().spans.len() as f64 >= exported,
+        "the receiver has every span counted as exported"
+    );
 
     // Stop it: the spans still buffered are flushed on the way out.
     let logs = stop(server, log_reader).await;

@@ -168,7 +168,7 @@ pub struct Invocation {
     pub future: CallFuture,
     pub ctx: RequestContext,
     /// The request's server span (disabled when not tracing): the future runs inside it.
-    pub span: tracing::Span,
+    pub span: crate::observe::trace::RequestSpan,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -211,7 +211,7 @@ struct InFlight {
     /// Bytes of `record`'s arguments counted against [`mcp::MAX_REPLAY_BYTES`].
     replay_bytes: usize,
     /// Its server span (ended with the answer); disabled when not tracing.
-    span: tracing::Span,
+    span: crate::observe::trace::RequestSpan,
 }
 
 struct PendingRequest {
@@ -372,7 +372,7 @@ pub(super) fn request_span(
     version: Option<ProtocolVersion>,
     tenant: &str,
     principal: Option<&Arc<Value>>,
-) -> tracing::Span {
+) -> crate::observe::trace::RequestSpan {
     crate::observe::telemetry::request_span(
         req,
         Some(session),

@@ -223,7 +223,7 @@ impl Session {
                         abort: None,
                         record: None,
                         replay_bytes: 0,
-                        span: tracing::Span::none(),
+                        span: crate::observe::trace::RequestSpan::none(),
                     },
                 );
                 let error = RpcError::internal(
@@ -283,7 +283,7 @@ impl Session {
                 )),
                 // Restored: counted with the snapshot it came in, not against this budget.
                 replay_bytes: 0,
-                span: tracing::Span::none(),
+                span: crate::observe::trace::RequestSpan::none(),
             },
         );
         self.pending.insert(
@@ -298,7 +298,7 @@ impl Session {
             id: record.id.clone(),
             future,
             ctx,
-            span: tracing::Span::none(),
+            span: crate::observe::trace::RequestSpan::none(),
         })
     }
 
