@@ -387,8 +387,6 @@ impl Export {
     ) -> Result<crate::observe::trace::Sender, String> {
         let env_shapes_request = [
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-            "OTEL_EXPORTER_OTLP_HEADERS",
-            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
             "OTEL_EXPORTER_OTLP_COMPRESSION",
             "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
             "OTEL_EXPORTER_OTLP_CERTIFICATE",
@@ -396,15 +394,36 @@ impl Export {
         ]
         .iter()
         .any(|v| std::env::var_os(v).is_some());
-        if let (Protocol::HttpProtobuf, Some(url), false) = (
+        // The standard variables' headers (the traces' own win over the common ones), then
+        // `telemetry.otlp_headers` over both; a value that needs percent-decoding leaves the
+        // request to the SDK's exporter.
+        let mut headers: Vec<(String, String)> = Vec::new();
+        let mut set = |k: &str, v: &str| {
+            headers.retain(|(hk, _)| !hk.eq_ignore_ascii_case(k));
+            headers.push((k.to_string(), v.to_string()));
+        };
+        let mut plain = true;
+        for var in [
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        ] {
+            if let Ok(value) = std::env::var(var) {
+                match plain_headers(&value) {
+                    Some(pairs) => pairs.iter().for_each(|(k, v)| set(k, v)),
+                    None => plain = false,
+                }
+            }
+        }
+        for (k, v) in &self.headers {
+            set(k, v);
+        }
+        if let (Protocol::HttpProtobuf, Some(url), false, true) = (
             self.protocol,
             self.endpoint_for("/v1/traces"),
             env_shapes_request,
+            plain,
         ) {
-            return Ok(crate::observe::trace::Sender::Http {
-                url,
-                headers: self.headers.clone().into_iter().collect(),
-            });
+            return Ok(crate::observe::trace::Sender::Http { url, headers });
         }
         let exporter = exporter!(self, opentelemetry_otlp::SpanExporter, "/v1/traces")?;
         Ok(crate::observe::trace::Sender::Sdk {
@@ -416,6 +435,20 @@ impl Export {
     fn metric_exporter(&self) -> Result<opentelemetry_otlp::MetricExporter, String> {
         exporter!(self, opentelemetry_otlp::MetricExporter, "/v1/metrics")
     }
+}
+
+/// `k=v,k2=v2` as the `OTEL_EXPORTER_OTLP_*HEADERS` variables write them; `None` when a key or
+/// value is percent-encoded (the SDK's exporter decodes those) or a pair has no `=`.
+fn plain_headers(value: &str) -> Option<Vec<(String, String)>> {
+    value
+        .split(',')
+        .filter(|pair| !pair.trim().is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            let (k, v) = (k.trim(), v.trim());
+            (!k.is_empty() && !pair.contains('%')).then(|| (k.to_string(), v.to_string()))
+        })
+        .collect()
 }
 
 /// service.name (`OTEL_SERVICE_NAME` wins), service.version, service.instance.id (the replica),
@@ -853,6 +886,20 @@ impl Visit for JsonFields {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn otlp_header_variables_are_read_when_plain() {
+        assert_eq!(
+            plain_headers("api-key=abc+/=, x-team = red ,"),
+            Some(vec![
+                ("api-key".to_string(), "abc+/=".to_string()),
+                ("x-team".to_string(), "red".to_string())
+            ])
+        );
+        assert_eq!(plain_headers(""), Some(vec![]));
+        assert_eq!(plain_headers("api-key=a%20b"), None);
+        assert_eq!(plain_headers("no-equals-sign"), None);
+    }
 
     #[test]
     fn meta_trace_context_is_read_and_bad_ones_ignored() {

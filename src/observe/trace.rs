@@ -289,7 +289,11 @@ thread_local! {
 static PIPELINE: OnceLock<Pipeline> = OnceLock::new();
 
 /// Starts the export thread (once per process; a second call is refused).
-pub fn start(sender: Sender, resource: &Resource, batching: Batching) -> Result<(), String> {
+pub fn start(mut sender: Sender, resource: &Resource, batching: Batching) -> Result<(), String> {
+    // The SDK's exporter puts the resource (service.name, …) on each export it sends.
+    if let Sender::Sdk { exporter, .. } = &mut sender {
+        exporter.set_resource(resource);
+    }
     let pipeline = Pipeline {
         queue: Mutex::new(Queue::default()),
         wake: Condvar::new(),
@@ -537,25 +541,17 @@ fn take_batch(q: &mut Queue, batch: usize) -> (Vec<SpanData>, Vec<Chunk>) {
     (spans, chunks)
 }
 
-/// Polls a future to completion on this thread (the HTTP exporter's future does its blocking
-/// I/O inside one poll).
+/// Polls a future to completion on this thread, outside any runtime: the SDK's OTLP/HTTP exporter
+/// does its blocking I/O inside one poll (its blocking client may not run inside a runtime).
 fn futures_executor_block_on<F: Future>(future: F) -> F::Output {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt.block_on(future),
-        Err(_) => {
-            let mut future = std::pin::pin!(future);
-            let waker = futures_util::task::noop_waker();
-            let mut cx = std::task::Context::from_waker(&waker);
-            loop {
-                if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-                    return out;
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
+    let mut future = std::pin::pin!(future);
+    let waker = futures_util::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    loop {
+        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
         }
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 

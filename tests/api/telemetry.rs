@@ -815,6 +815,14 @@ async fn unsampled_requests_make_no_spans_and_sampled_parents_are_followed() {
     let _ = stop(server, log_reader).await;
 
     let r = received.lock().unwrap();
+    // Through the SDK's exporter too, every export carries the process's resource.
+    assert!(!r.spans.is_empty(), "spans were exported");
+    for (resource, _) in &r.spans {
+        assert_eq!(
+            attr_str(resource, "service.name").as_deref(),
+            Some("harbor-under-test")
+        );
+    }
     let spans: Vec<(String, String)> = r
         .spans
         .iter()
