@@ -6,4 +6,5 @@ pub mod connections;
 pub mod metrics;
 mod otlp_http;
 pub mod telemetry;
+mod throttle;
 pub mod trace;

@@ -39,33 +39,7 @@ static TRACING: AtomicBool = AtomicBool::new(false);
 /// The share of new traces kept (f64 bits; 1.0 until configured).
 static ROOT_RATIO: AtomicU64 = AtomicU64::new(0x3FF0_0000_0000_0000);
 
-/// A warning that repeats while its cause lasts (a dependency down), let through at most once
-/// per `every_ms` (so a flood of requests cannot flood the log).
-pub struct Throttled {
-    last_ms: AtomicU64,
-    every_ms: u64,
-}
-
-impl Throttled {
-    pub const fn every(every_ms: u64) -> Self {
-        Throttled {
-            last_ms: AtomicU64::new(0),
-            every_ms,
-        }
-    }
-
-    /// Whether to log now (then the next one waits `every_ms`).
-    pub fn ready(&self) -> bool {
-        let now = crate::store::now_millis().max(1) as u64;
-        let last = self.last_ms.load(Ordering::Relaxed);
-        if last != 0 && now.saturating_sub(last) < self.every_ms {
-            return false;
-        }
-        self.last_ms
-            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-    }
-}
+pub use super::throttle::Throttled;
 
 /// Whether a request that continues no trace starts one (`telemetry.sampling_ratio`).
 fn sample_root() -> bool {
@@ -608,7 +582,8 @@ pub fn http_done(span: &RequestSpan, status: u16) {
 pub struct McpRequest<'a> {
     pub method: &'a str,
     pub params: Option<&'a Value>,
-    pub request_id: &'a str,
+    /// The id as the client wrote it, a string without JSON's quotes (as client spans record it).
+    pub request_id: String,
     pub session_id: Option<&'a str>,
     pub protocol_version: Option<&'a str>,
     pub tenant: &'a str,
@@ -618,7 +593,7 @@ pub struct McpRequest<'a> {
 /// The server span of one JSON-RPC request, per the OpenTelemetry MCP semantic conventions:
 /// named `{mcp.method.name} {target}`, a child of the trace context in `params._meta` when
 /// there is one (then linked to the HTTP request's span), else of the current (HTTP) span.
-pub fn mcp_span(req: &McpRequest<'_>) -> RequestSpan {
+pub fn mcp_span(req: McpRequest<'_>) -> RequestSpan {
     if !tracing_enabled() {
         return RequestSpan::none();
     }
@@ -653,7 +628,7 @@ pub fn mcp_span(req: &McpRequest<'_>) -> RequestSpan {
             None => text(req.method),
         },
     ));
-    attributes.push(KeyValue::new("jsonrpc.request.id", text(req.request_id)));
+    attributes.push(KeyValue::new("jsonrpc.request.id", req.request_id));
     if let Some(s) = req.session_id {
         attributes.push(KeyValue::new("mcp.session.id", text(s)));
     }
@@ -742,11 +717,10 @@ pub fn request_span(
     if !tracing_enabled() {
         return RequestSpan::none();
     }
-    mcp_span(&McpRequest {
+    mcp_span(McpRequest {
         method: &req.method,
         params: req.params.as_ref(),
-        // The id as the client wrote it, a string without JSON's quotes (as client spans record it).
-        request_id: &match &req.id {
+        request_id: match &req.id {
             crate::protocol::jsonrpc::RequestId::String(s) => s.to_string(),
             other => other.to_string(),
         },

@@ -145,13 +145,6 @@ impl RequestSpan {
             .unwrap_or_default()
     }
 
-    /// The span's id and trace (for links), if there is a span.
-    pub fn span_context(&self) -> Option<SpanContext> {
-        self.0
-            .as_ref()
-            .map(|live| live.cx.span().span_context().clone())
-    }
-
     /// Runs `f` with this span current (what `tracing` spans and logs made in `f` continue).
     pub fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
         match &self.0 {
@@ -334,7 +327,7 @@ fn lower_priority() {
 }
 
 /// Sends what is queued and waits for it (at most `timeout`).
-pub fn flush(timeout: Duration) {
+fn flush(timeout: Duration) {
     if let Some(p) = PIPELINE.get() {
         p.flush(timeout);
     }
@@ -556,23 +549,9 @@ fn futures_executor_block_on<F: Future>(future: F) -> F::Output {
 }
 
 fn export_failed(reason: &str) {
-    // At most once a minute: a collector that is down fails every export.
-    static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let last = LAST.load(std::sync::atomic::Ordering::Relaxed);
-    if (last == 0 || now.saturating_sub(last) >= 60)
-        && LAST
-            .compare_exchange(
-                last,
-                now.max(1),
-                std::sync::atomic::Ordering::Relaxed,
-                std::sync::atomic::Ordering::Relaxed,
-            )
-            .is_ok()
-    {
+    // A collector that is down fails every export: once a minute is enough.
+    static WARN: super::throttle::Throttled = super::throttle::Throttled::every(60_000);
+    if WARN.ready() {
         // Not through `tracing`: an error event would become part of a span export.
         eprintln!("mcp-harbor: exporting spans failed: {reason}");
     }
