@@ -25,6 +25,7 @@ Examples:
   mcp-harbor admin tool add acme --file lookup-order.yaml
   mcp-harbor admin tool list acme
   mcp-harbor admin tool remove acme lookup_order
+  mcp-harbor admin upstream add acme --file github.json
   mcp-harbor admin keys generate --id k2
   mcp-harbor admin keys rotate --wait";
 
@@ -75,6 +76,9 @@ pub enum AdminCommand {
     /// A tenant's resource templates.
     #[command(subcommand)]
     ResourceTemplate(EntryCommand),
+    /// The upstream MCP servers a tenant federates (`add` defines or replaces one).
+    #[command(subcommand)]
+    Upstream(EntryCommand),
     /// A tenant's users (who sign in on its login page).
     #[command(subcommand)]
     User(UserCommand),
@@ -203,22 +207,33 @@ pub enum EntryCommand {
 struct Kind {
     segment: &'static str,
     label: &'static str,
+    /// Defined by name (`PUT …/{name}` creates or replaces), not added to a collection.
+    by_name: bool,
 }
 
 const TOOL: Kind = Kind {
     segment: "tools",
+    by_name: false,
     label: "tool",
 };
 const PROMPT: Kind = Kind {
     segment: "prompts",
+    by_name: false,
     label: "prompt",
 };
 const RESOURCE: Kind = Kind {
     segment: "resources",
+    by_name: false,
     label: "resource",
+};
+const UPSTREAM: Kind = Kind {
+    segment: "upstreams",
+    by_name: true,
+    label: "upstream",
 };
 const RESOURCE_TEMPLATE: Kind = Kind {
     segment: "resource-templates",
+    by_name: false,
     label: "resource template",
 };
 
@@ -358,6 +373,7 @@ async fn execute(
         AdminCommand::Tool(cmd) => entry(client, TOOL, cmd, page_size).await,
         AdminCommand::Prompt(cmd) => entry(client, PROMPT, cmd, page_size).await,
         AdminCommand::Resource(cmd) => entry(client, RESOURCE, cmd, page_size).await,
+        AdminCommand::Upstream(cmd) => entry(client, UPSTREAM, cmd, page_size).await,
         AdminCommand::ResourceTemplate(cmd) => {
             entry(client, RESOURCE_TEMPLATE, cmd, page_size).await
         }
@@ -559,7 +575,7 @@ async fn entry(
             replace,
         } => {
             let body = read_definition(&file, kind)?;
-            if replace {
+            if replace || kind.by_name {
                 let name = body.get("name").and_then(Value::as_str).ok_or_else(|| {
                     Failure::Unusable(format!(
                         "{}: --replace needs the {} to have a \"name\"",

@@ -171,6 +171,16 @@ impl Egress {
     }
 }
 
+/// The innermost cause of a failed outgoing request (`connection refused`, `dns error: …`),
+/// which says more than reqwest's own message.
+pub fn root_cause(e: &reqwest::Error) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
+}
+
 /// Checks a webhook URL: `https://` required; `http://` only to a loopback host (`127.0.0.0/8`,
 /// `::1`, `localhost`) and only when `allow_http_loopback` (development); no user name or
 /// password in the URL.

@@ -41,6 +41,7 @@ pub mod store;
 pub mod tenant;
 pub mod tools;
 pub mod transport;
+pub mod upstream;
 
 pub use config::Config;
 pub use server::app::Application;

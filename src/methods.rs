@@ -128,10 +128,24 @@ pub fn handle(
             }
         }
         "resources/read" => match params.get("uri").and_then(Value::as_str) {
-            Some(uri) => catalog.read_resource(uri).unwrap_or_else(|| {
-                Err(RpcError::new(RESOURCE_NOT_FOUND, "Resource not found")
-                    .with_data(json!({ "uri": uri })))
-            }),
+            Some(uri) => match catalog.read_resource(uri) {
+                Some(outcome) => outcome,
+                None => {
+                    let ctx = scope.context(id, progress_token);
+                    match catalog.read_resource_remote(uri, &ctx) {
+                        // An upstream server's: it runs on like a tool call.
+                        Some(future) => {
+                            return Handled::Run {
+                                future,
+                                ctx,
+                                rerunnable: true,
+                            }
+                        }
+                        None => Err(RpcError::new(RESOURCE_NOT_FOUND, "Resource not found")
+                            .with_data(json!({ "uri": uri }))),
+                    }
+                }
+            },
             None => Err(RpcError::invalid_params(
                 "resources/read needs a string \"uri\"",
             )),
@@ -168,9 +182,47 @@ pub fn handle(
                 "prompts/get needs a string \"name\"",
             )),
         },
-        "completion/complete" => complete(catalog, &params),
+        "completion/complete" => match catalog.complete_remote(&params) {
+            Some(future) if check_argument(&params).is_ok() => {
+                return Handled::Run {
+                    future,
+                    ctx: scope.context(id, progress_token),
+                    rerunnable: true,
+                }
+            }
+            _ => complete(catalog, &params),
+        },
         _ => return Handled::Unknown,
     })
+}
+
+/// schema.json: `argument` needs `name` and `value` (strings); `context.arguments`, when sent,
+/// maps names to strings (completion.mdx: validate all inputs). The value, when they do.
+fn check_argument(params: &Map<String, Value>) -> Result<&str, RpcError> {
+    let argument = params.get("argument");
+    if argument.and_then(|a| a["name"].as_str()).is_none() {
+        return Err(RpcError::invalid_params(
+            "completion/complete needs \"ref\" (ref/prompt or ref/resource) and \"argument.name\"",
+        ));
+    }
+    let Some(value) = argument.and_then(|a| a["value"].as_str()) else {
+        return Err(RpcError::invalid_params(
+            "completion/complete: argument needs a string \"value\"",
+        ));
+    };
+    if let Some(context) = params.get("context") {
+        let arguments_ok = match context.get("arguments") {
+            None => context.is_object(),
+            Some(Value::Object(a)) => a.values().all(Value::is_string),
+            Some(_) => false,
+        };
+        if !arguments_ok {
+            return Err(RpcError::invalid_params(
+                "completion/complete: context.arguments must map argument names to strings",
+            ));
+        }
+    }
+    Ok(value)
 }
 
 fn complete(catalog: &TenantCatalog, params: &Map<String, Value>) -> Result<Value, RpcError> {
@@ -201,25 +253,7 @@ fn complete(catalog: &TenantCatalog, params: &Map<String, Value>) -> Result<Valu
                     format!("Unknown resource or resource template: {target}")
                 }));
             }
-            // schema.json: `argument` needs `name` and `value` (strings); `context.arguments`,
-            // when sent, maps names to strings (completion.mdx: validate all inputs).
-            let Some(value) = argument.and_then(|a| a["value"].as_str()) else {
-                return Err(RpcError::invalid_params(
-                    "completion/complete: argument needs a string \"value\"",
-                ));
-            };
-            if let Some(context) = params.get("context") {
-                let arguments_ok = match context.get("arguments") {
-                    None => context.is_object(),
-                    Some(Value::Object(a)) => a.values().all(Value::is_string),
-                    Some(_) => false,
-                };
-                if !arguments_ok {
-                    return Err(RpcError::invalid_params(
-                        "completion/complete: context.arguments must map argument names to strings",
-                    ));
-                }
-            }
+            let value = check_argument(params)?;
             let mut values = catalog
                 .complete(&reference, name, value)
                 .unwrap_or_default();

@@ -50,7 +50,7 @@ pub(super) fn label(kind: CatalogKind) -> &'static str {
 }
 
 /// Tool, prompt and template names: 1-128 of A-Z a-z 0-9 _ - . (MCP's tool-name guidance).
-fn validate_name(name: &str) -> Result<(), AdminError> {
+pub(super) fn validate_name(name: &str) -> Result<(), AdminError> {
     let ok = !name.is_empty()
         && name.len() <= 128
         && name

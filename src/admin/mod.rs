@@ -16,6 +16,7 @@ pub mod oauth;
 pub mod openapi;
 mod precondition;
 mod tenants;
+mod upstreams;
 
 pub use auth::{hash_token, Admin, AdminAuth, AdminTenant};
 
@@ -135,6 +136,23 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(
                 "/tenants/{slug}/{kind:tools|prompts|resources|resource-templates}/{name}",
                 web::delete().to(catalog::delete),
+            )
+            .route("/tenants/{slug}/upstreams", web::get().to(upstreams::list))
+            .route(
+                "/tenants/{slug}/upstreams/{name}",
+                web::get().to(upstreams::get),
+            )
+            .route(
+                "/tenants/{slug}/upstreams/{name}",
+                web::put().to(upstreams::put),
+            )
+            .route(
+                "/tenants/{slug}/upstreams/{name}",
+                web::patch().to(upstreams::patch),
+            )
+            .route(
+                "/tenants/{slug}/upstreams/{name}",
+                web::delete().to(upstreams::delete),
             )
             .default_service(web::to(|req: HttpRequest| async move {
                 openapi::no_route(&req)

@@ -43,6 +43,11 @@ pub trait Catalog: Send + Sync + 'static {
     fn read_resource(&self, _uri: &str) -> Option<Result<Value, RpcError>> {
         None
     }
+    /// Starts reading a resource whose content is elsewhere (an upstream server's); `None` when
+    /// not this catalog's. Asked only when no catalog answers [`Self::read_resource`].
+    fn read_resource_remote(&self, _uri: &str, _ctx: &RequestContext) -> Option<CallFuture> {
+        None
+    }
     fn prompts(&self) -> Vec<Value> {
         Vec::new()
     }
@@ -102,7 +107,18 @@ pub trait Catalog: Send + Sync + 'static {
     fn complete(&self, _reference: &Value, _argument: &str, _value: &str) -> Option<Vec<String>> {
         None
     }
+    /// A session subscribed to `uri`: a catalog whose resource lives elsewhere (an upstream
+    /// server's) follows it there, to hear of its changes.
+    fn subscribe_remote(&self, _uri: &str) {}
+    /// Starts `completion/complete` (its `params`, checked) for a reference whose values are
+    /// elsewhere (an upstream server's prompt or template); `None` when not this catalog's.
+    fn complete_remote(&self, _params: &Map<String, Value>) -> Option<CallFuture> {
+        None
+    }
 }
+
+/// `Catalog::name` of every upstream server's catalog (`crate::upstream`).
+pub const UPSTREAM: &str = "upstream";
 
 /// The built-in catalogs there are (`TenantCatalog::builtin`).
 pub const BUILTIN_NAMES: [&str; 2] = ["reference", "demo"];
@@ -209,12 +225,12 @@ impl TenantCatalog {
         }
     }
 
-    /// The catalogs other than the tenant's published one (kept across catalog rebuilds, so
-    /// built-in state such as the demo note survives a publish).
+    /// The catalogs other than the tenant's published one and its upstreams (kept across
+    /// catalog rebuilds, so built-in state such as the demo note survives a publish).
     pub fn builtins(&self) -> Vec<Arc<dyn Catalog>> {
         self.catalogs
             .iter()
-            .filter(|c| c.name() != stored::PUBLISHED)
+            .filter(|c| c.name() != stored::PUBLISHED && c.name() != UPSTREAM)
             .cloned()
             .collect()
     }
@@ -278,6 +294,25 @@ impl TenantCatalog {
 
     pub fn read_resource(&self, uri: &str) -> Option<Result<Value, RpcError>> {
         self.catalogs.iter().find_map(|c| c.read_resource(uri))
+    }
+
+    /// See `Catalog::read_resource_remote`.
+    pub fn read_resource_remote(&self, uri: &str, ctx: &RequestContext) -> Option<CallFuture> {
+        self.catalogs
+            .iter()
+            .find_map(|c| c.read_resource_remote(uri, ctx))
+    }
+
+    /// See `Catalog::subscribe_remote`.
+    pub fn subscribe_remote(&self, uri: &str) {
+        for c in &self.catalogs {
+            c.subscribe_remote(uri);
+        }
+    }
+
+    /// See `Catalog::complete_remote`.
+    pub fn complete_remote(&self, params: &Map<String, Value>) -> Option<CallFuture> {
+        self.catalogs.iter().find_map(|c| c.complete_remote(params))
     }
 
     pub fn get_prompt(

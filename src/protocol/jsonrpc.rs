@@ -58,7 +58,7 @@ impl fmt::Display for RequestId {
 }
 
 /// A JSON-RPC error object.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct RpcError {
     pub code: i64,
     pub message: String,

@@ -268,8 +268,18 @@ pub fn serve(env: Env, mut req: Request, mut meta: RequestMeta) -> Served {
             let started = std::time::Instant::now();
             let outcome = match methods::handle(&id, method, params, progress_token, &scope) {
                 Handled::Done(outcome) => outcome,
-                // Only tools/call runs on, and it is handled above.
-                Handled::Run { .. } => Err(RpcError::internal("unexpected long-running method")),
+                // A read or a completion an upstream server answers: asks the client nothing
+                // (this request's port has no client to ask), so it needs no round.
+                Handled::Run { future, .. } => {
+                    let method = method.to_string();
+                    return Served::Running {
+                        response: Box::pin(async move {
+                            let outcome = future.await;
+                            finish(&env, &id, &method, started, outcome, cacheable)
+                        }),
+                        notes: Notes::channel(false).1,
+                    };
+                }
                 Handled::Unknown => Err(RpcError::method_not_found(method)),
             };
             Served::Done(finish(&env, &id, method, started, outcome, cacheable))

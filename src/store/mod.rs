@@ -1,7 +1,7 @@
 //! Storage, one concern per module, each with its records, its trait and the trait's SQL:
 //! `tenants`, `catalog` (published entries), `oauth` (clients, grants, keys, users),
 //! `elicitation` (URL-mode elicitations), `rounds` (requests between their rounds), `sealed`
-//! (every sealed value, for key rotation) and `admin` (the admin credential). `SqlStore`
+//! (every sealed value, for key rotation), `upstreams` (upstream MCP servers) and `admin` (the admin credential). `SqlStore`
 //! (`sql`) implements them all over a sqlx `Any` pool, so the same code and SQL serve both
 //! backends: PostgreSQL in production and an SQLite file as the embedded default. Every
 //! tenant-owned query takes the tenant first and filters on it.
@@ -14,6 +14,7 @@ mod rounds;
 mod sealed;
 mod sql;
 mod tenants;
+mod upstreams;
 
 pub use admin::*;
 pub use catalog::*;
@@ -23,6 +24,7 @@ pub use rounds::*;
 pub use sealed::*;
 pub use sql::{Backend, SqlStore, DEFAULT_ACQUIRE_TIMEOUT};
 pub use tenants::*;
+pub use upstreams::*;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -4,6 +4,8 @@
 //! streams ended) and announces the change on the bus so every other replica does the same. A
 //! request for a tenant this replica has not heard of yet is resolved from the store.
 
+mod upstreams;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,6 +66,13 @@ pub enum TenantEvent {
         slug: String,
         list: String,
     },
+    /// An upstream's definition or lists changed: fetch its lists again and rebuild. A replica
+    /// of an earlier version logs it as unreadable and goes on.
+    Upstream {
+        origin: String,
+        slug: String,
+        name: String,
+    },
 }
 
 /// How long "no such tenant" is remembered before the store is asked again.
@@ -92,6 +101,8 @@ pub struct TenantDirectory {
     /// kept across catalog rebuilds, dropped with the tenant.
     webhook_slots: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
     webhook_slots_per_tenant: usize,
+    /// Per tenant: its live upstream servers (see `upstreams`).
+    upstreams: Arc<Mutex<HashMap<String, Vec<Arc<crate::upstream::Upstream>>>>>,
 }
 
 impl TenantDirectory {
@@ -118,6 +129,7 @@ impl TenantDirectory {
             sealer,
             auth: None,
             fingerprints: Arc::new(Mutex::new(HashMap::new())),
+            upstreams: Arc::new(Mutex::new(HashMap::new())),
             webhook_slots: Arc::new(Mutex::new(HashMap::new())),
             webhook_slots_per_tenant: crate::config::DEFAULT_WEBHOOKS_IN_FLIGHT,
         }
@@ -258,6 +270,7 @@ impl TenantDirectory {
             &self.sealer,
             &entries,
         )));
+        catalogs.extend(self.upstream_catalogs(slug).await?);
         Ok(TenantCatalog::new(catalogs))
     }
 
@@ -515,6 +528,7 @@ impl TenantDirectory {
     fn deactivate_here(&self, slug: &str) {
         self.fingerprints.lock().remove(slug);
         self.webhook_slots.lock().remove(slug);
+        self.upstreams.lock().remove(slug);
         self.forget_auth(slug);
         if let Some(handle) = self.registry.remove(slug) {
             handle.supervisor.do_send(StopAll);
@@ -616,6 +630,7 @@ impl TenantDirectory {
             | TenantEvent::Deleted { origin, .. }
             | TenantEvent::ResourceUpdated { origin, .. }
             | TenantEvent::ListChanged { origin, .. }
+            | TenantEvent::Upstream { origin, .. }
                 if origin == me =>
             {
                 Ok(())
@@ -647,6 +662,9 @@ impl TenantDirectory {
             TenantEvent::Deleted { slug, .. } => {
                 self.deactivate_here(&slug);
                 Ok(())
+            }
+            TenantEvent::Upstream { slug, name, .. } => {
+                self.upstream_changed_here(&slug, &name).await
             }
             TenantEvent::ResourceUpdated { slug, uri, .. } => {
                 self.broadcast_here(&slug, TenantBroadcast::ResourceUpdated(uri));

@@ -29,5 +29,6 @@ mod store_contract;
 mod store_tls;
 mod streams;
 mod telemetry;
+mod upstreams;
 mod webhook;
 mod webhook_tools;

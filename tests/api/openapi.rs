@@ -53,6 +53,11 @@ const ROUTES: &[(&str, &str)] = &[
         "DELETE",
         "/tenants/{slug}/{kind:tools|prompts|resources|resource-templates}/{name}",
     ),
+    ("GET", "/tenants/{slug}/upstreams"),
+    ("GET", "/tenants/{slug}/upstreams/{name}"),
+    ("PUT", "/tenants/{slug}/upstreams/{name}"),
+    ("PATCH", "/tenants/{slug}/upstreams/{name}"),
+    ("DELETE", "/tenants/{slug}/upstreams/{name}"),
 ];
 
 /// The catalog collections the `{kind}` segment accepts (`admin::catalog::kind_of`).
@@ -544,7 +549,13 @@ fn item_key(ops: &[Op], item_path: &str, assigned: &BTreeMap<String, String>) ->
     let create = ops
         .iter()
         .find(|o| o.method == "POST" && o.path == collection);
+    // Or, for items created by a PUT of their own path (upstreams), the example of that PUT.
+    let put = || {
+        ops.iter()
+            .find(|o| o.method == "PUT" && o.path == item_path && creates(o))
+    };
     if let Some(key) = create
+        .or_else(put)
         .and_then(Op::request_example)
         .and_then(|e| e.get(var).and_then(Value::as_str).map(str::to_string))
     {
@@ -606,11 +617,18 @@ async fn pending_elicitation(app: &TestApp, tenant: &str) -> String {
     id
 }
 
+/// Whether the operation documents creating what it names (a `201`): a POST, or a PUT that
+/// defines an item by its own path.
+fn creates(op: &Op) -> bool {
+    op.op["responses"].get("201").is_some()
+}
+
 /// Walk order: creations, reads, updates, then deletions (deepest first, the tenant last).
 fn phase(op: &Op) -> (u8, i64) {
     let depth = op.path.matches('/').count() as i64;
     match op.method.as_str() {
         "POST" => (0, depth),
+        "PUT" if creates(op) => (0, depth),
         "GET" => (1, depth),
         "PUT" | "PATCH" => (2, depth),
         _ => (3, -depth),
@@ -680,7 +698,8 @@ async fn every_documented_operation_exists_and_answers_as_documented() {
             );
             record(&a, "missing tenant");
         }
-        if item_of(&op.path).is_some() {
+        // (A PUT that creates its item has no missing entry: a missing one is created.)
+        if item_of(&op.path).is_some() && !(op.method == "PUT" && creates(op)) {
             let missing = url_path(
                 &ops,
                 &op.path,

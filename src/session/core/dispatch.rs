@@ -236,6 +236,7 @@ impl Session {
                             if !followed {
                                 self.subscriptions.insert(uri.to_string());
                                 self.dirty = true;
+                                self.catalog.current().subscribe_remote(uri);
                             }
                             json!({})
                         })

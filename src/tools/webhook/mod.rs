@@ -517,13 +517,13 @@ async fn post(
                 return Err(format!(
                     "could not connect to its endpoint ({host}): {}; the service may be down, \
                      try again later",
-                    root_cause(&e)
+                    crate::egress::root_cause(&e)
                 ))
             }
             Ok(Err(e)) => {
                 return Err(format!(
                     "the request to its endpoint ({host}) failed: {}",
-                    root_cause(&e)
+                    crate::egress::root_cause(&e)
                 ))
             }
             Ok(Ok(answer)) => answer,
@@ -720,15 +720,6 @@ pub fn input_for(outcome: Result<Value, RpcError>) -> Value {
             json!({ "error": { "code": code, "message": message } })
         }
     }
-}
-
-/// The innermost error message (without the URL reqwest would otherwise include).
-fn root_cause(e: &reqwest::Error) -> String {
-    let mut cause: &dyn std::error::Error = e;
-    while let Some(source) = cause.source() {
-        cause = source;
-    }
-    cause.to_string()
 }
 
 /// A short, single-line quote of a body for error messages.
