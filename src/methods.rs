@@ -124,7 +124,9 @@ pub fn handle(
                         ctx,
                     }
                 }
-                None => Err(RpcError::invalid_params(format!("Unknown tool: {name}"))),
+                None => Err(catalog
+                    .unlisted_tool_error(name)
+                    .unwrap_or_else(|| RpcError::invalid_params(format!("Unknown tool: {name}")))),
             }
         }
         "resources/read" => match params.get("uri").and_then(Value::as_str) {

@@ -9,3 +9,16 @@ CREATE TABLE upstreams (
     updated_at BIGINT NOT NULL,
     PRIMARY KEY (tenant, name)
 );
+
+-- Tool-definition pinning: the definition of each upstream tool as first seen (or last
+-- approved), and a changed one the upstream offers since, held back until an admin approves it.
+CREATE TABLE upstream_pins (
+    tenant             TEXT NOT NULL REFERENCES tenants (slug) ON DELETE CASCADE,
+    upstream           TEXT NOT NULL,
+    tool               TEXT NOT NULL,
+    hash               TEXT NOT NULL,
+    definition         TEXT NOT NULL,
+    pending_hash       TEXT,
+    pending_definition TEXT,
+    PRIMARY KEY (tenant, upstream, tool)
+);

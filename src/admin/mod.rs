@@ -154,6 +154,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 "/tenants/{slug}/upstreams/{name}",
                 web::delete().to(upstreams::delete),
             )
+            .route(
+                "/tenants/{slug}/upstreams/{name}/approve",
+                web::post().to(upstreams::approve),
+            )
             .default_service(web::to(|req: HttpRequest| async move {
                 openapi::no_route(&req)
             })),

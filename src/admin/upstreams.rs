@@ -41,7 +41,41 @@ async fn shown(state: &AdminState, record: &UpstreamRecord) -> Result<Value, Adm
         Some(live) if live.revision == record.updated_at => live.state(),
         _ => json!({ "connected": false }),
     };
+    // Changed tool definitions held back, each with the pinned one beside it.
+    let pins = state
+        .directory
+        .store
+        .tool_pins(&record.tenant, &record.name)
+        .await?;
+    shown["pending"] = pins
+        .into_iter()
+        .filter_map(|pin| {
+            let (_, offered) = pin.pending?;
+            Some(json!({ "tool": pin.tool, "approved": pin.definition, "offered": offered }))
+        })
+        .collect();
     Ok(shown)
+}
+
+/// `POST …/upstreams/{name}/approve`: pins the changed tool definitions the upstream offers,
+/// which are served from then on (on every replica).
+pub async fn approve(
+    _: AdminTenant,
+    state: web::Data<AdminState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, AdminError> {
+    let (slug, name) = path.into_inner();
+    let store = &state.directory.store;
+    let record = store
+        .get_upstream(&slug, &name)
+        .await?
+        .ok_or_else(|| AdminError::not_found(format!("no upstream {name:?}")))?;
+    let approved = store.approve_tools(&slug, &name).await?;
+    super::applied_later(&slug, state.directory.upstream_changed(&slug, &name).await);
+    tracing::info!(tenant = %slug, upstream = %name, approved, "changed upstream tool definitions approved");
+    let mut body = shown(&state, &record).await?;
+    body["approved"] = json!(approved);
+    Ok(tagged(HttpResponse::Ok(), record.updated_at).json(body))
 }
 
 /// The `PUT` body an existing definition amounts to (header values left out: kept).

@@ -33,6 +33,11 @@ pub trait Catalog: Send + Sync + 'static {
         arguments: Map<String, Value>,
         ctx: RequestContext,
     ) -> Option<CallFuture>;
+    /// Why tool `name`, which this catalog does not list, cannot be called, when it knows
+    /// better than "unknown" (an upstream's tool held back); `None` otherwise.
+    fn unlisted_tool_error(&self, _name: &str) -> Option<RpcError> {
+        None
+    }
     fn resources(&self) -> Vec<Value> {
         Vec::new()
     }
@@ -264,6 +269,13 @@ impl TenantCatalog {
     ) -> Option<CallFuture> {
         let owner = self.tool_owner.get(name)?;
         self.catalogs[*owner].resume_call(name, arguments, ctx, answer)
+    }
+
+    /// See `Catalog::unlisted_tool_error`.
+    pub fn unlisted_tool_error(&self, name: &str) -> Option<RpcError> {
+        self.catalogs
+            .iter()
+            .find_map(|c| c.unlisted_tool_error(name))
     }
 
     pub fn has_tool(&self, name: &str) -> bool {

@@ -1,5 +1,5 @@
 //! Upstream MCP servers a tenant federates: `UpstreamRecord`, the `UpstreamStore` trait and its
-//! SQL (table `upstreams`).
+//! SQL (table `upstreams`), and the pinned definitions of their tools (`upstream_pins`).
 
 use serde_json::Value;
 use sqlx::any::AnyRow;
@@ -18,9 +18,31 @@ pub struct UpstreamRecord {
     pub updated_at: i64,
 }
 
+/// One upstream tool's pinned definition, and a different one it offers since (held back).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolPin {
+    pub tool: String,
+    pub hash: String,
+    pub definition: Value,
+    pub pending: Option<(String, Value)>,
+}
+
 /// A tenant's upstreams.
 #[allow(async_fn_in_trait)]
 pub trait UpstreamStore {
+    /// Records the definitions an upstream offers now (tool, hash, definition): pinned when
+    /// first seen; one that differs from its pin is kept as pending (one equal to it clears
+    /// what was pending). Returns every pin of the upstream.
+    async fn see_tools(
+        &self,
+        tenant: &str,
+        upstream: &str,
+        offered: &[(String, String, Value)],
+    ) -> Result<Vec<ToolPin>, StoreError>;
+    /// Pins every pending definition of the upstream: how many.
+    async fn approve_tools(&self, tenant: &str, upstream: &str) -> Result<u64, StoreError>;
+    /// Every pin of the upstream (with what is pending).
+    async fn tool_pins(&self, tenant: &str, upstream: &str) -> Result<Vec<ToolPin>, StoreError>;
     async fn insert_upstream(&self, record: &UpstreamRecord) -> Result<(), StoreError>;
     /// Writes `record` over the stored one if its `updated_at` is still `seen`: false when it
     /// changed since, `NotFound` when it is gone.
@@ -69,7 +91,81 @@ fn upstream_from_row(row: &AnyRow) -> Result<UpstreamRecord, StoreError> {
     })
 }
 
+fn pin_from_row(row: &AnyRow) -> Result<ToolPin, StoreError> {
+    let parse = |text: String| {
+        serde_json::from_str::<Value>(&text).map_err(|e| StoreError::Corrupt(e.to_string()))
+    };
+    let pending_hash: Option<String> = row.try_get("pending_hash")?;
+    let pending_definition: Option<String> = row.try_get("pending_definition")?;
+    Ok(ToolPin {
+        tool: row.try_get("tool")?,
+        hash: row.try_get("hash")?,
+        definition: parse(row.try_get("definition")?)?,
+        pending: match (pending_hash, pending_definition) {
+            (Some(hash), Some(definition)) => Some((hash, parse(definition)?)),
+            _ => None,
+        },
+    })
+}
+
 impl UpstreamStore for SqlStore {
+    #[tracing::instrument(level = "debug", name = "db", skip(self, offered), fields(otel.name = "db see_tools", otel.kind = "client", db.operation.name = "see_tools"))]
+    async fn see_tools(
+        &self,
+        tenant: &str,
+        upstream: &str,
+        offered: &[(String, String, Value)],
+    ) -> Result<Vec<ToolPin>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        for (tool, hash, definition) in offered {
+            sqlx::query(
+                "INSERT INTO upstream_pins (tenant, upstream, tool, hash, definition) \
+                 VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (tenant, upstream, tool) DO UPDATE SET \
+                 pending_hash = CASE WHEN upstream_pins.hash = excluded.hash THEN NULL \
+                   ELSE excluded.hash END, \
+                 pending_definition = CASE WHEN upstream_pins.hash = excluded.hash THEN NULL \
+                   ELSE excluded.definition END",
+            )
+            .bind(tenant)
+            .bind(upstream)
+            .bind(tool)
+            .bind(hash)
+            .bind(json(definition))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        self.tool_pins(tenant, upstream).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db approve_tools", otel.kind = "client", db.operation.name = "approve_tools"))]
+    async fn approve_tools(&self, tenant: &str, upstream: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE upstream_pins SET hash = pending_hash, definition = pending_definition, \
+             pending_hash = NULL, pending_definition = NULL \
+             WHERE tenant = $1 AND upstream = $2 AND pending_hash IS NOT NULL",
+        )
+        .bind(tenant)
+        .bind(upstream)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    #[tracing::instrument(level = "debug", name = "db", skip(self), fields(otel.name = "db tool_pins", otel.kind = "client", db.operation.name = "tool_pins"))]
+    async fn tool_pins(&self, tenant: &str, upstream: &str) -> Result<Vec<ToolPin>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT tool, hash, definition, pending_hash, pending_definition FROM upstream_pins \
+             WHERE tenant = $1 AND upstream = $2 ORDER BY tool",
+        )
+        .bind(tenant)
+        .bind(upstream)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(pin_from_row).collect()
+    }
+
     #[tracing::instrument(level = "debug", name = "db", skip(self, record), fields(otel.name = "db insert_upstream", otel.kind = "client", db.operation.name = "insert_upstream", tenant = %record.tenant, name = %record.name))]
     async fn insert_upstream(&self, record: &UpstreamRecord) -> Result<(), StoreError> {
         let result = sqlx::query(concat!(
@@ -165,6 +261,14 @@ impl UpstreamStore for SqlStore {
         if let Some(seen) = seen {
             query = query.bind(seen);
         }
-        Ok(query.execute(&self.pool).await?.rows_affected() > 0)
+        let deleted = query.execute(&self.pool).await?.rows_affected() > 0;
+        if deleted {
+            sqlx::query("DELETE FROM upstream_pins WHERE tenant = $1 AND upstream = $2")
+                .bind(tenant)
+                .bind(name)
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(deleted)
     }
 }

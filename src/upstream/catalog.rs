@@ -3,7 +3,7 @@
 //! prompt and completion of its entries sent to it. An entry a filter denies is served by no
 //! list and no method: to clients it does not exist.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 use super::Upstream;
 use crate::catalog::stored::UriTemplate;
 use crate::catalog::{CallFuture, Catalog, RequestContext, UPSTREAM};
+use crate::protocol::RpcError;
 
 pub struct UpstreamCatalog {
     upstream: Arc<Upstream>,
@@ -20,22 +21,30 @@ pub struct UpstreamCatalog {
     resource_templates: Vec<Value>,
     /// Exposed name → the upstream's.
     tool_names: HashMap<String, String>,
+    /// Exposed names of tools held back (their definition changed and awaits approval).
+    held: Vec<String>,
     prompt_names: HashMap<String, String>,
     templates: Vec<UriTemplate>,
 }
 
 impl UpstreamCatalog {
-    /// The catalog of `upstream` as its last good lists have it (empty before the first).
-    pub fn new(upstream: Arc<Upstream>) -> UpstreamCatalog {
+    /// The catalog of `upstream` as its last good lists have it (empty before the first),
+    /// without the tools `held` back (upstream names).
+    pub fn new(upstream: Arc<Upstream>, held: &HashSet<String>) -> UpstreamCatalog {
         let lists = upstream.lists().unwrap_or_default();
         let def = &upstream.def;
         let mut tool_names = HashMap::new();
+        let mut held_back = Vec::new();
         let tools = lists
             .tools
             .iter()
             .filter_map(|t| {
                 let name = t["name"].as_str().filter(|n| def.tools.admits(n))?;
                 let exposed = def.exposed(name);
+                if held.contains(name) {
+                    held_back.push(exposed);
+                    return None;
+                }
                 let mut tool = t.clone();
                 tool["name"] = json!(exposed);
                 if let Some(o) = def.overrides.get(name) {
@@ -93,6 +102,7 @@ impl UpstreamCatalog {
             resources,
             resource_templates,
             tool_names,
+            held: held_back,
             prompt_names,
             templates,
         }
@@ -138,6 +148,16 @@ impl Catalog for UpstreamCatalog {
             json!({ "name": original, "arguments": arguments }),
             Some(ctx),
         ))
+    }
+
+    fn unlisted_tool_error(&self, name: &str) -> Option<RpcError> {
+        self.held.iter().any(|h| h == name).then(|| {
+            RpcError::invalid_params(format!(
+                "Tool {name} is held back: its definition changed at upstream {:?} and awaits \
+                 an administrator's approval",
+                self.upstream.name
+            ))
+        })
     }
 
     fn resources(&self) -> Vec<Value> {

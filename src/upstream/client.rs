@@ -441,7 +441,8 @@ impl Client {
                     let events = decoder
                         .push(&bytes)
                         .map_err(|e| UpstreamError::Protocol(e.to_string()))?;
-                    for event in events {
+                    // (An event without data is a priming event: its id is what counts.)
+                    for event in events.into_iter().filter(|e| !e.data.is_empty()) {
                         let Ok(message) = serde_json::from_str::<Value>(&event.data) else {
                             tracing::debug!(upstream = %self.name, "an event of the upstream's stream is not JSON; skipped");
                             continue;

@@ -106,6 +106,16 @@ pub enum Transport {
     Sse,
 }
 
+/// Whether tool definitions are pinned: a tool whose definition changed at the upstream since it
+/// was first seen (or last approved) is held back until an admin approves the change.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pinning {
+    #[default]
+    On,
+    Off,
+}
+
 /// An upstream's stored definition (the body of its `upstreams` row).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UpstreamDef {
@@ -124,6 +134,8 @@ pub struct UpstreamDef {
     pub overrides: BTreeMap<String, ToolOverride>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub pinning: Pinning,
     pub auth: StoredAuth,
 }
 
@@ -181,6 +193,7 @@ impl UpstreamDef {
             shown["overrides"] = json!(self.overrides);
         }
         shown["timeout_ms"] = json!(self.timeout_ms());
+        shown["pinning"] = json!(self.pinning);
         shown["auth"] = match &self.auth {
             StoredAuth::None => json!({ "type": "none" }),
             StoredAuth::Headers { names, .. } => json!({ "type": "headers", "headers": names }),
@@ -216,16 +229,19 @@ pub struct UpstreamInput {
     pub transport: Transport,
     #[serde(default)]
     pub prefix: Option<String>,
+    /// (`null` for any optional field is the same as leaving it out.)
     #[serde(default)]
-    pub tools: Filter,
+    pub tools: Option<Filter>,
     #[serde(default)]
-    pub prompts: Filter,
+    pub prompts: Option<Filter>,
     #[serde(default)]
-    pub resources: Filter,
+    pub resources: Option<Filter>,
     #[serde(default)]
-    pub overrides: BTreeMap<String, ToolOverride>,
+    pub overrides: Option<BTreeMap<String, ToolOverride>>,
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub pinning: Pinning,
     #[serde(default = "no_auth")]
     pub auth: AuthInput,
 }
@@ -272,14 +288,23 @@ impl UpstreamInput {
                 ));
             }
         }
+        let (tools, prompts, resources) = (
+            self.tools.unwrap_or_default(),
+            self.prompts.unwrap_or_default(),
+            self.resources.unwrap_or_default(),
+        );
+        let overrides = self.overrides.unwrap_or_default();
         for (field, filter) in [
-            ("tools", &self.tools),
-            ("prompts", &self.prompts),
-            ("resources", &self.resources),
+            ("tools", &tools),
+            ("prompts", &prompts),
+            ("resources", &resources),
         ] {
             let patterns = filter.allow.iter().chain(&filter.deny);
-            if filter.allow.len() + filter.deny.len() > MAX_PATTERNS
-                || patterns.clone().any(|p| p.is_empty() || p.len() > 256)
+            if filter.allow.len() > MAX_PATTERNS
+                || filter.deny.len() > MAX_PATTERNS
+                || patterns
+                    .clone()
+                    .any(|p| p.is_empty() || p.chars().count() > 256)
             {
                 return Err(invalid(
                     field,
@@ -287,7 +312,7 @@ impl UpstreamInput {
                 ));
             }
         }
-        for (tool, o) in &self.overrides {
+        for (tool, o) in &overrides {
             let long = |s: &Option<String>, max: usize| {
                 s.as_ref().is_some_and(|s| s.chars().count() > max)
             };
@@ -318,7 +343,8 @@ impl UpstreamInput {
                     return Err(invalid("auth", format!("1 to {MAX_HEADERS} headers")));
                 }
                 for (name, value) in &headers {
-                    let name_ok = reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
+                    let name_ok = name.len() <= 64
+                        && reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
                         && !RESERVED.contains(&name.to_ascii_lowercase().as_str());
                     if !name_ok {
                         return Err(invalid(
@@ -358,11 +384,12 @@ impl UpstreamInput {
             url: self.url.trim().to_string(),
             transport: self.transport,
             prefix: self.prefix,
-            tools: self.tools,
-            prompts: self.prompts,
-            resources: self.resources,
-            overrides: self.overrides,
+            tools,
+            prompts,
+            resources,
+            overrides,
             timeout_ms: self.timeout_ms,
+            pinning: self.pinning,
             auth,
         })
     }

@@ -38,11 +38,20 @@ pub struct Lists {
     pub fetched_at: i64,
 }
 
+/// Failures in a row (unreachable, timed out, refused) after which calls are not sent for
+/// `BREAKER_OPEN`; a call after that pause is sent, and one more failure stops calls again.
+const BREAKER_FAILURES: u32 = 5;
+const BREAKER_OPEN: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[derive(Debug, Default)]
 struct Health {
     last_error: Option<String>,
     last_error_at: Option<i64>,
     last_ok_at: Option<i64>,
+    /// Failures since the last exchange that worked.
+    failures: u32,
+    /// Until when calls fail at once without reaching the upstream (the circuit is open).
+    open_until: Option<std::time::Instant>,
 }
 
 /// One upstream of a tenant, live.
@@ -58,6 +67,13 @@ pub struct Upstream {
     health: Mutex<Health>,
     /// The resources followed at the upstream (`resources/subscribe`) for the tenant's sessions.
     subscribed: Mutex<std::collections::HashSet<String>>,
+    /// The tools held back (pinning), as found for the lists fetched at the time given.
+    held: Mutex<Option<(i64, Arc<std::collections::HashSet<String>>)>>,
+}
+
+/// What a tool definition is pinned by: the SHA-256 (hex) of its JSON (keys sorted).
+pub fn definition_hash(tool: &Value) -> String {
+    crate::auth::hash_secret(&tool.to_string())
 }
 
 impl Upstream {
@@ -85,6 +101,7 @@ impl Upstream {
             lists: RwLock::new(None),
             health: Mutex::new(Health::default()),
             subscribed: Mutex::new(Default::default()),
+            held: Mutex::new(None),
         }
     }
 
@@ -97,10 +114,21 @@ impl Upstream {
         let mut health = self.health.lock();
         let now = crate::store::now_millis();
         match &outcome {
-            Ok(_) | Err(UpstreamError::Rpc(_)) => health.last_ok_at = Some(now),
+            Ok(_) | Err(UpstreamError::Rpc(_)) => {
+                health.last_ok_at = Some(now);
+                health.failures = 0;
+                health.open_until = None;
+            }
             Err(e) => {
                 health.last_error = Some(e.to_string());
                 health.last_error_at = Some(now);
+                health.failures += 1;
+                if health.failures >= BREAKER_FAILURES {
+                    if health.open_until.is_none() || health.failures == BREAKER_FAILURES {
+                        tracing::warn!(tenant = %self.tenant, upstream = %self.name, failures = health.failures, error = %e, "the upstream keeps failing; its calls fail at once for {} s", BREAKER_OPEN.as_secs());
+                    }
+                    health.open_until = Some(std::time::Instant::now() + BREAKER_OPEN);
+                }
             }
         }
         outcome
@@ -118,8 +146,28 @@ impl Upstream {
             .client
             .as_ref()
             .map_err(|e| RpcError::internal(format!("upstream {:?}: {e}", self.name)))?;
+        if let Some(open) = self.open_for() {
+            return Err(RpcError::internal(format!(
+                "upstream {:?} is not called for another {} s: it failed {BREAKER_FAILURES} times \
+                 in a row (last: {})",
+                self.name,
+                open.as_secs().max(1),
+                self.health
+                    .lock()
+                    .last_error
+                    .as_deref()
+                    .unwrap_or("unknown"),
+            ))
+            .with_data(json!({ "upstream": self.name })));
+        }
         let outcome = client.request(method, params, ctx).await;
         self.noted(outcome).map_err(|e| e.into_rpc(&self.name))
+    }
+
+    /// How much longer its calls fail at once (the circuit is open), if they do.
+    fn open_for(&self) -> Option<std::time::Duration> {
+        let until = self.health.lock().open_until?;
+        until.checked_duration_since(std::time::Instant::now())
     }
 
     /// Fetches its lists again (every page of each list its capabilities announce) and keeps
@@ -216,6 +264,18 @@ impl Upstream {
         });
     }
 
+    /// The tools held back for the lists fetched at `fetched_at`, if they were found.
+    pub fn held_for(&self, fetched_at: i64) -> Option<Arc<std::collections::HashSet<String>>> {
+        match &*self.held.lock() {
+            Some((at, held)) if *at == fetched_at => Some(held.clone()),
+            _ => None,
+        }
+    }
+
+    pub fn set_held(&self, fetched_at: i64, held: Arc<std::collections::HashSet<String>>) {
+        *self.held.lock() = Some((fetched_at, held));
+    }
+
     /// Its state as the admin API shows it.
     pub fn state(&self) -> Value {
         let health = self.health.lock();
@@ -229,6 +289,8 @@ impl Upstream {
             "last_error": health.last_error,
             "last_error_at": health.last_error_at,
             "last_ok_at": health.last_ok_at,
+            "failures_in_a_row": health.failures,
+            "circuit_open": health.open_until.is_some_and(|u| u > std::time::Instant::now()),
             "lists_fetched_at": lists.as_ref().map(|l| l.fetched_at),
             "tools": lists.as_ref().map(|l| l.tools.len()),
             "prompts": lists.as_ref().map(|l| l.prompts.len()),

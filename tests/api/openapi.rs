@@ -58,6 +58,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("PUT", "/tenants/{slug}/upstreams/{name}"),
     ("PATCH", "/tenants/{slug}/upstreams/{name}"),
     ("DELETE", "/tenants/{slug}/upstreams/{name}"),
+    ("POST", "/tenants/{slug}/upstreams/{name}/approve"),
 ];
 
 /// The catalog collections the `{kind}` segment accepts (`admin::catalog::kind_of`).
@@ -576,10 +577,15 @@ fn url_path(
     assigned: &BTreeMap<String, String>,
 ) -> String {
     let mut out = path.replace("{slug}", slug);
-    if let Some((_, var)) = item_of(path) {
+    // An action on an item (`…/{name}/approve`) names the item as its item path does.
+    let item_path = match item_of(path) {
+        Some(_) => path,
+        None => path.rsplit_once('/').map_or(path, |(parent, _)| parent),
+    };
+    if let Some((_, var)) = item_of(item_path) {
         let key = item
             .map(str::to_string)
-            .unwrap_or_else(|| item_key(ops, path, assigned));
+            .unwrap_or_else(|| item_key(ops, item_path, assigned));
         out = out.replace(&format!("{{{var}}}"), &key);
     }
     out

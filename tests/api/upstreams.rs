@@ -35,6 +35,17 @@ async fn put_upstream(gateway: &TestApp, name: &str, body: Value) -> (u16, Value
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
+/// `GET /tenants/gw/upstreams/ref`: the definition and its state.
+async fn upstream_ref(gateway: &TestApp) -> Value {
+    let resp = gateway
+        .admin(Method::GET, "/tenants/gw/upstreams/ref")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.json().await.unwrap()
+}
+
 fn names(list: &Value, key: &str, field: &str) -> Vec<String> {
     list[key]
         .as_array()
@@ -289,16 +300,25 @@ async fn an_upstream_that_forgets_the_session_or_dies_is_handled() {
     assert_eq!(failed["error"]["data"]["upstream"], "ref");
     let tools = c.result("tools/list", json!({})).await;
     assert!(names(&tools, "tools", "name").contains(&"test_simple_text".to_string()));
-    let shown: Value = gateway
-        .admin(Method::GET, "/tenants/gw/upstreams/ref")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let shown = upstream_ref(&gateway).await;
     assert_eq!(shown["state"]["connected"], false, "{shown}");
     assert!(shown["state"]["last_error"].as_str().is_some(), "{shown}");
+
+    // Failing again and again, it is no longer called for a while: calls fail at once, saying so.
+    let mut last = Value::Null;
+    for _ in 0..6 {
+        last = c
+            .call(
+                "tools/call",
+                json!({ "name": "test_simple_text", "arguments": {} }),
+            )
+            .await
+            .0;
+    }
+    let message = last["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("is not called for another"), "{last}");
+    let shown = upstream_ref(&gateway).await;
+    assert_eq!(shown["state"]["circuit_open"], true, "{shown}");
 }
 
 #[actix_rt::test]
@@ -424,4 +444,94 @@ async fn upstreams_are_managed_through_the_admin_api() {
     assert_eq!(r.status(), 204);
     let tools = c.result("tools/list", json!({})).await;
     assert!(tools["tools"].as_array().unwrap().is_empty(), "{tools}");
+}
+
+/// A tool whose definition changes at the upstream is held back (not listed, its calls refused
+/// saying why) until an administrator approves the change, which the admin API shows as the
+/// pinned and the offered definitions.
+#[actix_rt::test]
+async fn a_changed_tool_definition_is_held_back_until_approved() {
+    let (upstream, gateway) = pair().await;
+    let tool = |description: &str| {
+        json!({ "name": "lookup", "description": description,
+                "input_schema": { "type": "object" },
+                "webhook": { "url": "http://127.0.0.1:9/never-called" } })
+    };
+    let r = upstream
+        .admin(Method::POST, "/tenants/up/tools")
+        .json(&tool("Looks an order up"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let (status, shown) = put_upstream(
+        &gateway,
+        "ref",
+        json!({ "name": "ref", "url": upstream.mcp_url("up"), "tools": { "allow": ["lookup", "test_simple_text"] } }),
+    )
+    .await;
+    assert_eq!(status, 201, "{shown}");
+    assert_eq!(shown["pinning"], "on");
+    assert_eq!(shown["pending"], json!([]));
+    let mut c = gateway.open_session("gw", "2025-11-25", json!({})).await;
+    let listed = |tools: &Value| names(tools, "tools", "name");
+    assert!(listed(&c.result("tools/list", json!({})).await).contains(&"lookup".to_string()));
+
+    // The upstream changes the tool's description: the gateway hears its list changed (on the
+    // upstream session's standalone stream) and holds the tool back.
+    let r = upstream
+        .admin(Method::PUT, "/tenants/up/tools/lookup")
+        .json(&tool("Looks an order up, and deletes it"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut tools = Value::Null;
+    for _ in 0..50 {
+        tools = c.result("tools/list", json!({})).await;
+        if !listed(&tools).contains(&"lookup".to_string()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(listed(&tools), ["test_simple_text"], "{tools}");
+    let (refused, _) = c
+        .call("tools/call", json!({ "name": "lookup", "arguments": {} }))
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("held back"),
+        "{refused}"
+    );
+    let shown = upstream_ref(&gateway).await;
+    let pending = shown["pending"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{shown}");
+    assert_eq!(pending[0]["tool"], "lookup");
+    assert_eq!(pending[0]["approved"]["description"], "Looks an order up");
+    assert_eq!(
+        pending[0]["offered"]["description"],
+        "Looks an order up, and deletes it"
+    );
+
+    // Approved: served as the upstream defines it now.
+    let r = gateway
+        .admin(Method::POST, "/tenants/gw/upstreams/ref/approve")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let approved: Value = r.json().await.unwrap();
+    assert_eq!(approved["approved"], 1, "{approved}");
+    assert_eq!(approved["pending"], json!([]));
+    let tools = c.result("tools/list", json!({})).await;
+    let lookup = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "lookup")
+        .expect("lookup is served again");
+    assert_eq!(lookup["description"], "Looks an order up, and deletes it");
 }

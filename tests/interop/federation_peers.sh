@@ -6,7 +6,9 @@
 # TypeScript and Python SDK clients then drive the tenant's endpoint (federation_ts.mjs,
 # federation_py.py): lists, calls, sampling, elicitation and roots requested by the upstreams
 # during a call and answered by the client, prompts, completion, resources, and the denied
-# entries refused.
+# entries refused; and (federation_ts.mjs) what the reference server sends on its standalone
+# stream outside any call: updates of a resource subscribed through the gateway, the list change
+# after it registers a resource, and a roots/list the gateway must answer for a call to complete.
 #
 #   tests/interop/federation_peers.sh BIN ADMIN_TOKEN GW_PORT
 #

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -35,6 +34,9 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # py_common.py is beside this script
+from py_common import Checks, describe, text_of  # noqa: E402
 
 TIMEOUT_SECS = float(os.environ.get("INTEROP_TIMEOUT_SECS", "120"))
 MODERN_VERSION = "2026-07-28"
@@ -47,46 +49,19 @@ EV_DENIED = "demo://resource/static/document/instructions.md"
 EV_LISTED = "demo://resource/static/document/features.md"
 PY_README = "Notes from the python upstream: federation works."
 
-passed = 0
-failed = 0
-
-
-def check(name: str, cond: bool, detail: Any = None) -> None:
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"PASS - {name}", flush=True)
-    else:
-        failed += 1
-        suffix = f" ({short(detail)})" if detail is not None else ""
-        print(f"FAIL - {name}{suffix}", flush=True)
-
 
 def short(v: Any) -> str:
     s = str(v)
     return s if len(s) <= 600 else s[:600] + "…"
 
 
-def text_of(result: types.CallToolResult) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+checks = Checks(ok="PASS", not_ok="FAIL", detail=short)
+check = checks.check
+step = checks.step
 
 
 def prompt_text(result: types.GetPromptResult) -> str:
     return "\n".join(m.content.text for m in result.messages if isinstance(m.content, types.TextContent))
-
-
-def describe(exc: BaseException) -> str:
-    """One line per leaf exception (task groups wrap transport errors in exception groups)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(describe(e) for e in exc.exceptions)
-    return "".join(traceback.format_exception_only(type(exc), exc)).strip().replace("\n", " ")
-
-
-async def step(name: str, fn: Callable[[], Awaitable[None]]) -> None:
-    try:
-        await fn()
-    except Exception as exc:  # cancellation (BaseException) still propagates
-        check(name, False, f"threw: {describe(exc)}")
 
 
 async def refused(name: str, fn: Callable[[], Awaitable[Any]], codes: list[int]) -> None:
@@ -403,5 +378,5 @@ if __name__ == "__main__":
         if isinstance(exc, KeyboardInterrupt):
             raise
         check("run", False, f"threw: {describe(exc)}")
-    print(f"federation-py: {passed} passed, {failed} failed", flush=True)
-    sys.exit(1 if failed else 0)
+    print(f"federation-py: {checks.passed} passed, {checks.failed} failed", flush=True)
+    sys.exit(1 if checks.failed else 0)

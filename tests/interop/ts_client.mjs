@@ -8,15 +8,11 @@
 //
 // The SDK is loaded from $INTEROP_DIR (default ~/.cache/mcp-harbor/interop), where
 // `@modelcontextprotocol/sdk` is installed under node_modules; NODE_PATH does not apply to ESM
-// imports, so the package's ESM entry points are resolved here and imported by file URL.
+// imports, so sdk_v1.mjs resolves the package's ESM entry points and imports them by file URL.
 // Prints one "ok - …"/"not ok - …" line per check and finally
 // "ts-client: N passed, M failed"; exits 1 on any failure (or when the overall timeout hits).
 
-import { createRequire } from 'node:module';
-import { existsSync, readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { SDK, interopDir, importSdk, SdkLocateError } from './sdk_v1.mjs';
 
 const TIMEOUT_MS = Number(process.env.INTEROP_TIMEOUT_MS ?? 60_000);
 const url = process.argv[2];
@@ -47,58 +43,15 @@ const watchdog = setTimeout(() => {
   process.exit(1);
 }, TIMEOUT_MS);
 
-// ---- locate the SDK's ESM entry points under $INTEROP_DIR ----
-const SDK = '@modelcontextprotocol/sdk';
-const interopDir = process.env.INTEROP_DIR ?? join(homedir(), '.cache', 'mcp-harbor', 'interop');
-
-function sdkRoot() {
-  const require = createRequire(join(interopDir, 'noop.cjs'));
-  let dir = dirname(require.resolve(`${SDK}/client`));
-  while (true) {
-    const pj = join(dir, 'package.json');
-    if (existsSync(pj) && JSON.parse(readFileSync(pj, 'utf8')).name === SDK) return dir;
-    const up = dirname(dir);
-    if (up === dir) throw new Error(`cannot find ${SDK} package root under ${interopDir}`);
-    dir = up;
-  }
-}
-
-let root, exportsMap;
-try {
-  root = sdkRoot();
-  exportsMap = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).exports;
-} catch (err) {
-  check(`locate ${SDK} under ${interopDir}`, false, err?.message ?? err);
-  summary();
-  process.exit(1);
-}
-function esmPath(subpath) {
-  // Resolve `./client/streamableHttp.js` through the package's "exports" with the "import" condition.
-  const key = `./${subpath}`;
-  let target = exportsMap[key]?.import;
-  if (!target) {
-    for (const [pattern, conds] of Object.entries(exportsMap)) {
-      const star = pattern.indexOf('*');
-      if (star < 0) continue;
-      const pre = pattern.slice(0, star);
-      const post = pattern.slice(star + 1);
-      if (key.startsWith(pre) && key.endsWith(post) && conds.import) {
-        target = conds.import.replace('*', key.slice(pre.length, key.length - post.length));
-        break;
-      }
-    }
-  }
-  if (!target) throw new Error(`${SDK} does not export ${key}`);
-  return pathToFileURL(join(root, target)).href;
-}
-
+// ---- load the SDK from $INTEROP_DIR (sdk_v1.mjs) ----
 let Client, StreamableHTTPClientTransport, ElicitRequestSchema, CreateMessageRequestSchema, LoggingMessageNotificationSchema;
 try {
-  ({ Client } = await import(esmPath('client/index.js')));
-  ({ StreamableHTTPClientTransport } = await import(esmPath('client/streamableHttp.js')));
-  ({ ElicitRequestSchema, CreateMessageRequestSchema, LoggingMessageNotificationSchema } = await import(esmPath('types.js')));
+  ({ Client } = await importSdk('client/index.js'));
+  ({ StreamableHTTPClientTransport } = await importSdk('client/streamableHttp.js'));
+  ({ ElicitRequestSchema, CreateMessageRequestSchema, LoggingMessageNotificationSchema } = await importSdk('types.js'));
 } catch (err) {
-  check(`load ${SDK} from ${interopDir}`, false, err?.message ?? err);
+  const what = err instanceof SdkLocateError ? `locate ${SDK} under ${interopDir}` : `load ${SDK} from ${interopDir}`;
+  check(what, false, err?.message ?? err);
   summary();
   process.exit(1);
 }

@@ -5,7 +5,10 @@
 //! built without that upstream's entries, which are fetched again in the background and added
 //! by a rebuild when they arrive. What an upstream announces (its lists changed, a resource it
 //! serves changed) reaches the tenant's sessions here and, through the bus, on every replica.
+//! Each tool's definition is pinned when first seen: one that changes is held back (not listed,
+//! its calls refused) until an administrator approves the change.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +17,8 @@ use crate::catalog::Catalog;
 use crate::session::supervisor::LISTS;
 use crate::session::TenantBroadcast;
 use crate::store::{StoreError, UpstreamStore};
-use crate::upstream::{Notice, Upstream, UpstreamCatalog, UpstreamDef};
+use crate::upstream::def::Pinning;
+use crate::upstream::{definition_hash, Notice, Upstream, UpstreamCatalog, UpstreamDef};
 
 /// How long building a catalog waits for an upstream's first lists.
 const FIRST_FETCH: Duration = Duration::from_secs(5);
@@ -52,12 +56,54 @@ impl TenantDirectory {
             }
             live.push(upstream);
         }
-        let catalogs = live
-            .iter()
-            .map(|u| Arc::new(UpstreamCatalog::new(u.clone())) as Arc<dyn Catalog>)
-            .collect();
+        let mut catalogs: Vec<Arc<dyn Catalog>> = Vec::with_capacity(live.len());
+        for upstream in &live {
+            let held = self.held_tools(slug, upstream).await?;
+            catalogs.push(Arc::new(UpstreamCatalog::new(upstream.clone(), &held)));
+        }
         self.upstreams.lock().insert(slug.to_string(), live);
         Ok(catalogs)
+    }
+
+    /// The upstream's tools held back: those whose definition differs from the one pinned
+    /// when it was first seen (or last approved). Pins what it sees for the first time; worked
+    /// out once per fetch of its lists.
+    async fn held_tools(
+        &self,
+        slug: &str,
+        upstream: &Arc<Upstream>,
+    ) -> Result<Arc<HashSet<String>>, StoreError> {
+        let Some(lists) = upstream.lists() else {
+            return Ok(Arc::default());
+        };
+        if upstream.def.pinning == Pinning::Off {
+            return Ok(Arc::default());
+        }
+        if let Some(held) = upstream.held_for(lists.fetched_at) {
+            return Ok(held);
+        }
+        let offered: Vec<(String, String, serde_json::Value)> = lists
+            .tools
+            .iter()
+            .filter_map(|t| {
+                let name = t["name"]
+                    .as_str()
+                    .filter(|n| upstream.def.tools.admits(n))?;
+                Some((name.to_string(), definition_hash(t), t.clone()))
+            })
+            .collect();
+        let pins = self.store.see_tools(slug, &upstream.name, &offered).await?;
+        let held: Arc<HashSet<String>> = Arc::new(
+            pins.into_iter()
+                .filter(|p| p.pending.is_some())
+                .map(|p| p.tool)
+                .collect(),
+        );
+        if !held.is_empty() {
+            tracing::warn!(tenant = slug, upstream = %upstream.name, tools = ?held, "upstream tools whose definition changed are held back until an administrator approves the change");
+        }
+        upstream.set_held(lists.fetched_at, held.clone());
+        Ok(held)
     }
 
     /// The live upstream of this definition: the one held when its revision is unchanged,
