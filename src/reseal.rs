@@ -1,6 +1,6 @@
 //! Key rotation for secrets at rest. Every sealed value in the database (private signing keys,
-//! upstream client secrets, webhook signing secrets, elicited secrets, recorded rounds) names the
-//! key it was sealed under. After the operator puts a new key first in `auth.sealing_keys` on
+//! upstream client secrets, webhook signing secrets, elicited secrets, recorded rounds, upstream
+//! servers' static headers) names the key it was sealed under. After the operator puts a new key first in `auth.sealing_keys` on
 //! every replica, [`Rotation`] re-seals each value still under an older key (and seals webhook
 //! secrets stored in clear before secrets were sealed) in the background, in batches, writing
 //! each value back only if it is unchanged since it was read, so a concurrent write is never
@@ -114,6 +114,12 @@ fn held(column: SealedColumn, row: &SealedRow) -> Result<Held, RowError> {
                 serde_json::from_str(&row.text).map_err(|_| RowError::Json)?;
             oidc_secret(&mut auth).map_or(Held::Nothing, |s| sealed_under(s))
         }
+        SealedColumn::UpstreamHeaders => {
+            let body: Value = serde_json::from_str(&row.text).map_err(|_| RowError::Json)?;
+            body["auth"]["sealed"]
+                .as_str()
+                .map_or(Held::Nothing, sealed_under)
+        }
         SealedColumn::WebhookSecrets => {
             let body: Value = serde_json::from_str(&row.text).map_err(|_| RowError::Json)?;
             match tool_body_key_id(&body) {
@@ -147,6 +153,20 @@ fn resealed(
                 Some(new) => {
                     *sealed = new;
                     Some(serde_json::to_string(&auth).map_err(|_| RowError::Json)?)
+                }
+                None => None,
+            }
+        }
+        SealedColumn::UpstreamHeaders => {
+            let mut body: Value = serde_json::from_str(&row.text).map_err(|_| RowError::Json)?;
+            let Some(sealed) = body["auth"]["sealed"].as_str() else {
+                return Ok(None);
+            };
+            let purpose = crate::upstream::def::purpose(tenant, id);
+            match sealer.reseal(&purpose, sealed)? {
+                Some(resealed) => {
+                    body["auth"]["sealed"] = Value::String(resealed);
+                    Some(body.to_string())
                 }
                 None => None,
             }

@@ -25,15 +25,18 @@ pub enum SealedColumn {
     ElicitationSecrets,
     /// `mrtr_rounds.state`, by (tenant, id).
     RoundStates,
+    /// `upstreams.body` (JSON: `auth.sealed`, an upstream's static headers), by (tenant, name).
+    UpstreamHeaders,
 }
 
 impl SealedColumn {
-    pub const ALL: [SealedColumn; 5] = [
+    pub const ALL: [SealedColumn; 6] = [
         SealedColumn::SigningKeys,
         SealedColumn::OidcClientSecrets,
         SealedColumn::WebhookSecrets,
         SealedColumn::ElicitationSecrets,
         SealedColumn::RoundStates,
+        SealedColumn::UpstreamHeaders,
     ];
 }
 
@@ -106,6 +109,13 @@ fn sql(column: SealedColumn) -> (&'static str, &'static str) {
             "SELECT tenant, id, state AS text FROM mrtr_rounds \
              WHERE (tenant, id) > ($1, $2) ORDER BY tenant, id LIMIT $3",
             "UPDATE mrtr_rounds SET state = $4 WHERE tenant = $1 AND id = $2 AND state = $3",
+        ),
+        SealedColumn::UpstreamHeaders => (
+            "SELECT tenant, name AS id, body AS text FROM upstreams \
+             WHERE (tenant, name) > ($1, $2) AND body LIKE '%\"sealed\"%' \
+             ORDER BY tenant, name LIMIT $3",
+            "UPDATE upstreams SET body = $4, updated_at = updated_at + 1 \
+             WHERE tenant = $1 AND name = $2 AND body = $3",
         ),
     }
 }

@@ -27,6 +27,7 @@ const KNOWN_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const LEGACY_SECRET: &str = "whsec_TGVnYWN5U2VjcmV0S2V5QmVmb3JlU2VhbGluZzE=";
 const OIDC_SECRET: &str = "upstream-client-secret-7c1f0e9a";
 const ELICITED: &str = "ghp_ElicitedTokenValue_5151515151";
+const UPSTREAM_KEY: &str = "upstream-api-key-4b8d2e6f0a1c3e5d";
 
 /// The webhook endpoint: checks every call's signature with the secret registered for its path.
 #[derive(Default)]
@@ -269,6 +270,19 @@ async fn set_up(app: &TestApp, base: &str, endpoint: &Endpoint) -> Setup {
     )
     .await;
     assert_eq!(status, 201);
+    // An upstream MCP server's static credentials (it answers nothing: only the sealing counts).
+    let (status, upstream) = admin(
+        app,
+        Method::PUT,
+        "/tenants/open/upstreams/up",
+        Some(
+            json!({ "name": "up", "url": format!("{base}/no-mcp-here"), "timeout_ms": 1000,
+            "auth": { "type": "headers", "headers": { "X-Api-Key": UPSTREAM_KEY } } }),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{upstream}");
+    assert!(!upstream.to_string().contains(UPSTREAM_KEY));
     // Shown once: reading the tool back shows no secret.
     let (_, shown) = admin(app, Method::GET, "/tenants/open/tools/known", None).await;
     assert_eq!(shown["webhook"]["secret"], "whsec_…");
@@ -432,6 +446,10 @@ async fn no_secret_in_clear(db: Db) {
             OIDC_SECRET.as_bytes().to_vec(),
         ),
         ("an elicited secret", ELICITED.as_bytes().to_vec()),
+        (
+            "an upstream's static header",
+            UPSTREAM_KEY.as_bytes().to_vec(),
+        ),
         ("a client secret", setup.client_secret.as_bytes().to_vec()),
         ("an access token", token.as_bytes().to_vec()),
         (
@@ -530,10 +548,11 @@ async fn rotation(db: Db) {
     // B first, A still there: everything opens; the legacy secret works as it is.
     let app = spawn(&db, &[&b, &a]).await;
     let (counts, in_clear, _) = usage(&app).await;
-    // 1 signing key + 1 upstream client secret + 3 webhook secrets + 1 elicited secret.
+    // 1 signing key + 1 upstream client secret + 3 webhook secrets + 1 elicited secret + 1
+    // upstream server's headers.
     assert_eq!(
         (counts["a"], counts["b"], in_clear),
-        (6, 0, 1),
+        (7, 0, 1),
         "{counts:?}"
     );
     assert!(signed_ok(&call(&app, "legacy").await));
@@ -542,17 +561,17 @@ async fn rotation(db: Db) {
     assert_eq!(job["state"], "finished", "{job}");
     assert_eq!(
         (job["resealed"].as_u64(), job["failed"].as_u64()),
-        (Some(7), Some(0)),
+        (Some(8), Some(0)),
         "{job}"
     );
     let (counts, in_clear, _) = usage(&app).await;
     assert_eq!(
         (counts["a"], counts["b"], in_clear),
-        (0, 7, 0),
+        (0, 8, 0),
         "{counts:?}"
     );
     assert_eq!(sealed_under(&db, "a").await, 0);
-    assert!(sealed_under(&db, "b").await >= 7);
+    assert!(sealed_under(&db, "b").await >= 8);
     assert_nothing_in_clear(
         &db,
         false,
