@@ -75,6 +75,21 @@ async function call(id) {
   return { status: 200, replica, answer };
 }
 
+// Replicas other than the one that took the definition serve the upstream's entries once they
+// have fetched its lists (announced on the bus): wait for this session's replica to list them.
+const listedBy = Date.now() + 10_000;
+for (let id = 2; ; id++) {
+  const r = await fetch(url, { method: "POST", headers: headers(sid),
+    body: JSON.stringify({ jsonrpc: "2.0", id, method: "tools/list" }) });
+  const body = (r.headers.get("content-type") ?? "").startsWith("application/json") ? await r.json() : {};
+  if (body.result?.tools?.some((t) => t.name === "ref_test_simple_text")) {
+    console.log(`the upstream's tools listed by ${r.headers.get("x-harbor-replica")} after ${id - 1} tools/list`);
+    break;
+  }
+  if (Date.now() > listedBy) fail(`the upstream's tools were not listed within 10 s: ${JSON.stringify(body).slice(0, 300)}`);
+  await new Promise((res) => setTimeout(res, 100));
+}
+
 let owner = "";
 for (let id = 10; id < 13; id++) {
   const c = await call(id);
