@@ -252,9 +252,6 @@ pub async fn patch(
         if_match.check(existing.updated_at)?;
         let old = def_of(&existing)?;
         let mut input = as_input(&name, &old);
-        if let Some(o) = input.as_object_mut() {
-            o.remove("state");
-        }
         merge_patch(&mut input, &patch);
         let merged: UpstreamInput = serde_json::from_value(input)
             .map_err(|e| AdminError::invalid("body", e.to_string()))?;

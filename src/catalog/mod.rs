@@ -122,7 +122,7 @@ pub trait Catalog: Send + Sync + 'static {
     }
 }
 
-/// `Catalog::name` of every upstream server's catalog (`crate::upstream`).
+/// `Catalog::name` of every upstream server's catalog (the upstream room's `UpstreamCatalog`).
 pub const UPSTREAM: &str = "upstream";
 
 /// The built-in catalogs there are (`TenantCatalog::builtin`).
